@@ -1,0 +1,105 @@
+//! The parts every generated `Federated<Kind>` object shares: `spec.template`,
+//! `spec.placement`, `spec.overrides`, `spec.retainReplicas` and the status (reference §1.6).
+//!
+//! Federated objects are handled as dynamic objects (their kinds are data, configured by
+//! FederatedTypeConfigs), so these types are deserialised from the object's `spec`/`status`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `spec` of a `Federated<Kind>` object.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FederatedSpec {
+    /// The target object, without `apiVersion`/`kind` requirements; copied to each cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<Vec<ClusterOverrides>>,
+    /// Keep `spec.replicas` as each member has it (only for types with integer replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_replicas: Option<bool>,
+}
+
+/// Where an object goes: `clusters` when present (even empty) wins; otherwise
+/// `clusterSelector` over KubeFedCluster labels (`{}` = all clusters, absent = none).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<Vec<ClusterReference>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_selector: Option<LabelSelector>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClusterReference {
+    pub name: String,
+}
+
+/// The overrides for one cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterOverrides {
+    pub cluster_name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_overrides: Vec<Override>,
+}
+
+/// One RFC 6902 operation; an empty `op` means `replace`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Override {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub op: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+}
+
+/// `status` of a `Federated<Kind>` object.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FederatedStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<FederatedCondition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterPropagationStatus>,
+}
+
+/// A condition of a federated object; KubeFed uses only the `Propagation` type.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FederatedCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// hubfed extension: a human-readable explanation (KubeFed had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+/// Propagation status of one placed cluster. `status` is omitted when propagation is OK.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPropagationStatus {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// hubfed extension: the member API's message when something failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_status: Option<Value>,
+}

@@ -1,0 +1,53 @@
+# hubfed — build, test, demo, bench, generate.
+# `make test` is what CI runs (.ci/run installs the tools first).
+
+SHELL := /bin/bash
+CARGO ?= cargo
+# Where `make clusters-up` keeps a person's local clusters.
+CLUSTERS_DIR ?= $(HOME)/.cache/hubfed/clusters
+MEMBERS ?= 2
+
+.PHONY: all build tools fmt-check lint unit e2e test generate clusters-up clusters-down demo bench clean
+
+all: build
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+## tools: build/cache kube-apiserver + kube-controller-manager (pinned in hack/KUBE_VERSION) and etcd
+tools:
+	@hack/build-kube.sh >/dev/null
+	@hack/install-etcd.sh >/dev/null
+	@echo "kube binaries: $$(hack/build-kube.sh)"
+	@echo "etcd:          $$(hack/install-etcd.sh)"
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## unit: tests that need no cluster
+unit:
+	$(CARGO) test --workspace --exclude hubfed-e2e
+
+## e2e: tests against real hub + member kube-apiservers
+e2e: tools
+	$(CARGO) test -p hubfed-e2e -- --test-threads=4
+
+test: fmt-check lint unit e2e
+
+## generate: regenerate the CRDs in crds/ from the Rust types
+generate:
+	$(CARGO) run -q -p hubfed-api --bin crdgen -- crds
+
+## clusters-up: a hub and $(MEMBERS) members on loopback, in the background
+clusters-up: tools
+	@$(CARGO) build -q -p hubfed-testenv --bin hubfed-testenv
+	@hack/clusters.sh up "$(CLUSTERS_DIR)" "$(MEMBERS)"
+
+clusters-down:
+	@hack/clusters.sh down "$(CLUSTERS_DIR)"
+
+clean:
+	$(CARGO) clean

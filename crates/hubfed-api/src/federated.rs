@@ -103,3 +103,125 @@ pub struct ClusterPropagationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<Value>,
 }
+
+/// The only condition type KubeFed sets on federated objects.
+pub const PROPAGATION_CONDITION_TYPE: &str = "Propagation";
+
+crate::condition::string_enum! {
+    /// `reason` of the `Propagation` condition (KubeFed `AggregateReason`); `Ok` ⇔ status `True`.
+    pub enum AggregateReason {
+        /// Everything propagated; KubeFed writes an empty reason.
+        Ok => "",
+        ClusterRetrievalFailed => "ClusterRetrievalFailed",
+        ComputePlacementFailed => "ComputePlacementFailed",
+        /// At least one placed cluster has a non-OK `status.clusters[].status`.
+        CheckClusters => "CheckClusters",
+        /// Cluster-scoped control plane, namespaced type, and no FederatedNamespace.
+        NamespaceNotFederated => "NamespaceNotFederated",
+    }
+}
+
+crate::condition::string_enum! {
+    /// Per-cluster `status.clusters[].status` (KubeFed `PropagationStatus`, reference §2.4).
+    pub enum PropagationStatus {
+        /// Propagated; KubeFed omits the field (empty string).
+        Ok => "",
+        WaitingForRemoval => "WaitingForRemoval",
+        ClusterNotReady => "ClusterNotReady",
+        CachedRetrievalFailed => "CachedRetrievalFailed",
+        ComputeResourceFailed => "ComputeResourceFailed",
+        ApplyOverridesFailed => "ApplyOverridesFailed",
+        CreationFailed => "CreationFailed",
+        UpdateFailed => "UpdateFailed",
+        DeletionFailed => "DeletionFailed",
+        LabelRemovalFailed => "LabelRemovalFailed",
+        RetrievalFailed => "RetrievalFailed",
+        AlreadyExists => "AlreadyExists",
+        FieldRetentionFailed => "FieldRetentionFailed",
+        VersionRetrievalFailed => "VersionRetrievalFailed",
+        ClientRetrievalFailed => "ClientRetrievalFailed",
+        ManagedLabelFalse => "ManagedLabelFalse",
+        CreationTimedOut => "CreationTimedOut",
+        UpdateTimedOut => "UpdateTimedOut",
+        DeletionTimedOut => "DeletionTimedOut",
+        LabelRemovalTimedOut => "LabelRemovalTimedOut",
+    }
+}
+
+impl PropagationStatus {
+    /// Whether KubeFed retries the reconcile with backoff for this status (reference §2.4
+    /// step 7); the others wait for an external change.
+    pub const fn is_recoverable(self) -> bool {
+        matches!(
+            self,
+            Self::CreationFailed
+                | Self::UpdateFailed
+                | Self::DeletionFailed
+                | Self::LabelRemovalFailed
+                | Self::RetrievalFailed
+                | Self::ClientRetrievalFailed
+                | Self::CreationTimedOut
+                | Self::UpdateTimedOut
+                | Self::DeletionTimedOut
+                | Self::LabelRemovalTimedOut
+        )
+    }
+
+    /// The value for `status.clusters[].status`: `None` for `Ok`, as KubeFed omits it.
+    pub fn to_wire(self) -> Option<String> {
+        match self {
+            Self::Ok => None,
+            other => Some(other.as_str().to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn propagation_statuses_round_trip_through_the_wire() {
+        assert_eq!(PropagationStatus::ALL.len(), 20);
+        for status in PropagationStatus::ALL {
+            assert_eq!(PropagationStatus::parse(status.as_str()), Some(*status));
+            let wire = status.to_wire();
+            assert_eq!(wire.is_none(), *status == PropagationStatus::Ok);
+        }
+        assert_eq!(PropagationStatus::parse("Bogus"), None);
+    }
+
+    #[test]
+    fn recoverable_statuses_are_failures_and_timeouts() {
+        let recoverable: Vec<&str> = PropagationStatus::ALL
+            .iter()
+            .filter(|s| s.is_recoverable())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(
+            recoverable,
+            [
+                "CreationFailed",
+                "UpdateFailed",
+                "DeletionFailed",
+                "LabelRemovalFailed",
+                "RetrievalFailed",
+                "ClientRetrievalFailed",
+                "CreationTimedOut",
+                "UpdateTimedOut",
+                "DeletionTimedOut",
+                "LabelRemovalTimedOut",
+            ]
+        );
+    }
+
+    #[test]
+    fn aggregate_reason_ok_is_empty() {
+        assert_eq!(AggregateReason::Ok.as_str(), "");
+        assert_eq!(AggregateReason::parse(""), Some(AggregateReason::Ok));
+        assert_eq!(
+            AggregateReason::NamespaceNotFederated.to_string(),
+            "NamespaceNotFederated"
+        );
+    }
+}

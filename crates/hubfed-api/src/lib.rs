@@ -4,5 +4,18 @@
 //! Wire shapes follow `shared/reference/kubefed-v1beta1.md`; a KubeFed manifest deserialises
 //! into these types unchanged.
 
+pub mod condition;
+pub mod defaulttypes;
+pub mod duration;
+mod error;
 pub mod federated;
+pub mod federatedcrd;
+pub mod federatedtypeconfig;
+pub mod kubefedcluster;
+pub mod kubefedconfig;
 pub mod names;
+pub mod propagatedversion;
+pub mod render;
+pub mod scheduling;
+
+pub use error::Error;

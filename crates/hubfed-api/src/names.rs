@@ -34,3 +34,10 @@ pub const FEDERATED_CATEGORY: &str = "federated";
 
 /// Field manager hubfed uses for server-side apply on members.
 pub const FIELD_MANAGER: &str = "hubfed";
+
+/// Name of the FTC federating `namespaces`; namespaced types need it, and its federated type
+/// is namespaced although Namespace is cluster-scoped.
+pub const NAMESPACES_FTC_NAME: &str = "namespaces";
+
+/// Key in a KubeFedCluster's secret holding the member bearer token.
+pub const CLUSTER_SECRET_TOKEN_KEY: &str = "token";

@@ -1,1 +1,20 @@
-//! Every federation decision as a pure function over plain data: no IO, no async.
+//! Every federation decision as a pure function over plain data: no IO, no async, no clock.
+//!
+//! The controller reads caches, calls [`plan::plan`] for one federated object, carries out the
+//! per-cluster actions, and turns the outcomes into status with [`status::compute_status`] and
+//! into a PropagatedVersion with [`version::update_propagated_version`]. Behaviour follows
+//! KubeFed v1beta1 (`shared/reference/kubefed-v1beta1.md` §1.6, §1.7, §1.10, §2.4); where hubfed
+//! deliberately differs, the item's documentation says so.
+
+pub mod desired;
+pub mod error;
+pub mod gojson;
+pub mod overrides;
+pub mod placement;
+pub mod plan;
+pub mod retention;
+pub mod selector;
+pub mod status;
+pub mod version;
+
+pub use error::{CoreError, Result};

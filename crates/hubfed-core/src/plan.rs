@@ -1,0 +1,1318 @@
+//! The per-cluster plan for one federated object (reference §2.4, KubeFed
+//! `sync/controller.go:syncToClusters` / `ensureDeletion` and `dispatch/managed.go`), as data in,
+//! data out: the controller observes, calls [`plan`], carries out each [`ClusterAction`] with
+//! server-side apply / delete / label removal, then reports outcomes to
+//! [`crate::status::compute_status`] (starting from [`Plan::expected_outcomes`]).
+//!
+//! Sync (object not being deleted), for every joined cluster in name order:
+//! - not ready: `ClusterNotReady` if selected, else skipped;
+//! - the member cache failed: `CachedRetrievalFailed`;
+//! - not selected: a managed member object is deleted (with the `kubefed.io/deleteoption`
+//!   options); one being deleted is waited for; the hub's own namespace only loses its managed
+//!   label (deleting it would delete the FederatedNamespace with it);
+//! - selected: `kubefed.io/managed: "false"` ⇒ `ManagedLabelFalse`; an unmanaged existing
+//!   object ⇒ `AlreadyExists` unless adoption is enabled (or it is the hub's namespace); else the
+//!   desired object is applied when [`crate::version::needs_apply`] says so.
+//!
+//! Deletion (deletion timestamp set and the `kubefed.io/sync-controller` finalizer present) is
+//! the same with an empty placement: managed member objects in every cluster are deleted
+//! (or, with `kubefed.io/orphan: "true"`, unlabelled). A cluster that is placed or holds a
+//! member object but is not ready blocks finalizer removal, as in KubeFed.
+//!
+//! Objects without the managed label are never deleted or unlabelled.
+
+use std::collections::BTreeMap;
+
+use hubfed_api::federated::FederatedSpec;
+use hubfed_api::names::{DELETE_OPTION_ANNOTATION, MANAGED_LABEL, ORPHAN_ANNOTATION};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+use serde_json::Value;
+
+use crate::desired::{TargetType, WarningEvent, desired_object, template_warnings};
+use crate::placement::{
+    ClusterInfo, ControlPlaneScope, NamespaceFederation, PlacementDecision, compute_placement,
+    is_system_namespace,
+};
+use crate::status::{AggregateReason, ClusterOutcome, PropagationStatus};
+use crate::version::{
+    RecordedApply, desired_hash, needs_apply, overrides_version, template_version,
+};
+use crate::{CoreError, Result};
+
+/// The federated object, as far as planning cares.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FederatedObject {
+    pub name: String,
+    /// `None` only for cluster-scoped federated types.
+    pub namespace: Option<String>,
+    pub spec: FederatedSpec,
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.finalizers` contains `kubefed.io/sync-controller`.
+    pub has_sync_finalizer: bool,
+}
+
+/// A member object as the member cache shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberObject {
+    /// Value of the `kubefed.io/managed` label, if any.
+    pub managed_label: Option<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// [`crate::version::object_version`] of the object.
+    pub version: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl MemberObject {
+    /// Carries `kubefed.io/managed: "true"`.
+    pub fn is_managed(&self) -> bool {
+        self.managed_label.as_deref() == Some("true")
+    }
+}
+
+/// What is known about the member object in one cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum MemberObservation {
+    /// Not in the cache (the cache may hold only managed objects).
+    #[default]
+    Absent,
+    Present(MemberObject),
+    /// The cache could not be read; the message says why.
+    RetrievalFailed(String),
+}
+
+/// Everything [`plan`] needs.
+#[derive(Clone, Debug)]
+pub struct PlanInput<'a> {
+    pub object: &'a FederatedObject,
+    pub target: &'a TargetType,
+    /// Every joined cluster.
+    pub clusters: &'a [ClusterInfo],
+    /// The containing namespace's FederatedNamespace, for namespaced targets.
+    pub namespace: NamespaceFederation<'a>,
+    pub scope: ControlPlaneScope,
+    /// The control plane's namespace (a system namespace for `Namespace` targets).
+    pub kubefed_namespace: &'a str,
+    /// The cluster that is the hub itself, if the hub is joined as a member.
+    pub hub_cluster: Option<&'a str>,
+    /// KubeFedConfig `spec.syncController.adoptResources == Enabled`.
+    pub adopt_resources: bool,
+    /// Member observations by cluster name; a missing entry means [`MemberObservation::Absent`].
+    pub members: &'a BTreeMap<String, MemberObservation>,
+    /// The last successful applies by cluster name (only entries still valid for the current
+    /// template and overrides versions, see [`crate::version::recorded_cluster_versions`]).
+    pub recorded: &'a BTreeMap<String, RecordedApply>,
+}
+
+/// What the controller does with the object as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Propagate to the placed clusters.
+    Sync,
+    /// The object is being deleted: clean up members.
+    Delete,
+    /// Do nothing at all: no finalizer, no status, no events except [`Plan::warnings`].
+    Ignore(IgnoreReason),
+}
+
+/// Why an object is ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IgnoreReason {
+    /// A FederatedNamespace for a namespace that is never propagated
+    /// ([`is_system_namespace`]).
+    SystemNamespace,
+    /// A FederatedNamespace not named like its containing namespace (KubeFed event
+    /// `InvalidName`).
+    InvalidNamespaceName,
+    /// Being deleted without the sync finalizer: cleanup already finished.
+    FinalizerAbsent,
+}
+
+/// What to do with the `kubefed.io/sync-controller` finalizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinalizerAction {
+    /// Leave it alone (ignored objects).
+    Untouched,
+    /// Add it if missing, before dispatching (merge patch).
+    Ensure,
+    /// Deletion in progress: keep it and check again later.
+    Keep,
+    /// Orphaning deletion: remove it, then remove the managed labels (KubeFed's order).
+    Remove,
+    /// No managed member object is left according to the caches: confirm with live reads
+    /// that no object in a ready cluster still carries the managed label, then remove it.
+    RemoveAfterVerification,
+}
+
+/// The plan for one federated object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub disposition: Disposition,
+    pub finalizer: FinalizerAction,
+    pub placement: PlacementDecision,
+    /// `Success`, `ComputePlacementFailed` or `NamespaceNotFederated`; input to status.
+    pub reason: AggregateReason,
+    /// Explanation for a `ComputePlacementFailed` reason.
+    pub reason_message: Option<String>,
+    /// Clusters needing an action or a status entry, sorted by name.
+    pub clusters: Vec<ClusterPlan>,
+    /// KubeFed `templateVersion` of this object.
+    pub template_version: String,
+    /// KubeFed `overridesVersion` of this object.
+    pub overrides_version: String,
+    /// Warning events to record on the federated object.
+    pub warnings: Vec<WarningEvent>,
+}
+
+impl Plan {
+    /// The outcome of every cluster assuming each action succeeds; the controller replaces
+    /// the entries of failed actions ([`ClusterAction::status_on_failure`]) and drops those
+    /// that become `None`.
+    pub fn expected_outcomes(&self) -> Vec<ClusterOutcome> {
+        self.clusters
+            .iter()
+            .filter_map(|c| {
+                c.action.status_on_success().map(|status| ClusterOutcome {
+                    cluster: c.cluster.clone(),
+                    status,
+                    message: match &c.action {
+                        ClusterAction::Blocked { message, .. } => Some(message.clone()),
+                        _ => None,
+                    },
+                    remote_status: None,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One cluster's part of a plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterPlan {
+    pub cluster: String,
+    pub action: ClusterAction,
+}
+
+/// What to do in one cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClusterAction {
+    /// Server-side apply the desired object.
+    Apply(ApplyAction),
+    /// Delete the member object.
+    Delete(DeleteAction),
+    /// Remove the `kubefed.io/managed` label from the member object.
+    RemoveManagedLabel,
+    /// Selected and already current.
+    UpToDate,
+    /// The member object is being deleted; wait for it to go.
+    WaitForRemoval,
+    /// Nothing can be done; report `status` with `message`.
+    Blocked {
+        status: PropagationStatus,
+        message: String,
+    },
+}
+
+impl ClusterAction {
+    /// The cluster's status when the action succeeds; `None` means no `status.clusters` entry
+    /// (a successful label removal leaves the object unmanaged).
+    pub fn status_on_success(&self) -> Option<PropagationStatus> {
+        match self {
+            Self::Apply(_) | Self::UpToDate => Some(PropagationStatus::Ok),
+            // Deleted objects may linger until garbage collection; the member watch triggers
+            // the next reconcile, which drops the entry.
+            Self::Delete(_) | Self::WaitForRemoval => Some(PropagationStatus::WaitingForRemoval),
+            Self::RemoveManagedLabel => None,
+            Self::Blocked { status, .. } => Some(*status),
+        }
+    }
+
+    /// The cluster's status when the action's request fails.
+    pub fn status_on_failure(&self) -> Option<PropagationStatus> {
+        match self {
+            Self::Apply(a) if a.creates => Some(PropagationStatus::CreationFailed),
+            Self::Apply(_) => Some(PropagationStatus::UpdateFailed),
+            Self::Delete(_) => Some(PropagationStatus::DeletionFailed),
+            Self::RemoveManagedLabel => Some(PropagationStatus::LabelRemovalFailed),
+            other => other.status_on_success(),
+        }
+    }
+
+    /// The cluster's status when the reconcile's dispatch deadline passes first.
+    pub fn status_on_timeout(&self) -> Option<PropagationStatus> {
+        match self {
+            Self::Apply(a) if a.creates => Some(PropagationStatus::CreationTimedOut),
+            Self::Apply(_) => Some(PropagationStatus::UpdateTimedOut),
+            Self::Delete(_) => Some(PropagationStatus::DeletionTimedOut),
+            Self::RemoveManagedLabel => Some(PropagationStatus::LabelRemovalTimedOut),
+            other => other.status_on_success(),
+        }
+    }
+}
+
+/// A server-side apply of the desired object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApplyAction {
+    /// The apply body.
+    pub object: Value,
+    /// [`crate::version::desired_hash`] of `object`, to record after success.
+    pub desired_hash: String,
+    /// The member object was not observed: this creates it.
+    pub creates: bool,
+    /// Adoption is disabled and the object was not observed: the dispatcher must create it
+    /// (e.g. POST, or apply with a create-only precondition) rather than take over an existing
+    /// unmanaged object. On AlreadyExists it reads the object and plans again with it observed,
+    /// which yields `AlreadyExists`.
+    pub create_only: bool,
+    /// An existing unmanaged object is taken over (KubeFed event: "An update will be attempted
+    /// instead of a creation due to an existing resource").
+    pub adopts: bool,
+    /// Fields left to the member; see [`crate::desired::DesiredObject::released_fields`].
+    pub released_fields: Vec<String>,
+}
+
+/// Deletion of a member object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeleteAction {
+    /// From the `kubefed.io/deleteoption` annotation.
+    pub options: Option<DeleteOptions>,
+}
+
+/// Whether the federated object asks to keep member objects on deletion
+/// (`kubefed.io/orphan: "true"`).
+pub fn is_orphaning(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(ORPHAN_ANNOTATION).map(String::as_str) == Some("true")
+}
+
+/// The `metav1.DeleteOptions` in the `kubefed.io/deleteoption` annotation, if any.
+///
+/// hubfed uses them for every member deletion, including clusters dropped from placement
+/// (KubeFed used them only when the federated object itself was deleted).
+pub fn delete_options(annotations: &BTreeMap<String, String>) -> Result<Option<DeleteOptions>> {
+    annotations
+        .get(DELETE_OPTION_ANNOTATION)
+        .map(|raw| {
+            serde_json::from_str(raw).map_err(|source| CoreError::InvalidDeleteOptions { source })
+        })
+        .transpose()
+}
+
+/// Plans one reconcile of a federated object.
+pub fn plan(input: &PlanInput<'_>) -> Plan {
+    let spec = &input.object.spec;
+    let mut plan = Plan {
+        disposition: Disposition::Sync,
+        finalizer: FinalizerAction::Ensure,
+        placement: PlacementDecision::default(),
+        reason: AggregateReason::Success,
+        reason_message: None,
+        clusters: Vec::new(),
+        template_version: template_version(spec.template.as_ref()),
+        overrides_version: overrides_version(spec.overrides.as_deref()),
+        warnings: template_warnings(spec),
+    };
+
+    if let Some(reason) = ignore_reason(input) {
+        plan.disposition = Disposition::Ignore(reason);
+        plan.finalizer = FinalizerAction::Untouched;
+        if reason == IgnoreReason::InvalidNamespaceName {
+            plan.warnings.push(WarningEvent {
+                reason: "InvalidName",
+                message: "The name of a federated namespace must match the name of its \
+                          containing namespace."
+                    .to_owned(),
+            });
+        }
+        return plan;
+    }
+
+    let placement = compute_placement(
+        spec.placement.as_ref(),
+        input.namespace,
+        input.scope,
+        input.clusters,
+    );
+    if input.object.deleting {
+        return plan_deletion(input, plan, placement.ok());
+    }
+
+    match placement {
+        Ok(decision) => plan.placement = decision,
+        Err(err) => {
+            plan.reason = AggregateReason::ComputePlacementFailed;
+            plan.reason_message = Some(err.to_string());
+            return plan;
+        }
+    }
+    if plan.placement.namespace_not_federated {
+        plan.reason = AggregateReason::NamespaceNotFederated;
+    }
+
+    let options = delete_options(&input.object.annotations);
+    for cluster in sorted(input.clusters) {
+        let selected = plan.placement.clusters.contains(&cluster.name);
+        if let Some(action) = sync_action(input, cluster, selected, &options) {
+            plan.clusters.push(ClusterPlan {
+                cluster: cluster.name.clone(),
+                action,
+            });
+        }
+    }
+    plan
+}
+
+fn ignore_reason(input: &PlanInput<'_>) -> Option<IgnoreReason> {
+    let object = input.object;
+    if input.target.is_namespace() {
+        if object.namespace.as_deref() != Some(object.name.as_str()) {
+            return Some(IgnoreReason::InvalidNamespaceName);
+        }
+        if is_system_namespace(&object.name, input.kubefed_namespace) {
+            return Some(IgnoreReason::SystemNamespace);
+        }
+    }
+    if object.deleting && !object.has_sync_finalizer {
+        return Some(IgnoreReason::FinalizerAbsent);
+    }
+    None
+}
+
+fn sorted(clusters: &[ClusterInfo]) -> Vec<&ClusterInfo> {
+    let mut sorted: Vec<&ClusterInfo> = clusters.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    sorted
+}
+
+fn observation<'a>(input: &PlanInput<'a>, cluster: &str) -> &'a MemberObservation {
+    const ABSENT: &MemberObservation = &MemberObservation::Absent;
+    input.members.get(cluster).unwrap_or(ABSENT)
+}
+
+/// The member is the hub's own namespace (KubeFed `IsNamespaceInHostCluster`).
+fn is_hub_namespace(input: &PlanInput<'_>, cluster: &str) -> bool {
+    input.target.is_namespace() && input.hub_cluster == Some(cluster)
+}
+
+fn not_ready() -> ClusterAction {
+    ClusterAction::Blocked {
+        status: PropagationStatus::ClusterNotReady,
+        message: "Cluster not ready".to_owned(),
+    }
+}
+
+fn delete_action(options: &Result<Option<DeleteOptions>>) -> ClusterAction {
+    match options {
+        Ok(options) => ClusterAction::Delete(DeleteAction {
+            options: options.clone(),
+        }),
+        Err(err) => ClusterAction::Blocked {
+            status: PropagationStatus::DeletionFailed,
+            message: err.to_string(),
+        },
+    }
+}
+
+fn sync_action(
+    input: &PlanInput<'_>,
+    cluster: &ClusterInfo,
+    selected: bool,
+    options: &Result<Option<DeleteOptions>>,
+) -> Option<ClusterAction> {
+    if !cluster.ready {
+        return selected.then(not_ready);
+    }
+    let member = match observation(input, &cluster.name) {
+        MemberObservation::RetrievalFailed(message) => {
+            return Some(ClusterAction::Blocked {
+                status: PropagationStatus::CachedRetrievalFailed,
+                message: message.clone(),
+            });
+        }
+        MemberObservation::Absent => None,
+        MemberObservation::Present(member) => Some(member),
+    };
+    let hub_namespace = is_hub_namespace(input, &cluster.name);
+
+    if !selected {
+        let member = member.filter(|m| m.is_managed())?;
+        return Some(if member.terminating {
+            ClusterAction::WaitForRemoval
+        } else if hub_namespace {
+            ClusterAction::RemoveManagedLabel
+        } else {
+            delete_action(options)
+        });
+    }
+
+    if let Some(member) = member {
+        if member.managed_label.as_deref() == Some("false") {
+            return Some(ClusterAction::Blocked {
+                status: PropagationStatus::ManagedLabelFalse,
+                message: format!(
+                    "Unable to manage the object which has label {MANAGED_LABEL}: false"
+                ),
+            });
+        }
+        if !member.is_managed() && !input.adopt_resources && !hub_namespace {
+            return Some(ClusterAction::Blocked {
+                status: PropagationStatus::AlreadyExists,
+                message: "Resource pre-exist in cluster".to_owned(),
+            });
+        }
+        if member.terminating {
+            return Some(ClusterAction::WaitForRemoval);
+        }
+    }
+
+    let object = input.object;
+    let desired = match desired_object(
+        input.target,
+        &object.name,
+        object.namespace.as_deref(),
+        &object.spec,
+        &cluster.name,
+        member.is_some(),
+    ) {
+        Ok(desired) => desired,
+        Err(err @ CoreError::InvalidTemplate { .. }) => {
+            return Some(ClusterAction::Blocked {
+                status: PropagationStatus::ComputeResourceFailed,
+                message: err.to_string(),
+            });
+        }
+        Err(err) => {
+            return Some(ClusterAction::Blocked {
+                status: PropagationStatus::ApplyOverridesFailed,
+                message: err.to_string(),
+            });
+        }
+    };
+    let hash = desired_hash(&desired.object);
+
+    let apply = |creates: bool, create_only: bool, adopts: bool| {
+        ClusterAction::Apply(ApplyAction {
+            object: desired.object.clone(),
+            desired_hash: hash.clone(),
+            creates,
+            create_only,
+            adopts,
+            released_fields: desired.released_fields.clone(),
+        })
+    };
+    Some(match member {
+        None => apply(true, !input.adopt_resources && !hub_namespace, false),
+        Some(member) if !member.is_managed() => apply(false, false, true),
+        Some(member) => {
+            if needs_apply(
+                input.recorded.get(&cluster.name),
+                &member.version,
+                &desired.object,
+                &hash,
+                &member.labels,
+                &member.annotations,
+            ) {
+                apply(false, false, false)
+            } else {
+                ClusterAction::UpToDate
+            }
+        }
+    })
+}
+
+fn plan_deletion(
+    input: &PlanInput<'_>,
+    mut plan: Plan,
+    placement: Option<PlacementDecision>,
+) -> Plan {
+    plan.disposition = Disposition::Delete;
+    plan.placement = placement.unwrap_or_default();
+
+    if is_orphaning(&input.object.annotations) {
+        plan.finalizer = FinalizerAction::Remove;
+        for cluster in sorted(input.clusters).into_iter().filter(|c| c.ready) {
+            if let MemberObservation::Present(member) = observation(input, &cluster.name)
+                && member.is_managed()
+                && !member.terminating
+            {
+                plan.clusters.push(ClusterPlan {
+                    cluster: cluster.name.clone(),
+                    action: ClusterAction::RemoveManagedLabel,
+                });
+            }
+        }
+        return plan;
+    }
+
+    let options = delete_options(&input.object.annotations);
+    let mut blocked = false;
+    let mut remaining = false;
+    for cluster in sorted(input.clusters) {
+        let observed = observation(input, &cluster.name);
+        let placed = plan.placement.clusters.contains(&cluster.name);
+        let holds_managed = match observed {
+            MemberObservation::Absent => false,
+            MemberObservation::Present(member) => member.is_managed(),
+            MemberObservation::RetrievalFailed(_) => true,
+        };
+        if !placed && !holds_managed {
+            continue;
+        }
+        let action = if !cluster.ready {
+            blocked = true;
+            not_ready()
+        } else {
+            match observed {
+                MemberObservation::Absent => continue,
+                MemberObservation::RetrievalFailed(message) => {
+                    blocked = true;
+                    ClusterAction::Blocked {
+                        status: PropagationStatus::CachedRetrievalFailed,
+                        message: message.clone(),
+                    }
+                }
+                MemberObservation::Present(member) if !member.is_managed() => continue,
+                MemberObservation::Present(member) => {
+                    let hub_namespace = is_hub_namespace(input, &cluster.name);
+                    if member.terminating && hub_namespace {
+                        // The hub namespace itself is going away; it takes the federated
+                        // object with it, so nothing can be waited for.
+                        continue;
+                    }
+                    remaining = true;
+                    if member.terminating {
+                        ClusterAction::WaitForRemoval
+                    } else if hub_namespace {
+                        ClusterAction::RemoveManagedLabel
+                    } else {
+                        let action = delete_action(&options);
+                        blocked |= matches!(action, ClusterAction::Blocked { .. });
+                        action
+                    }
+                }
+            }
+        };
+        plan.clusters.push(ClusterPlan {
+            cluster: cluster.name.clone(),
+            action,
+        });
+    }
+    plan.finalizer = if blocked || remaining {
+        FinalizerAction::Keep
+    } else {
+        FinalizerAction::RemoveAfterVerification
+    };
+    plan
+}
+
+/// The federated object is gone but a member object named like it still carries the managed
+/// label (KubeFed's "possible orphan"): remove the label in every ready cluster.
+pub fn plan_orphan_cleanup(
+    clusters: &[ClusterInfo],
+    members: &BTreeMap<String, MemberObservation>,
+) -> Vec<ClusterPlan> {
+    sorted(clusters)
+        .into_iter()
+        .filter(|c| c.ready)
+        .filter(|c| {
+            matches!(
+                members.get(&c.name),
+                Some(MemberObservation::Present(m)) if m.is_managed() && !m.terminating
+            )
+        })
+        .map(|c| ClusterPlan {
+            cluster: c.name.clone(),
+            action: ClusterAction::RemoveManagedLabel,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use hubfed_api::federated::Placement;
+    use serde_json::json;
+
+    use super::*;
+    use crate::status::{StatusInput, compute_status};
+
+    struct Fixture {
+        object: FederatedObject,
+        target: TargetType,
+        clusters: Vec<ClusterInfo>,
+        namespace_placement: Option<Option<Placement>>,
+        scope: ControlPlaneScope,
+        hub_cluster: Option<&'static str>,
+        adopt_resources: bool,
+        members: BTreeMap<String, MemberObservation>,
+        recorded: BTreeMap<String, RecordedApply>,
+    }
+
+    impl Fixture {
+        fn deployment(spec: Value) -> Self {
+            Self {
+                object: FederatedObject {
+                    name: "web".into(),
+                    namespace: Some("prod".into()),
+                    spec: serde_json::from_value(spec).unwrap(),
+                    ..FederatedObject::default()
+                },
+                target: TargetType {
+                    kind: "Deployment".into(),
+                    group: "apps".into(),
+                    version: "v1".into(),
+                    namespaced: true,
+                },
+                clusters: ["c1", "c2", "c3"]
+                    .into_iter()
+                    .map(|name| ClusterInfo {
+                        name: name.into(),
+                        labels: BTreeMap::from([("name".to_owned(), name.to_owned())]),
+                        ready: true,
+                    })
+                    .collect(),
+                namespace_placement: Some(Some(
+                    serde_json::from_value(json!({"clusterSelector": {}})).unwrap(),
+                )),
+                scope: ControlPlaneScope::Cluster,
+                hub_cluster: None,
+                adopt_resources: true,
+                members: BTreeMap::new(),
+                recorded: BTreeMap::new(),
+            }
+        }
+
+        fn namespace(name: &str, spec: Value) -> Self {
+            let mut f = Self::deployment(spec);
+            f.object.name = name.into();
+            f.object.namespace = Some(name.into());
+            f.target = TargetType {
+                kind: "Namespace".into(),
+                group: String::new(),
+                version: "v1".into(),
+                namespaced: false,
+            };
+            f.namespace_placement = None;
+            f
+        }
+
+        fn member(mut self, cluster: &str, member: MemberObject) -> Self {
+            self.members
+                .insert(cluster.into(), MemberObservation::Present(member));
+            self
+        }
+
+        fn plan(&self) -> Plan {
+            let namespace = match &self.namespace_placement {
+                None => NamespaceFederation::NotApplicable,
+                Some(None) => NamespaceFederation::NotFederated,
+                Some(Some(p)) => NamespaceFederation::Federated(Some(p)),
+            };
+            plan(&PlanInput {
+                object: &self.object,
+                target: &self.target,
+                clusters: &self.clusters,
+                namespace,
+                scope: self.scope,
+                kubefed_namespace: "kube-federation-system",
+                hub_cluster: self.hub_cluster,
+                adopt_resources: self.adopt_resources,
+                members: &self.members,
+                recorded: &self.recorded,
+            })
+        }
+    }
+
+    fn managed(version: &str) -> MemberObject {
+        MemberObject {
+            managed_label: Some("true".into()),
+            version: version.into(),
+            labels: BTreeMap::from([(MANAGED_LABEL.to_owned(), "true".to_owned())]),
+            ..MemberObject::default()
+        }
+    }
+
+    fn actions(plan: &Plan) -> Vec<(&str, &ClusterAction)> {
+        plan.clusters
+            .iter()
+            .map(|c| (c.cluster.as_str(), &c.action))
+            .collect()
+    }
+
+    fn apply(action: &ClusterAction) -> &ApplyAction {
+        match action {
+            ClusterAction::Apply(a) => a,
+            other => panic!("expected Apply, got {other:?}"),
+        }
+    }
+
+    fn blocked(action: &ClusterAction) -> (PropagationStatus, &str) {
+        match action {
+            ClusterAction::Blocked { status, message } => (*status, message.as_str()),
+            other => panic!("expected Blocked, got {other:?}"),
+        }
+    }
+
+    fn basic_spec() -> Value {
+        json!({
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"replicas": 2}},
+            "placement": {"clusters": [{"name": "c1"}, {"name": "c2"}, {"name": "ghost"}]},
+            "overrides": [{"clusterName": "c2", "clusterOverrides": [{"path": "/spec/replicas", "value": 5}]}],
+        })
+    }
+
+    #[test]
+    fn creates_in_selected_clusters() {
+        let f = Fixture::deployment(basic_spec());
+        let p = f.plan();
+        assert_eq!(p.disposition, Disposition::Sync);
+        assert_eq!(p.finalizer, FinalizerAction::Ensure);
+        assert_eq!(p.reason, AggregateReason::Success);
+        assert_eq!(p.placement.unknown_clusters, ["ghost"]);
+        let a = actions(&p);
+        assert_eq!(a.len(), 2);
+        let c1 = apply(a[0].1);
+        assert_eq!(a[0].0, "c1");
+        assert!(c1.creates && !c1.create_only && !c1.adopts);
+        assert_eq!(c1.object["spec"]["replicas"], 2);
+        assert_eq!(c1.object["metadata"]["namespace"], "prod");
+        assert_eq!(c1.desired_hash, desired_hash(&c1.object));
+        assert_eq!(apply(a[1].1).object["spec"]["replicas"], 5);
+        assert_eq!(
+            p.template_version,
+            template_version(f.object.spec.template.as_ref())
+        );
+        assert_eq!(
+            p.overrides_version,
+            overrides_version(f.object.spec.overrides.as_deref())
+        );
+    }
+
+    #[test]
+    fn adoption_disabled_creates_only() {
+        let mut f = Fixture::deployment(basic_spec());
+        f.adopt_resources = false;
+        let p = f.plan();
+        assert!(apply(&p.clusters[0].action).create_only);
+
+        let f = f.member(
+            "c1",
+            MemberObject {
+                version: "gen:1".into(),
+                ..MemberObject::default()
+            },
+        );
+        let p = f.plan();
+        assert_eq!(
+            blocked(&p.clusters[0].action),
+            (
+                PropagationStatus::AlreadyExists,
+                "Resource pre-exist in cluster"
+            )
+        );
+    }
+
+    #[test]
+    fn adoption_enabled_takes_over_unmanaged_objects() {
+        let f = Fixture::deployment(basic_spec()).member(
+            "c1",
+            MemberObject {
+                version: "gen:1".into(),
+                ..MemberObject::default()
+            },
+        );
+        let a = apply(&f.plan().clusters[0].action).clone();
+        assert!(a.adopts && !a.creates && !a.create_only);
+    }
+
+    #[test]
+    fn managed_label_false_is_refused() {
+        let f = Fixture::deployment(basic_spec()).member(
+            "c1",
+            MemberObject {
+                managed_label: Some("false".into()),
+                version: "gen:1".into(),
+                ..MemberObject::default()
+            },
+        );
+        assert_eq!(
+            blocked(&f.plan().clusters[0].action),
+            (
+                PropagationStatus::ManagedLabelFalse,
+                "Unable to manage the object which has label kubefed.io/managed: false"
+            )
+        );
+    }
+
+    #[test]
+    fn current_members_are_left_alone_and_drift_is_corrected() {
+        let f = Fixture::deployment(basic_spec());
+        let created = f.plan();
+        let desired = apply(&created.clusters[0].action).clone();
+
+        let mut member = managed("gen:1");
+        member.labels.insert("app".into(), "web".into());
+        let mut f = f.member("c1", member);
+        f.recorded.insert(
+            "c1".into(),
+            RecordedApply {
+                version: "gen:1".into(),
+                desired_hash: Some(desired.desired_hash.clone()),
+            },
+        );
+        assert_eq!(f.plan().clusters[0].action, ClusterAction::UpToDate);
+
+        // Someone edited the member: its generation moved past the recorded one.
+        if let Some(MemberObservation::Present(m)) = f.members.get_mut("c1") {
+            m.version = "gen:2".into();
+        }
+        let a = apply(&f.plan().clusters[0].action).clone();
+        assert!(!a.creates && !a.adopts);
+    }
+
+    #[test]
+    fn not_ready_selected_clusters_are_reported_others_skipped() {
+        let mut f = Fixture::deployment(basic_spec());
+        f.clusters[0].ready = false;
+        f.clusters[2].ready = false;
+        let f = f.member("c3", managed("gen:1"));
+        let p = f.plan();
+        let a = actions(&p);
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].0, "c1");
+        assert_eq!(
+            blocked(a[0].1),
+            (PropagationStatus::ClusterNotReady, "Cluster not ready")
+        );
+        assert_eq!(a[1].0, "c2");
+    }
+
+    #[test]
+    fn unselected_members_are_deleted_with_options() {
+        let mut f = Fixture::deployment(basic_spec()).member("c3", managed("gen:1"));
+        f.object.annotations.insert(
+            DELETE_OPTION_ANNOTATION.into(),
+            r#"{"propagationPolicy":"Foreground","gracePeriodSeconds":5}"#.into(),
+        );
+        let p = f.plan();
+        let (cluster, action) = actions(&p)[2];
+        assert_eq!(cluster, "c3");
+        match action {
+            ClusterAction::Delete(d) => {
+                let o = d.options.as_ref().unwrap();
+                assert_eq!(o.propagation_policy.as_deref(), Some("Foreground"));
+                assert_eq!(o.grace_period_seconds, Some(5));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_delete_options_block_deletion() {
+        let mut f = Fixture::deployment(basic_spec()).member("c3", managed("gen:1"));
+        f.object
+            .annotations
+            .insert(DELETE_OPTION_ANNOTATION.into(), "{not json".into());
+        let p = f.plan();
+        let (status, message) = blocked(&p.clusters[2].action);
+        assert_eq!(status, PropagationStatus::DeletionFailed);
+        assert!(message.contains("kubefed.io/deleteoption"), "{message}");
+    }
+
+    #[test]
+    fn unselected_terminating_or_unmanaged_members() {
+        let mut terminating = managed("gen:1");
+        terminating.terminating = true;
+        let unmanaged = MemberObject {
+            version: "gen:1".into(),
+            ..MemberObject::default()
+        };
+        let mut f = Fixture::deployment(basic_spec()).member("c3", terminating);
+        assert_eq!(f.plan().clusters[2].action, ClusterAction::WaitForRemoval);
+        f = f.member("c3", unmanaged);
+        assert_eq!(f.plan().clusters.len(), 2);
+    }
+
+    #[test]
+    fn cache_failures_are_reported() {
+        let mut f = Fixture::deployment(basic_spec());
+        f.members.insert(
+            "c3".into(),
+            MemberObservation::RetrievalFailed("informer not synced".into()),
+        );
+        let p = f.plan();
+        assert_eq!(
+            blocked(&p.clusters[2].action),
+            (
+                PropagationStatus::CachedRetrievalFailed,
+                "informer not synced"
+            )
+        );
+    }
+
+    #[test]
+    fn bad_overrides_block_only_their_cluster() {
+        let f = Fixture::deployment(json!({
+            "template": {"spec": {}},
+            "placement": {"clusterSelector": {}},
+            "overrides": [{"clusterName": "c2", "clusterOverrides": [{"path": "/kind", "value": "Pod"}]}],
+        }));
+        let p = f.plan();
+        let a = actions(&p);
+        assert!(matches!(a[0].1, ClusterAction::Apply(_)));
+        let (status, message) = blocked(a[1].1);
+        assert_eq!(status, PropagationStatus::ApplyOverridesFailed);
+        assert!(message.contains("/kind"), "{message}");
+        assert!(matches!(a[2].1, ClusterAction::Apply(_)));
+    }
+
+    #[test]
+    fn invalid_template_is_compute_resource_failed() {
+        let f = Fixture::deployment(json!({"template": [], "placement": {"clusterSelector": {}}}));
+        let p = f.plan();
+        assert_eq!(
+            blocked(&p.clusters[0].action).0,
+            PropagationStatus::ComputeResourceFailed
+        );
+    }
+
+    #[test]
+    fn invalid_placement_plans_nothing() {
+        let f = Fixture::deployment(json!({
+            "placement": {"clusterSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}},
+        }))
+        .member("c1", managed("gen:1"));
+        let p = f.plan();
+        assert_eq!(p.reason, AggregateReason::ComputePlacementFailed);
+        assert!(
+            p.reason_message
+                .unwrap()
+                .contains("invalid cluster selector")
+        );
+        assert!(p.clusters.is_empty());
+        assert_eq!(p.finalizer, FinalizerAction::Ensure);
+    }
+
+    #[test]
+    fn namespace_not_federated_removes_everything() {
+        let mut f = Fixture::deployment(basic_spec()).member("c1", managed("gen:1"));
+        f.namespace_placement = Some(None);
+        let p = f.plan();
+        assert_eq!(p.reason, AggregateReason::NamespaceNotFederated);
+        assert!(p.placement.clusters.is_empty());
+        assert_eq!(
+            actions(&p),
+            [("c1", &ClusterAction::Delete(DeleteAction { options: None }))]
+        );
+
+        f.scope = ControlPlaneScope::Namespaced;
+        let p = f.plan();
+        assert_eq!(p.reason, AggregateReason::Success);
+        assert_eq!(p.clusters.len(), 2);
+    }
+
+    #[test]
+    fn federated_namespace_placement_limits_resources() {
+        let mut f = Fixture::deployment(basic_spec());
+        f.namespace_placement = Some(Some(
+            serde_json::from_value(json!({"clusters": [{"name": "c2"}]})).unwrap(),
+        ));
+        let p = f.plan();
+        assert_eq!(p.clusters.len(), 1);
+        assert_eq!(p.clusters[0].cluster, "c2");
+    }
+
+    #[test]
+    fn system_and_misnamed_namespaces_are_ignored() {
+        for name in [
+            "kube-system",
+            "default",
+            "kube-federation-system",
+            "kube-node-lease",
+        ] {
+            let p = Fixture::namespace(name, json!({"placement": {"clusterSelector": {}}})).plan();
+            assert_eq!(
+                p.disposition,
+                Disposition::Ignore(IgnoreReason::SystemNamespace)
+            );
+            assert_eq!(p.finalizer, FinalizerAction::Untouched);
+            assert!(p.clusters.is_empty());
+        }
+        let mut f = Fixture::namespace("team", json!({"placement": {"clusterSelector": {}}}));
+        f.object.namespace = Some("other".into());
+        let p = f.plan();
+        assert_eq!(
+            p.disposition,
+            Disposition::Ignore(IgnoreReason::InvalidNamespaceName)
+        );
+        assert_eq!(p.warnings[0].reason, "InvalidName");
+    }
+
+    #[test]
+    fn hub_namespace_is_unlabelled_never_deleted() {
+        let mut f =
+            Fixture::namespace("team", json!({"placement": {"clusters": [{"name": "c2"}]}}))
+                .member("c1", managed("rv:3"));
+        f.hub_cluster = Some("c1");
+        f.adopt_resources = false;
+        let p = f.plan();
+        assert_eq!(p.clusters[0].cluster, "c1");
+        assert_eq!(p.clusters[0].action, ClusterAction::RemoveManagedLabel);
+        assert_eq!(p.clusters[1].cluster, "c2");
+        let c2 = apply(&p.clusters[1].action);
+        assert!(c2.create_only);
+        assert_eq!(c2.object["metadata"].get("namespace"), None);
+
+        // Selected hub namespace without the label: adopted even with adoption disabled.
+        f.object.spec.placement =
+            Some(serde_json::from_value(json!({"clusters": [{"name": "c1"}]})).unwrap());
+        f.members.insert(
+            "c1".into(),
+            MemberObservation::Present(MemberObject {
+                version: "rv:3".into(),
+                ..MemberObject::default()
+            }),
+        );
+        let a = apply(&f.plan().clusters[0].action).clone();
+        assert!(a.adopts);
+        f.members.clear();
+        let a = apply(&f.plan().clusters[0].action).clone();
+        assert!(a.creates && !a.create_only);
+    }
+
+    #[test]
+    fn retain_replicas_releases_field_for_existing_members() {
+        let f = Fixture::deployment(json!({
+            "template": {"spec": {"replicas": 4}},
+            "placement": {"clusters": [{"name": "c1"}, {"name": "c2"}]},
+            "retainReplicas": true,
+        }))
+        .member("c1", managed("gen:1"));
+        let p = f.plan();
+        let existing = apply(&p.clusters[0].action);
+        assert_eq!(existing.released_fields, ["/spec/replicas"]);
+        assert_eq!(existing.object["spec"].get("replicas"), None);
+        let created = apply(&p.clusters[1].action);
+        assert!(created.released_fields.is_empty());
+        assert_eq!(created.object["spec"]["replicas"], 4);
+    }
+
+    fn deleting(mut f: Fixture) -> Fixture {
+        f.object.deleting = true;
+        f.object.has_sync_finalizer = true;
+        f
+    }
+
+    #[test]
+    fn deletion_deletes_managed_members_everywhere() {
+        let mut terminating = managed("gen:1");
+        terminating.terminating = true;
+        let f = deleting(Fixture::deployment(basic_spec()))
+            .member("c1", managed("gen:1"))
+            .member("c3", terminating);
+        let p = f.plan();
+        assert_eq!(p.disposition, Disposition::Delete);
+        assert_eq!(p.finalizer, FinalizerAction::Keep);
+        assert_eq!(
+            actions(&p),
+            [
+                ("c1", &ClusterAction::Delete(DeleteAction { options: None })),
+                ("c3", &ClusterAction::WaitForRemoval),
+            ]
+        );
+    }
+
+    #[test]
+    fn deletion_finishes_when_nothing_remains() {
+        let unmanaged = MemberObject {
+            version: "gen:1".into(),
+            ..MemberObject::default()
+        };
+        let p = deleting(Fixture::deployment(basic_spec()))
+            .member("c2", unmanaged)
+            .plan();
+        assert!(p.clusters.is_empty());
+        assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
+    }
+
+    #[test]
+    fn deletion_is_blocked_by_unready_placed_clusters() {
+        let mut f = deleting(Fixture::deployment(basic_spec()));
+        f.clusters[1].ready = false; // c2 is placed
+        f.clusters[2].ready = false; // c3 is neither placed nor known to hold anything
+        let p = f.plan();
+        assert_eq!(p.finalizer, FinalizerAction::Keep);
+        assert_eq!(actions(&p), [("c2", &not_ready())]);
+    }
+
+    #[test]
+    fn deletion_without_finalizer_is_ignored() {
+        let mut f = deleting(Fixture::deployment(basic_spec())).member("c1", managed("gen:1"));
+        f.object.has_sync_finalizer = false;
+        let p = f.plan();
+        assert_eq!(
+            p.disposition,
+            Disposition::Ignore(IgnoreReason::FinalizerAbsent)
+        );
+        assert!(p.clusters.is_empty());
+    }
+
+    #[test]
+    fn orphaning_deletion_unlabels() {
+        let mut f = deleting(Fixture::deployment(basic_spec()))
+            .member("c1", managed("gen:1"))
+            .member("c3", managed("gen:2"));
+        f.clusters[2].ready = false;
+        f.object
+            .annotations
+            .insert(ORPHAN_ANNOTATION.into(), "true".into());
+        let p = f.plan();
+        assert_eq!(p.finalizer, FinalizerAction::Remove);
+        assert_eq!(actions(&p), [("c1", &ClusterAction::RemoveManagedLabel)]);
+    }
+
+    #[test]
+    fn deleting_a_federated_namespace_keeps_the_hub_namespace() {
+        let mut f = deleting(Fixture::namespace(
+            "team",
+            json!({"placement": {"clusterSelector": {}}}),
+        ))
+        .member("c1", managed("rv:1"))
+        .member("c2", managed("rv:1"));
+        f.hub_cluster = Some("c1");
+        let p = f.plan();
+        assert_eq!(
+            actions(&p),
+            [
+                ("c1", &ClusterAction::RemoveManagedLabel),
+                ("c2", &ClusterAction::Delete(DeleteAction { options: None })),
+            ]
+        );
+
+        // The hub namespace itself is terminating: nothing to wait for there.
+        if let Some(MemberObservation::Present(m)) = f.members.get_mut("c1") {
+            m.terminating = true;
+        }
+        f.members.remove("c2");
+        let p = f.plan();
+        assert!(p.clusters.is_empty());
+        assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
+    }
+
+    #[test]
+    fn orphan_cleanup_unlabels_managed_members_in_ready_clusters() {
+        let f = Fixture::deployment(basic_spec())
+            .member("c1", managed("gen:1"))
+            .member("c2", MemberObject::default())
+            .member("c3", managed("gen:1"));
+        let mut clusters = f.clusters.clone();
+        clusters[2].ready = false;
+        let plans = plan_orphan_cleanup(&clusters, &f.members);
+        assert_eq!(
+            plans,
+            [ClusterPlan {
+                cluster: "c1".into(),
+                action: ClusterAction::RemoveManagedLabel
+            }]
+        );
+    }
+
+    #[test]
+    fn action_statuses() {
+        let create = ClusterAction::Apply(ApplyAction {
+            object: json!({}),
+            desired_hash: String::new(),
+            creates: true,
+            create_only: false,
+            adopts: false,
+            released_fields: Vec::new(),
+        });
+        assert_eq!(create.status_on_success(), Some(PropagationStatus::Ok));
+        assert_eq!(
+            create.status_on_failure(),
+            Some(PropagationStatus::CreationFailed)
+        );
+        assert_eq!(
+            create.status_on_timeout(),
+            Some(PropagationStatus::CreationTimedOut)
+        );
+        let delete = ClusterAction::Delete(DeleteAction { options: None });
+        assert_eq!(
+            delete.status_on_success(),
+            Some(PropagationStatus::WaitingForRemoval)
+        );
+        assert_eq!(
+            delete.status_on_failure(),
+            Some(PropagationStatus::DeletionFailed)
+        );
+        let unlabel = ClusterAction::RemoveManagedLabel;
+        assert_eq!(unlabel.status_on_success(), None);
+        assert_eq!(
+            unlabel.status_on_timeout(),
+            Some(PropagationStatus::LabelRemovalTimedOut)
+        );
+        assert_eq!(
+            not_ready().status_on_failure(),
+            Some(PropagationStatus::ClusterNotReady)
+        );
+    }
+
+    #[test]
+    fn plan_to_status_end_to_end() {
+        let mut f = Fixture::deployment(basic_spec()).member("c3", managed("gen:1"));
+        f.clusters[0].ready = false;
+        let p = f.plan();
+        let outcomes = p.expected_outcomes();
+        let status = compute_status(
+            None,
+            &StatusInput {
+                generation: 3,
+                reason: p.reason,
+                reason_message: p.reason_message.as_deref(),
+                outcomes: &outcomes,
+                resources_updated: true,
+                unknown_clusters: &p.placement.unknown_clusters,
+                now: "2024-01-01T00:00:00Z",
+                ..StatusInput::default()
+            },
+        )
+        .status;
+        assert_eq!(
+            serde_json::to_value(&status).unwrap(),
+            json!({
+                "observedGeneration": 3,
+                "conditions": [{
+                    "type": "Propagation",
+                    "status": "False",
+                    "reason": "CheckClusters",
+                    "message": "2 of 3 clusters need attention: c1 (ClusterNotReady), c3 (WaitingForRemoval); placement names clusters that are not joined: ghost",
+                    "lastUpdateTime": "2024-01-01T00:00:00Z",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z",
+                }],
+                "clusters": [
+                    {"name": "c1", "status": "ClusterNotReady", "message": "Cluster not ready"},
+                    {"name": "c2"},
+                    {"name": "c3", "status": "WaitingForRemoval"},
+                ],
+            })
+        );
+    }
+
+    #[test]
+    fn orphan_and_delete_option_annotations() {
+        let mut a = BTreeMap::new();
+        assert!(!is_orphaning(&a));
+        assert_eq!(delete_options(&a).unwrap(), None);
+        a.insert(ORPHAN_ANNOTATION.to_owned(), "True".to_owned());
+        assert!(!is_orphaning(&a));
+        a.insert(ORPHAN_ANNOTATION.to_owned(), "true".to_owned());
+        assert!(is_orphaning(&a));
+        a.insert(
+            DELETE_OPTION_ANNOTATION.to_owned(),
+            r#"{"preconditions":{"uid":"u1"},"unknownField":1}"#.to_owned(),
+        );
+        let o = delete_options(&a).unwrap().unwrap();
+        assert_eq!(o.preconditions.unwrap().uid.as_deref(), Some("u1"));
+    }
+}

@@ -1,0 +1,653 @@
+//! Federated object status: per-cluster propagation status values, the `Propagation`
+//! condition and its reasons (reference §1.6 and §2.4, KubeFed `sync/status/status.go`).
+//!
+//! [`compute_status`] turns per-cluster outcomes into the new `status` and says whether it
+//! differs from the previous one, so the controller writes only on change. Time is an input.
+//!
+//! Differences from KubeFed, all additive: `status.clusters` is sorted by name (KubeFed used Go
+//! map order), entries and the condition carry a `message`, and `lastUpdateTime` also moves
+//! when member objects were updated without any status change (the intent of KubeFed's code,
+//! which only did so with raw status collection enabled).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use hubfed_api::federated::{ClusterPropagationStatus, FederatedCondition, FederatedStatus};
+use serde_json::Value;
+
+/// Type of the only condition KubeFed sets on federated objects.
+pub const PROPAGATION_CONDITION: &str = "Propagation";
+
+/// How many failing clusters the condition message names before summarising.
+const MESSAGE_CLUSTER_LIMIT: usize = 10;
+
+/// `status.clusters[].status` values (KubeFed `PropagationStatus`). `Ok` is serialised as an
+/// omitted field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PropagationStatus {
+    Ok,
+    WaitingForRemoval,
+    ClusterNotReady,
+    CachedRetrievalFailed,
+    ComputeResourceFailed,
+    ApplyOverridesFailed,
+    CreationFailed,
+    UpdateFailed,
+    DeletionFailed,
+    LabelRemovalFailed,
+    RetrievalFailed,
+    AlreadyExists,
+    FieldRetentionFailed,
+    VersionRetrievalFailed,
+    ClientRetrievalFailed,
+    ManagedLabelFalse,
+    CreationTimedOut,
+    UpdateTimedOut,
+    DeletionTimedOut,
+    LabelRemovalTimedOut,
+}
+
+impl PropagationStatus {
+    /// Every value, in KubeFed's declaration order.
+    pub const ALL: [Self; 20] = [
+        Self::Ok,
+        Self::WaitingForRemoval,
+        Self::ClusterNotReady,
+        Self::CachedRetrievalFailed,
+        Self::ComputeResourceFailed,
+        Self::ApplyOverridesFailed,
+        Self::CreationFailed,
+        Self::UpdateFailed,
+        Self::DeletionFailed,
+        Self::LabelRemovalFailed,
+        Self::RetrievalFailed,
+        Self::AlreadyExists,
+        Self::FieldRetentionFailed,
+        Self::VersionRetrievalFailed,
+        Self::ClientRetrievalFailed,
+        Self::ManagedLabelFalse,
+        Self::CreationTimedOut,
+        Self::UpdateTimedOut,
+        Self::DeletionTimedOut,
+        Self::LabelRemovalTimedOut,
+    ];
+
+    /// The wire value; `""` for [`PropagationStatus::Ok`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "",
+            Self::WaitingForRemoval => "WaitingForRemoval",
+            Self::ClusterNotReady => "ClusterNotReady",
+            Self::CachedRetrievalFailed => "CachedRetrievalFailed",
+            Self::ComputeResourceFailed => "ComputeResourceFailed",
+            Self::ApplyOverridesFailed => "ApplyOverridesFailed",
+            Self::CreationFailed => "CreationFailed",
+            Self::UpdateFailed => "UpdateFailed",
+            Self::DeletionFailed => "DeletionFailed",
+            Self::LabelRemovalFailed => "LabelRemovalFailed",
+            Self::RetrievalFailed => "RetrievalFailed",
+            Self::AlreadyExists => "AlreadyExists",
+            Self::FieldRetentionFailed => "FieldRetentionFailed",
+            Self::VersionRetrievalFailed => "VersionRetrievalFailed",
+            Self::ClientRetrievalFailed => "ClientRetrievalFailed",
+            Self::ManagedLabelFalse => "ManagedLabelFalse",
+            Self::CreationTimedOut => "CreationTimedOut",
+            Self::UpdateTimedOut => "UpdateTimedOut",
+            Self::DeletionTimedOut => "DeletionTimedOut",
+            Self::LabelRemovalTimedOut => "LabelRemovalTimedOut",
+        }
+    }
+
+    /// Parses a wire value (`""` is `Ok`).
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
+    /// Failures KubeFed retries with backoff (`IsRecoverableError`): the reconcile should
+    /// requeue with backoff when any cluster ends in one of these.
+    pub fn is_recoverable(self) -> bool {
+        matches!(
+            self,
+            Self::CreationFailed
+                | Self::UpdateFailed
+                | Self::DeletionFailed
+                | Self::LabelRemovalFailed
+                | Self::RetrievalFailed
+                | Self::ClientRetrievalFailed
+                | Self::CreationTimedOut
+                | Self::UpdateTimedOut
+                | Self::DeletionTimedOut
+                | Self::LabelRemovalTimedOut
+        )
+    }
+}
+
+impl fmt::Display for PropagationStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Ok => "OK",
+            other => other.as_str(),
+        })
+    }
+}
+
+/// Reasons of the `Propagation` condition (KubeFed `AggregateReason`); `Success` is `""`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AggregateReason {
+    #[default]
+    Success,
+    ClusterRetrievalFailed,
+    ComputePlacementFailed,
+    CheckClusters,
+    NamespaceNotFederated,
+}
+
+impl AggregateReason {
+    /// The wire value; `""` for `Success`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "",
+            Self::ClusterRetrievalFailed => "ClusterRetrievalFailed",
+            Self::ComputePlacementFailed => "ComputePlacementFailed",
+            Self::CheckClusters => "CheckClusters",
+            Self::NamespaceNotFederated => "NamespaceNotFederated",
+        }
+    }
+}
+
+/// What happened in one cluster during a reconcile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterOutcome {
+    pub cluster: String,
+    pub status: PropagationStatus,
+    /// Why, when `status` is not `Ok` (e.g. the member API's error message).
+    pub message: Option<String>,
+    /// The member object's `.status`, when remote status collection is on.
+    pub remote_status: Option<Value>,
+}
+
+impl ClusterOutcome {
+    /// A successful outcome without message or remote status.
+    pub fn ok(cluster: impl Into<String>) -> Self {
+        Self {
+            cluster: cluster.into(),
+            status: PropagationStatus::Ok,
+            message: None,
+            remote_status: None,
+        }
+    }
+
+    /// A failed outcome with a message.
+    pub fn failed(
+        cluster: impl Into<String>,
+        status: PropagationStatus,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            cluster: cluster.into(),
+            status,
+            message: Some(message.into()),
+            remote_status: None,
+        }
+    }
+}
+
+/// Everything [`compute_status`] needs besides the previous status.
+#[derive(Clone, Debug, Default)]
+pub struct StatusInput<'a> {
+    /// `metadata.generation` of the federated object; becomes `observedGeneration`.
+    pub generation: i64,
+    /// The reason decided before dispatch: `Success`, `ClusterRetrievalFailed`,
+    /// `ComputePlacementFailed` or `NamespaceNotFederated`. `CheckClusters` is derived here.
+    pub reason: AggregateReason,
+    /// Explanation for a pre-dispatch failure (e.g. the invalid selector).
+    pub reason_message: Option<&'a str>,
+    /// One entry per cluster that belongs in `status.clusters`.
+    pub outcomes: &'a [ClusterOutcome],
+    /// Whether any member object was created, updated or deleted in this reconcile.
+    pub resources_updated: bool,
+    /// Remote status collection is on: a cluster without `remote_status` needs checking.
+    pub remote_status_collection: bool,
+    /// Placement names that are not joined clusters; mentioned in the condition message.
+    pub unknown_clusters: &'a [String],
+    /// RFC 3339 time of this reconcile.
+    pub now: &'a str,
+}
+
+/// The new status and whether it differs from the previous one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusUpdate {
+    pub status: FederatedStatus,
+    pub changed: bool,
+}
+
+/// Computes `status` from this reconcile's outcomes (KubeFed `SetFederatedStatus`).
+///
+/// The condition is `True` when the reason stays `Success`, `False` otherwise. A pre-dispatch
+/// reason wins; else any cluster not `Ok` (or without remote status when collected) makes it
+/// `CheckClusters`. `lastTransitionTime` changes only when status or reason change;
+/// `lastUpdateTime` also when `status.clusters` changed or members were updated. Conditions of
+/// other types are kept as they are.
+pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_>) -> StatusUpdate {
+    let previous_status = previous.cloned().unwrap_or_default();
+
+    let mut by_cluster: BTreeMap<&str, &ClusterOutcome> = BTreeMap::new();
+    for outcome in input.outcomes {
+        by_cluster.insert(&outcome.cluster, outcome);
+    }
+    let failing: Vec<&ClusterOutcome> = by_cluster
+        .values()
+        .copied()
+        .filter(|o| {
+            o.status != PropagationStatus::Ok
+                || (input.remote_status_collection && o.remote_status.is_none())
+        })
+        .collect();
+
+    let reason = if input.reason == AggregateReason::Success && !failing.is_empty() {
+        AggregateReason::CheckClusters
+    } else {
+        input.reason
+    };
+
+    let clusters: Vec<ClusterPropagationStatus> = by_cluster
+        .values()
+        .map(|o| ClusterPropagationStatus {
+            name: o.cluster.clone(),
+            status: (o.status != PropagationStatus::Ok).then(|| o.status.as_str().to_owned()),
+            message: o.message.clone(),
+            remote_status: o.remote_status.clone(),
+        })
+        .collect();
+    let clusters_changed = clusters != previous_status.clusters;
+
+    let condition_status = if reason == AggregateReason::Success {
+        "True"
+    } else {
+        "False"
+    };
+    let reason_str = reason.as_str();
+    let previous_condition = previous_status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == PROPAGATION_CONDITION);
+    let transition = previous_condition.is_none_or(|c| {
+        c.status != condition_status || c.reason.as_deref().unwrap_or_default() != reason_str
+    });
+    let last_transition_time = match previous_condition {
+        Some(c) if !transition => c.last_transition_time.clone(),
+        _ => Some(input.now.to_owned()),
+    };
+    let last_update_time = match previous_condition {
+        Some(c) if !(transition || clusters_changed || input.resources_updated) => {
+            c.last_update_time.clone()
+        }
+        _ => Some(input.now.to_owned()),
+    };
+    let condition = FederatedCondition {
+        type_: PROPAGATION_CONDITION.to_owned(),
+        status: condition_status.to_owned(),
+        reason: (!reason_str.is_empty()).then(|| reason_str.to_owned()),
+        message: condition_message(reason, input, &failing, by_cluster.len()),
+        last_update_time,
+        last_transition_time,
+    };
+
+    let mut conditions = previous_status.conditions.clone();
+    match conditions
+        .iter_mut()
+        .find(|c| c.type_ == PROPAGATION_CONDITION)
+    {
+        Some(existing) => *existing = condition,
+        None => conditions.push(condition),
+    }
+
+    let status = FederatedStatus {
+        observed_generation: Some(input.generation),
+        conditions,
+        clusters,
+    };
+    let changed = previous != Some(&status);
+    StatusUpdate { status, changed }
+}
+
+fn condition_message(
+    reason: AggregateReason,
+    input: &StatusInput<'_>,
+    failing: &[&ClusterOutcome],
+    total: usize,
+) -> Option<String> {
+    let main = match reason {
+        AggregateReason::Success => None,
+        AggregateReason::CheckClusters => {
+            let mut listed: Vec<String> = failing
+                .iter()
+                .take(MESSAGE_CLUSTER_LIMIT)
+                .map(|o| match o.status {
+                    PropagationStatus::Ok => format!("{} (no remote status)", o.cluster),
+                    status => format!("{} ({})", o.cluster, status.as_str()),
+                })
+                .collect();
+            if failing.len() > MESSAGE_CLUSTER_LIMIT {
+                listed.push(format!(
+                    "and {} more",
+                    failing.len() - MESSAGE_CLUSTER_LIMIT
+                ));
+            }
+            Some(format!(
+                "{} of {total} clusters need attention: {}",
+                failing.len(),
+                listed.join(", ")
+            ))
+        }
+        AggregateReason::NamespaceNotFederated => Some(
+            input
+                .reason_message
+                .unwrap_or(
+                    "the containing namespace has no FederatedNamespace; nothing is propagated",
+                )
+                .to_owned(),
+        ),
+        AggregateReason::ClusterRetrievalFailed | AggregateReason::ComputePlacementFailed => {
+            input.reason_message.map(str::to_owned)
+        }
+    };
+    let unknown = (!input.unknown_clusters.is_empty()).then(|| {
+        format!(
+            "placement names clusters that are not joined: {}",
+            input.unknown_clusters.join(", ")
+        )
+    });
+    match (main, unknown) {
+        (Some(main), Some(unknown)) => Some(format!("{main}; {unknown}")),
+        (main, unknown) => main.or(unknown),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: &str = "2024-01-01T00:00:00Z";
+    const T1: &str = "2024-01-01T00:01:00Z";
+    const T2: &str = "2024-01-01T00:02:00Z";
+
+    fn input<'a>(outcomes: &'a [ClusterOutcome], now: &'a str) -> StatusInput<'a> {
+        StatusInput {
+            generation: 1,
+            outcomes,
+            now,
+            ..StatusInput::default()
+        }
+    }
+
+    fn propagation(status: &FederatedStatus) -> &FederatedCondition {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == PROPAGATION_CONDITION)
+            .unwrap()
+    }
+
+    #[test]
+    fn status_strings_round_trip() {
+        for status in PropagationStatus::ALL {
+            assert_eq!(PropagationStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(PropagationStatus::Ok.as_str(), "");
+        assert_eq!(
+            PropagationStatus::ManagedLabelFalse.as_str(),
+            "ManagedLabelFalse"
+        );
+        assert_eq!(PropagationStatus::parse("Bogus"), None);
+        assert_eq!(AggregateReason::CheckClusters.as_str(), "CheckClusters");
+        assert_eq!(AggregateReason::Success.as_str(), "");
+    }
+
+    #[test]
+    fn recoverable_statuses() {
+        let recoverable: Vec<&str> = PropagationStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_recoverable())
+            .map(PropagationStatus::as_str)
+            .collect();
+        assert_eq!(
+            recoverable,
+            [
+                "CreationFailed",
+                "UpdateFailed",
+                "DeletionFailed",
+                "LabelRemovalFailed",
+                "RetrievalFailed",
+                "ClientRetrievalFailed",
+                "CreationTimedOut",
+                "UpdateTimedOut",
+                "DeletionTimedOut",
+                "LabelRemovalTimedOut"
+            ]
+        );
+    }
+
+    #[test]
+    fn all_ok_is_true_with_sorted_clusters() {
+        let outcomes = [ClusterOutcome::ok("b"), ClusterOutcome::ok("a")];
+        let update = compute_status(None, &input(&outcomes, T0));
+        assert!(update.changed);
+        let s = &update.status;
+        assert_eq!(s.observed_generation, Some(1));
+        let names: Vec<&str> = s.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(s.clusters.iter().all(|c| c.status.is_none()));
+        let c = propagation(s);
+        assert_eq!(c.status, "True");
+        assert_eq!(c.reason, None);
+        assert_eq!(c.message, None);
+        assert_eq!(c.last_transition_time.as_deref(), Some(T0));
+        assert_eq!(c.last_update_time.as_deref(), Some(T0));
+        assert_eq!(
+            serde_json::to_value(s).unwrap(),
+            serde_json::json!({
+                "observedGeneration": 1,
+                "conditions": [{"type": "Propagation", "status": "True",
+                                "lastUpdateTime": T0, "lastTransitionTime": T0}],
+                "clusters": [{"name": "a"}, {"name": "b"}],
+            })
+        );
+    }
+
+    #[test]
+    fn unchanged_status_is_not_rewritten_and_keeps_times() {
+        let outcomes = [ClusterOutcome::ok("a")];
+        let first = compute_status(None, &input(&outcomes, T0)).status;
+        let second = compute_status(Some(&first), &input(&outcomes, T1));
+        assert!(!second.changed);
+        assert_eq!(second.status, first);
+    }
+
+    #[test]
+    fn failures_make_check_clusters_and_transition() {
+        let ok = [ClusterOutcome::ok("a"), ClusterOutcome::ok("b")];
+        let first = compute_status(None, &input(&ok, T0)).status;
+
+        let failing = [
+            ClusterOutcome::ok("a"),
+            ClusterOutcome::failed("b", PropagationStatus::UpdateFailed, "conflict"),
+        ];
+        let second = compute_status(Some(&first), &input(&failing, T1));
+        assert!(second.changed);
+        let c = propagation(&second.status);
+        assert_eq!(c.status, "False");
+        assert_eq!(c.reason.as_deref(), Some("CheckClusters"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("1 of 2 clusters need attention: b (UpdateFailed)")
+        );
+        assert_eq!(c.last_transition_time.as_deref(), Some(T1));
+        let b = &second.status.clusters[1];
+        assert_eq!(b.status.as_deref(), Some("UpdateFailed"));
+        assert_eq!(b.message.as_deref(), Some("conflict"));
+
+        // Same failure again: no write.
+        let third = compute_status(Some(&second.status), &input(&failing, T2));
+        assert!(!third.changed);
+
+        // A different failing cluster set: clusters change, transition time stays.
+        let other = [
+            ClusterOutcome::failed("a", PropagationStatus::ClusterNotReady, "Cluster not ready"),
+            ClusterOutcome::ok("b"),
+        ];
+        let fourth = compute_status(Some(&second.status), &input(&other, T2));
+        assert!(fourth.changed);
+        let c = propagation(&fourth.status);
+        assert_eq!(c.last_transition_time.as_deref(), Some(T1));
+        assert_eq!(c.last_update_time.as_deref(), Some(T2));
+    }
+
+    #[test]
+    fn resource_updates_move_last_update_time_only() {
+        let outcomes = [ClusterOutcome::ok("a")];
+        let first = compute_status(None, &input(&outcomes, T0)).status;
+        let second = compute_status(
+            Some(&first),
+            &StatusInput {
+                resources_updated: true,
+                ..input(&outcomes, T1)
+            },
+        );
+        assert!(second.changed);
+        let c = propagation(&second.status);
+        assert_eq!(c.last_transition_time.as_deref(), Some(T0));
+        assert_eq!(c.last_update_time.as_deref(), Some(T1));
+    }
+
+    #[test]
+    fn generation_change_is_a_change() {
+        let outcomes = [ClusterOutcome::ok("a")];
+        let first = compute_status(None, &input(&outcomes, T0)).status;
+        let second = compute_status(
+            Some(&first),
+            &StatusInput {
+                generation: 2,
+                ..input(&outcomes, T1)
+            },
+        );
+        assert!(second.changed);
+        assert_eq!(second.status.observed_generation, Some(2));
+        assert_eq!(
+            propagation(&second.status).last_update_time.as_deref(),
+            Some(T0)
+        );
+    }
+
+    #[test]
+    fn pre_dispatch_reasons_win() {
+        let failing = [ClusterOutcome::failed(
+            "a",
+            PropagationStatus::DeletionFailed,
+            "x",
+        )];
+        let s = compute_status(
+            None,
+            &StatusInput {
+                reason: AggregateReason::NamespaceNotFederated,
+                ..input(&failing, T0)
+            },
+        )
+        .status;
+        let c = propagation(&s);
+        assert_eq!(c.status, "False");
+        assert_eq!(c.reason.as_deref(), Some("NamespaceNotFederated"));
+
+        let s = compute_status(
+            None,
+            &StatusInput {
+                reason: AggregateReason::ComputePlacementFailed,
+                reason_message: Some("invalid cluster selector: bad"),
+                ..input(&[], T0)
+            },
+        )
+        .status;
+        let c = propagation(&s);
+        assert_eq!(c.reason.as_deref(), Some("ComputePlacementFailed"));
+        assert_eq!(c.message.as_deref(), Some("invalid cluster selector: bad"));
+        assert!(s.clusters.is_empty());
+    }
+
+    #[test]
+    fn remote_status_collection_requires_remote_status() {
+        let mut with = ClusterOutcome::ok("a");
+        with.remote_status = Some(serde_json::json!({"readyReplicas": 1}));
+        let without = ClusterOutcome::ok("b");
+        let outcomes = [with, without];
+        let s = compute_status(
+            None,
+            &StatusInput {
+                remote_status_collection: true,
+                ..input(&outcomes, T0)
+            },
+        )
+        .status;
+        let c = propagation(&s);
+        assert_eq!(c.reason.as_deref(), Some("CheckClusters"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("1 of 2 clusters need attention: b (no remote status)")
+        );
+        assert_eq!(
+            s.clusters[0].remote_status,
+            Some(serde_json::json!({"readyReplicas": 1}))
+        );
+    }
+
+    #[test]
+    fn unknown_clusters_are_mentioned_without_failing() {
+        let unknown = vec!["ghost".to_owned()];
+        let outcomes = [ClusterOutcome::ok("a")];
+        let s = compute_status(
+            None,
+            &StatusInput {
+                unknown_clusters: &unknown,
+                ..input(&outcomes, T0)
+            },
+        )
+        .status;
+        let c = propagation(&s);
+        assert_eq!(c.status, "True");
+        assert_eq!(
+            c.message.as_deref(),
+            Some("placement names clusters that are not joined: ghost")
+        );
+    }
+
+    #[test]
+    fn long_failure_lists_are_summarised() {
+        let outcomes: Vec<ClusterOutcome> = (0..12)
+            .map(|i| {
+                ClusterOutcome::failed(format!("c{i:02}"), PropagationStatus::ClusterNotReady, "x")
+            })
+            .collect();
+        let s = compute_status(None, &input(&outcomes, T0)).status;
+        let message = propagation(&s).message.clone().unwrap();
+        assert!(message.starts_with("12 of 12 clusters need attention: c00 (ClusterNotReady)"));
+        assert!(
+            message.ends_with("c09 (ClusterNotReady), and 2 more"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn other_conditions_are_kept() {
+        let previous = FederatedStatus {
+            conditions: vec![FederatedCondition {
+                type_: "Custom".into(),
+                status: "True".into(),
+                ..FederatedCondition::default()
+            }],
+            ..FederatedStatus::default()
+        };
+        let s = compute_status(Some(&previous), &input(&[], T0)).status;
+        assert_eq!(s.conditions.len(), 2);
+        assert_eq!(s.conditions[0].type_, "Custom");
+        assert_eq!(s.conditions[1].type_, PROPAGATION_CONDITION);
+    }
+}

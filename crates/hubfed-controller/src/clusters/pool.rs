@@ -1,0 +1,857 @@
+//! The registry's IO: watches on KubeFedClusters and Secrets, client builds, health probes,
+//! status writes and events. One task owns all state; probes and writes run as child tasks
+//! and report back, so one slow member never delays the others.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use hubfed_api::kubefedcluster::{
+    ClusterCondition, EVENT_MALFORMED_CLUSTER_CONFIG, EVENT_RETRIEVING_CLUSTER_HEALTH_FAILED,
+    KubeFedCluster, KubeFedClusterStatus,
+};
+use hubfed_api::names::CLUSTER_SECRET_TOKEN_KEY;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::config::{
+    ClientInputs, ConfigError, SecretToken, error_chain, member_configs, unsupported_tls_relaxation,
+};
+use super::health::{
+    HealthTracker, ProbeOutcome, desired_conditions, healthz_ok, now, status_needs_write,
+    status_patch,
+};
+use super::{HealthCheckSettings, MemberCluster};
+
+/// Event source of KubeFed's cluster controller; kept for compatibility.
+const REPORTER: &str = "kubefedcluster-controller";
+/// Limit of one status write or event on the hub.
+const HUB_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Slack on top of the probe and write timeouts before a probe is considered lost.
+const STALE_MARGIN: Duration = Duration::from_secs(10);
+/// Helm release Secrets can be large and never hold cluster tokens.
+const SECRET_FIELD_SELECTOR: &str = "type!=helm.sh/release.v1";
+/// events.k8s.io limits `note` to 1kB.
+const EVENT_NOTE_LIMIT: usize = 1024;
+
+static NEXT_CLIENT_ID: AtomicUsize = AtomicUsize::new(1);
+static NEXT_PROBE_ID: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SyncState {
+    Loading,
+    Synced,
+    Stopped,
+}
+
+/// The cluster registry. Create with [`MemberClientPool::new`], drive with
+/// [`MemberClientPool::run`] (once), read with [`MemberClientPool::clusters`],
+/// [`MemberClientPool::get`] and [`MemberClientPool::subscribe`].
+pub struct MemberClientPool {
+    hub: kube::Client,
+    namespace: String,
+    health: HealthCheckSettings,
+    member_write_concurrency: usize,
+    members: RwLock<BTreeMap<String, Arc<MemberCluster>>>,
+    changes: watch::Sender<u64>,
+    sync_state: watch::Sender<SyncState>,
+}
+
+impl MemberClientPool {
+    /// A registry of the KubeFedClusters in `namespace` (their Secrets live there too).
+    /// `member_write_concurrency` is the number of permits of each cluster's write semaphore.
+    pub fn new(
+        hub: kube::Client,
+        namespace: String,
+        health: HealthCheckSettings,
+        member_write_concurrency: usize,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            hub,
+            namespace,
+            health,
+            member_write_concurrency: member_write_concurrency.max(1),
+            members: RwLock::new(BTreeMap::new()),
+            changes: watch::Sender::new(0),
+            sync_state: watch::Sender::new(SyncState::Loading),
+        })
+    }
+
+    /// Every registered cluster, sorted by name.
+    pub fn clusters(&self) -> Vec<Arc<MemberCluster>> {
+        self.members
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The registered cluster of that name.
+    pub fn get(&self, name: &str) -> Option<Arc<MemberCluster>> {
+        self.members
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// A counter that increases whenever a cluster is added or removed or its labels,
+    /// readiness or clients change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Returns once the KubeFedClusters and Secrets have been listed and every cluster listed
+    /// then has been probed once, or when [`Self::run`] has stopped.
+    pub async fn wait_until_synced(&self) {
+        let mut state = self.sync_state.subscribe();
+        // The sender lives as long as `self`, so waiting cannot fail.
+        let _ = state.wait_for(|s| *s != SyncState::Loading).await;
+    }
+
+    /// Watches, builds clients, probes and writes status until `shutdown` is cancelled.
+    /// Child tasks (probes, writes) are aborted on return.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let result = Arc::clone(&self).run_registry(shutdown).await;
+        self.sync_state.send_replace(SyncState::Stopped);
+        result
+    }
+
+    async fn run_registry(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let clusters_api: Api<KubeFedCluster> = Api::namespaced(self.hub.clone(), &self.namespace);
+        let secrets_api: Api<Secret> = Api::namespaced(self.hub.clone(), &self.namespace);
+        let mut cluster_events = watcher(clusters_api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut secret_events = watcher(
+            secrets_api,
+            watcher::Config::default().fields(SECRET_FIELD_SELECTOR),
+        )
+        .default_backoff()
+        .boxed();
+        let mut ticks = tokio::time::interval(self.health.period);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut tasks = JoinSet::new();
+        let mut registry = Registry {
+            recorder: Recorder::new(self.hub.clone(), REPORTER.into()),
+            pool: Arc::clone(&self),
+            clusters_api,
+            entries: BTreeMap::new(),
+            tokens: BTreeMap::new(),
+            clusters_listed: false,
+            secrets_listed: false,
+            clusters_relist: None,
+            secrets_relist: None,
+        };
+        info!(namespace = %self.namespace, "starting cluster registry");
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                event = cluster_events.next() => match event {
+                    Some(Ok(event)) => registry.on_cluster_event(event, &mut tasks),
+                    Some(Err(error)) => warn!(
+                        namespace = %self.namespace,
+                        error = %error_chain(&error),
+                        "KubeFedCluster watch failed; retrying"
+                    ),
+                    None => anyhow::bail!("the KubeFedCluster watch ended"),
+                },
+                event = secret_events.next() => match event {
+                    Some(Ok(event)) => registry.on_secret_event(event, &mut tasks),
+                    Some(Err(error)) => warn!(
+                        namespace = %self.namespace,
+                        error = %secret_watch_error(&error),
+                        "Secret watch failed; retrying"
+                    ),
+                    None => anyhow::bail!("the Secret watch ended"),
+                },
+                Some(done) = tasks.join_next() => match done {
+                    Ok(done) => registry.on_task_done(done, &mut tasks),
+                    Err(error) if error.is_panic() => warn!(%error, "cluster registry task panicked"),
+                    Err(_) => {}
+                },
+                _ = ticks.tick() => registry.on_tick(),
+            }
+            registry.settle(&mut tasks);
+        }
+    }
+}
+
+/// Watch errors about Secrets, without decode details: a serde error may quote a value.
+fn secret_watch_error(error: &watcher::Error) -> String {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::SerdeError(_))
+        | watcher::Error::WatchStartFailed(kube::Error::SerdeError(_))
+        | watcher::Error::WatchFailed(kube::Error::SerdeError(_)) => {
+            "cannot decode a Secret (details withheld)".to_owned()
+        }
+        other => error_chain(other),
+    }
+}
+
+/// What a child task reports back to the registry.
+enum TaskDone {
+    Probed {
+        cluster: String,
+        probe: u64,
+        client_id: usize,
+        probe_time: Time,
+        outcome: ProbeOutcome,
+    },
+    StatusWritten {
+        cluster: String,
+        probe: u64,
+        conditions: Vec<ClusterCondition>,
+        result: Result<Option<KubeFedClusterStatus>, String>,
+    },
+    EventPublished {
+        cluster: String,
+        reason: &'static str,
+        result: Result<(), String>,
+    },
+}
+
+/// The clients of one member.
+#[derive(Clone)]
+struct MemberClients {
+    request: kube::Client,
+    watch: kube::Client,
+}
+
+enum ClientState {
+    /// Waiting for the initial lists.
+    NotBuilt,
+    Built(MemberClients),
+    /// The configuration is malformed; the error text went into an event.
+    Failed,
+}
+
+/// The registry's knowledge of one KubeFedCluster.
+struct Entry {
+    /// The latest object seen; its status is also refreshed from our own writes.
+    object: KubeFedCluster,
+    /// What the current clients were built from.
+    inputs: Option<ClientInputs>,
+    clients: ClientState,
+    client_id: usize,
+    tracker: HealthTracker,
+    /// The conditions we last wrote: the reference for transition times, immune to a watch
+    /// event that is older than our write.
+    last_written: Option<Vec<ClusterCondition>>,
+    /// The last unreachability error, so the warning event is sent once per distinct error.
+    last_probe_error: Option<String>,
+    /// The probe (and the status write following it) in progress.
+    in_flight: Option<u64>,
+    /// When the probe in flight started; a probe that never reports back (a panicked task)
+    /// is abandoned after every timeout it could legitimately take.
+    probe_started: Instant,
+    probe_wanted: bool,
+    probed: bool,
+    writes: Arc<Semaphore>,
+}
+
+impl Entry {
+    fn ready(&self) -> bool {
+        self.tracker
+            .published()
+            .map_or_else(|| self.object.is_ready(), ProbeOutcome::is_ready)
+    }
+
+    fn clients(&self) -> Option<&MemberClients> {
+        match &self.clients {
+            ClientState::Built(clients) => Some(clients),
+            ClientState::NotBuilt | ClientState::Failed => None,
+        }
+    }
+}
+
+/// The state owned by the registry task.
+struct Registry {
+    pool: Arc<MemberClientPool>,
+    clusters_api: Api<KubeFedCluster>,
+    recorder: Recorder,
+    entries: BTreeMap<String, Entry>,
+    /// The `token` of every Secret in the namespace, by Secret name.
+    tokens: BTreeMap<String, SecretToken>,
+    clusters_listed: bool,
+    secrets_listed: bool,
+    /// Names seen since a watch (re)started listing; the rest are gone when it completes.
+    clusters_relist: Option<BTreeSet<String>>,
+    secrets_relist: Option<BTreeSet<String>>,
+}
+
+impl Registry {
+    /// Clients are built only once both lists are in, so that a Secret not listed yet is not
+    /// mistaken for a missing one.
+    fn listed(&self) -> bool {
+        self.clusters_listed && self.secrets_listed
+    }
+
+    fn on_cluster_event(
+        &mut self,
+        event: watcher::Event<KubeFedCluster>,
+        tasks: &mut JoinSet<TaskDone>,
+    ) {
+        match event {
+            watcher::Event::Init => self.clusters_relist = Some(BTreeSet::new()),
+            watcher::Event::InitApply(cluster) => {
+                if let Some(seen) = &mut self.clusters_relist {
+                    seen.insert(cluster.name_any());
+                }
+                self.upsert(cluster, tasks);
+            }
+            watcher::Event::Apply(cluster) => self.upsert(cluster, tasks),
+            watcher::Event::Delete(cluster) => self.remove(&cluster.name_any()),
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.clusters_relist.take() {
+                    let gone: Vec<String> = self
+                        .entries
+                        .keys()
+                        .filter(|name| !seen.contains(*name))
+                        .cloned()
+                        .collect();
+                    for name in gone {
+                        self.remove(&name);
+                    }
+                }
+                if !self.clusters_listed {
+                    debug!(namespace = %self.pool.namespace, clusters = self.entries.len(), "KubeFedClusters listed");
+                }
+                self.clusters_listed = true;
+            }
+        }
+    }
+
+    fn on_secret_event(&mut self, event: watcher::Event<Secret>, tasks: &mut JoinSet<TaskDone>) {
+        match event {
+            watcher::Event::Init => {
+                self.secrets_relist = Some(BTreeSet::new());
+                return;
+            }
+            watcher::Event::InitApply(secret) | watcher::Event::Apply(secret) => {
+                let name = secret.name_any();
+                if let Some(seen) = &mut self.secrets_relist {
+                    seen.insert(name.clone());
+                }
+                let token = secret
+                    .data
+                    .as_ref()
+                    .and_then(|data| data.get(CLUSTER_SECRET_TOKEN_KEY))
+                    .map(|value| value.0.as_slice());
+                self.tokens.insert(name, SecretToken::from_data(token));
+            }
+            watcher::Event::Delete(secret) => {
+                self.tokens.remove(&secret.name_any());
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = self.secrets_relist.take() {
+                    self.tokens.retain(|name, _| seen.contains(name));
+                }
+                self.secrets_listed = true;
+            }
+        }
+        if self.listed() {
+            let names: Vec<String> = self.entries.keys().cloned().collect();
+            for name in names {
+                self.refresh_client(&name, tasks);
+            }
+        }
+    }
+
+    fn upsert(&mut self, cluster: KubeFedCluster, tasks: &mut JoinSet<TaskDone>) {
+        let name = cluster.name_any();
+        match self.entries.get_mut(&name) {
+            Some(entry) => entry.object = cluster,
+            None => {
+                info!(cluster = %name, "cluster registered");
+                self.entries.insert(
+                    name.clone(),
+                    Entry {
+                        object: cluster,
+                        inputs: None,
+                        clients: ClientState::NotBuilt,
+                        client_id: 0,
+                        tracker: HealthTracker::default(),
+                        last_written: None,
+                        last_probe_error: None,
+                        in_flight: None,
+                        probe_started: Instant::now(),
+                        probe_wanted: false,
+                        probed: false,
+                        writes: Arc::new(Semaphore::new(self.pool.member_write_concurrency)),
+                    },
+                );
+            }
+        }
+        if self.listed() {
+            self.refresh_client(&name, tasks);
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        if self.entries.remove(name).is_some() {
+            info!(cluster = %name, "cluster unregistered");
+        }
+    }
+
+    /// Rebuilds the clients when the spec or the token changed since the last build.
+    fn refresh_client(&mut self, name: &str, tasks: &mut JoinSet<TaskDone>) {
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        let spec = &entry.object.spec;
+        let token = self.tokens.get(&spec.secret_ref.name);
+        let unchanged = entry
+            .inputs
+            .as_ref()
+            .is_some_and(|inputs| inputs.spec == *spec && inputs.token.as_ref() == token);
+        if unchanged {
+            return;
+        }
+        let inputs = ClientInputs {
+            spec: spec.clone(),
+            token: token.cloned(),
+        };
+        let rebuild = entry.inputs.is_some();
+        entry.client_id = NEXT_CLIENT_ID.fetch_add(1, Ordering::Relaxed);
+        // Like KubeFed, a changed cluster starts its health history afresh.
+        entry.tracker = HealthTracker::default();
+        entry.probe_wanted = true;
+        if unsupported_tls_relaxation(&inputs.spec.disabled_tls_validations) {
+            warn!(
+                cluster = %name,
+                "disabledTLSValidations SubjectName/ValidityPeriod cannot be honoured without \"*\"; \
+                 the member's certificate is fully verified"
+            );
+        }
+        let malformed = match build_clients(&inputs) {
+            Ok(built) => {
+                info!(
+                    cluster = %name,
+                    rebuild,
+                    endpoint = %built.request_url,
+                    proxy = proxy_scheme(&inputs.spec.proxy_url),
+                    "member client built"
+                );
+                entry.clients = ClientState::Built(built.clients);
+                None
+            }
+            Err(error) => {
+                let message = error_chain(&error);
+                warn!(cluster = %name, error = %message, "the configuration for this cluster may be malformed");
+                entry.clients = ClientState::Failed;
+                Some((
+                    entry.object.clone(),
+                    format!("The configuration for this cluster may be malformed: {message}"),
+                ))
+            }
+        };
+        entry.inputs = Some(inputs);
+        if let Some((object, note)) = malformed {
+            self.emit_warning(
+                name,
+                &object,
+                EVENT_MALFORMED_CLUSTER_CONFIG,
+                "BuildClient",
+                note,
+                tasks,
+            );
+        }
+    }
+
+    fn on_tick(&mut self) {
+        let abandon_after = self.pool.health.timeout * 2 + HUB_WRITE_TIMEOUT + STALE_MARGIN;
+        for (name, entry) in &mut self.entries {
+            if entry.in_flight.is_some() && entry.probe_started.elapsed() > abandon_after {
+                warn!(cluster = %name, "health probe never reported back; probing again");
+                entry.in_flight = None;
+            }
+            if entry.in_flight.is_none() {
+                entry.probe_wanted = true;
+            }
+        }
+    }
+
+    /// After every event: start wanted probes, publish the snapshot, report sync.
+    fn settle(&mut self, tasks: &mut JoinSet<TaskDone>) {
+        if !self.listed() {
+            return;
+        }
+        let unbuilt: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, entry)| matches!(entry.clients, ClientState::NotBuilt))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in unbuilt {
+            self.refresh_client(&name, tasks);
+        }
+        let timeout = self.pool.health.timeout;
+        for (name, entry) in &mut self.entries {
+            if entry.probe_wanted && entry.in_flight.is_none() {
+                start_probe(name, entry, timeout, tasks);
+            }
+        }
+        self.publish();
+        if *self.pool.sync_state.borrow() == SyncState::Loading
+            && self.entries.values().all(|entry| entry.probed)
+        {
+            info!(namespace = %self.pool.namespace, clusters = self.entries.len(), "cluster registry synced");
+            self.pool.sync_state.send_replace(SyncState::Synced);
+        }
+    }
+
+    /// Replaces the snapshot entries whose labels, readiness or clients changed.
+    fn publish(&self) {
+        let mut changed = false;
+        {
+            let mut members = self
+                .pool
+                .members
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            let before = members.len();
+            members.retain(|name, _| self.entries.contains_key(name));
+            changed |= members.len() != before;
+            for (name, entry) in &self.entries {
+                let ready = entry.ready();
+                let labels = entry.object.labels();
+                if let Some(member) = members.get(name)
+                    && member.ready == ready
+                    && member.client_id == entry.client_id
+                    && member.labels == *labels
+                {
+                    continue;
+                }
+                let clients = entry.clients();
+                members.insert(
+                    name.clone(),
+                    Arc::new(MemberCluster {
+                        name: name.clone(),
+                        labels: labels.clone(),
+                        ready,
+                        client: clients.map(|c| c.request.clone()),
+                        watch_client: clients.map(|c| c.watch.clone()),
+                        client_id: entry.client_id,
+                        writes: Arc::clone(&entry.writes),
+                    }),
+                );
+                changed = true;
+            }
+        }
+        if changed {
+            self.pool.changes.send_modify(|v| *v = v.wrapping_add(1));
+        }
+    }
+
+    fn on_task_done(&mut self, done: TaskDone, tasks: &mut JoinSet<TaskDone>) {
+        match done {
+            TaskDone::Probed {
+                cluster,
+                probe,
+                client_id,
+                probe_time,
+                outcome,
+            } => self.on_probed(&cluster, probe, client_id, &probe_time, outcome, tasks),
+            TaskDone::StatusWritten {
+                cluster,
+                probe,
+                conditions,
+                result,
+            } => {
+                let Some(entry) = self.entries.get_mut(&cluster) else {
+                    return;
+                };
+                if entry.in_flight == Some(probe) {
+                    entry.in_flight = None;
+                }
+                match result {
+                    Ok(status) => {
+                        debug!(cluster = %cluster, "KubeFedCluster status written");
+                        entry.object.status = status;
+                        entry.last_written = Some(conditions);
+                    }
+                    Err(error) => {
+                        warn!(cluster = %cluster, %error, "cannot write KubeFedCluster status");
+                    }
+                }
+            }
+            TaskDone::EventPublished {
+                cluster,
+                reason,
+                result,
+            } => {
+                if let Err(error) = result {
+                    warn!(cluster = %cluster, reason, %error, "cannot publish event");
+                }
+            }
+        }
+    }
+
+    fn on_probed(
+        &mut self,
+        cluster: &str,
+        probe: u64,
+        client_id: usize,
+        probe_time: &Time,
+        outcome: ProbeOutcome,
+        tasks: &mut JoinSet<TaskDone>,
+    ) {
+        let settings = self.pool.health;
+        let Some(entry) = self.entries.get_mut(cluster) else {
+            return;
+        };
+        if entry.in_flight != Some(probe) {
+            return;
+        }
+        if entry.client_id != client_id {
+            // Probed with clients that have since been replaced; the new ones get a probe.
+            entry.in_flight = None;
+            entry.probe_wanted = true;
+            return;
+        }
+        debug!(cluster = %cluster, ?outcome, "cluster probed");
+        let mut warning = None;
+        match &outcome {
+            ProbeOutcome::Unreachable { error } => {
+                if entry.last_probe_error.as_ref() != Some(error) {
+                    warn!(cluster = %cluster, %error, "cluster health check failed");
+                    warning = Some(format!("Failed to retrieve health of the cluster: {error}"));
+                    entry.last_probe_error = Some(error.clone());
+                }
+            }
+            _ => entry.last_probe_error = None,
+        }
+        let was_ready = entry.ready();
+        let published = entry
+            .tracker
+            .observe(
+                outcome,
+                settings.failure_threshold,
+                settings.success_threshold,
+            )
+            .clone();
+        entry.probed = true;
+        if was_ready != published.is_ready() {
+            info!(cluster = %cluster, ready = published.is_ready(), "cluster readiness changed");
+        }
+        let previous = entry
+            .last_written
+            .as_deref()
+            .or_else(|| {
+                entry
+                    .object
+                    .status
+                    .as_ref()
+                    .map(|status| status.conditions.as_slice())
+            })
+            .unwrap_or_default();
+        let conditions = desired_conditions(&published, previous, probe_time);
+        let version = published.kubernetes_version();
+        if status_needs_write(entry.object.status.as_ref(), &conditions, version) {
+            let patch = status_patch(&conditions, version);
+            let api = self.clusters_api.clone();
+            let cluster = cluster.to_owned();
+            tasks.spawn(async move {
+                let params = PatchParams::default();
+                let merge = Patch::Merge(&patch);
+                let write = api.patch_status(&cluster, &params, &merge);
+                let result = match tokio::time::timeout(HUB_WRITE_TIMEOUT, write).await {
+                    Ok(Ok(updated)) => Ok(updated.status),
+                    Ok(Err(error)) => Err(error_chain(&error)),
+                    Err(_) => Err(format!(
+                        "no answer from the hub within {}s",
+                        HUB_WRITE_TIMEOUT.as_secs()
+                    )),
+                };
+                TaskDone::StatusWritten {
+                    cluster,
+                    probe,
+                    conditions,
+                    result,
+                }
+            });
+        } else {
+            entry.in_flight = None;
+        }
+        if let Some(note) = warning {
+            let object = entry.object.clone();
+            self.emit_warning(
+                cluster,
+                &object,
+                EVENT_RETRIEVING_CLUSTER_HEALTH_FAILED,
+                "ProbeHealth",
+                note,
+                tasks,
+            );
+        }
+    }
+
+    fn emit_warning(
+        &self,
+        cluster: &str,
+        object: &KubeFedCluster,
+        reason: &'static str,
+        action: &'static str,
+        note: String,
+        tasks: &mut JoinSet<TaskDone>,
+    ) {
+        let recorder = self.recorder.clone();
+        let reference = object.object_ref(&());
+        let cluster = cluster.to_owned();
+        tasks.spawn(async move {
+            let event = Event {
+                type_: EventType::Warning,
+                reason: reason.to_owned(),
+                note: Some(truncate(note, EVENT_NOTE_LIMIT)),
+                action: action.to_owned(),
+                secondary: None,
+            };
+            let publish = recorder.publish(&event, &reference);
+            let result = match tokio::time::timeout(HUB_WRITE_TIMEOUT, publish).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(error_chain(&error)),
+                Err(_) => Err("timed out".to_owned()),
+            };
+            TaskDone::EventPublished {
+                cluster,
+                reason,
+                result,
+            }
+        });
+    }
+}
+
+/// The proxy's scheme for logs; the URL itself may carry credentials.
+fn proxy_scheme(proxy_url: &str) -> &str {
+    match proxy_url.split_once("://") {
+        Some((scheme, _)) => scheme,
+        None if proxy_url.is_empty() => "none",
+        None => "invalid",
+    }
+}
+
+fn truncate(mut text: String, limit: usize) -> String {
+    if text.len() > limit {
+        let mut end = limit;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
+struct BuiltClients {
+    clients: MemberClients,
+    request_url: http::Uri,
+}
+
+fn build_clients(inputs: &ClientInputs) -> Result<BuiltClients, ConfigError> {
+    let configs = member_configs(inputs)?;
+    let request_url = configs.request.cluster_url.clone();
+    let request =
+        kube::Client::try_from(configs.request).map_err(|source| ConfigError::Client { source })?;
+    let watch =
+        kube::Client::try_from(configs.watch).map_err(|source| ConfigError::Client { source })?;
+    Ok(BuiltClients {
+        clients: MemberClients { request, watch },
+        request_url,
+    })
+}
+
+fn start_probe(name: &str, entry: &mut Entry, timeout: Duration, tasks: &mut JoinSet<TaskDone>) {
+    let probe = NEXT_PROBE_ID.fetch_add(1, Ordering::Relaxed);
+    entry.in_flight = Some(probe);
+    entry.probe_started = Instant::now();
+    entry.probe_wanted = false;
+    let cluster = name.to_owned();
+    let client_id = entry.client_id;
+    let client = entry.clients().map(|c| c.request.clone());
+    tasks.spawn(async move {
+        let probe_time = now();
+        let outcome = match client {
+            Some(client) => probe_cluster(&client, timeout).await,
+            None => ProbeOutcome::ConfigMalformed,
+        };
+        TaskDone::Probed {
+            cluster,
+            probe,
+            client_id,
+            probe_time,
+            outcome,
+        }
+    });
+}
+
+/// KubeFed's `GetClusterStatus`: `GET /healthz`, and `GET /version` when healthy, each
+/// limited to `timeout`.
+async fn probe_cluster(client: &kube::Client, timeout: Duration) -> ProbeOutcome {
+    let request = match http::Request::get("/healthz").body(Vec::new()) {
+        Ok(request) => request,
+        Err(error) => {
+            return ProbeOutcome::Unreachable {
+                error: error.to_string(),
+            };
+        }
+    };
+    match tokio::time::timeout(timeout, client.request_text(request)).await {
+        Err(_) => ProbeOutcome::Unreachable {
+            error: format!("no answer within {}", format_duration(timeout)),
+        },
+        Ok(Err(error)) => ProbeOutcome::Unreachable {
+            error: error_chain(&error),
+        },
+        Ok(Ok(body)) if !healthz_ok(&body) => ProbeOutcome::NotOk,
+        Ok(Ok(_)) => {
+            let kubernetes_version =
+                match tokio::time::timeout(timeout, client.apiserver_version()).await {
+                    Ok(Ok(info)) => Some(info.git_version),
+                    Ok(Err(error)) => {
+                        debug!(error = %error_chain(&error), "cannot read member version");
+                        None
+                    }
+                    Err(_) => None,
+                };
+            ProbeOutcome::Healthy { kubernetes_version }
+        }
+    }
+}
+
+fn format_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_truncated_on_char_boundaries() {
+        assert_eq!(truncate("short".to_owned(), 10), "short");
+        assert_eq!(truncate("ééé".to_owned(), 3), "é");
+        assert_eq!(truncate("x".repeat(2000), EVENT_NOTE_LIMIT).len(), 1024);
+    }
+
+    #[test]
+    fn durations_format_for_messages() {
+        assert_eq!(format_duration(Duration::from_secs(3)), "3s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+    }
+}

@@ -1,0 +1,212 @@
+//! The FederatedTypeConfig controller: types are data. Each enabled FTC in the control
+//! plane's namespace gets a sync controller, started, stopped and refreshed at run time.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use hubfed_api::federatedtypeconfig::{
+    ControllerStatus, FederatedTypeConfig, FederatedTypeConfigStatus,
+};
+use hubfed_api::names::{FTC_FINALIZER, NAMESPACES_FTC_NAME};
+use hubfed_core::placement::ControlPlaneScope;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use serde_json::json;
+use tokio::sync::{Mutex, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::sync::{Shared, run_type};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("hub API request failed: {0}")]
+    Hub(#[from] kube::Error),
+}
+
+/// A running sync controller and what it was started from.
+struct Running {
+    generation: i64,
+    federated_namespace: Option<ApiResource>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+struct Context {
+    shared: Arc<Shared>,
+    store: Store<FederatedTypeConfig>,
+    running: Mutex<HashMap<String, Running>>,
+    /// Requeues every FTC (the `namespaces` FTC gates the namespaced types).
+    requeue_all: mpsc::UnboundedSender<()>,
+}
+
+/// Runs the FTC controller until `shutdown`; stops every sync controller on the way out.
+pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let api: Api<FederatedTypeConfig> =
+        Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
+    let controller = Controller::new(api, watcher::Config::default());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let ctx = Arc::new(Context {
+        shared,
+        store: controller.store(),
+        running: Mutex::new(HashMap::new()),
+        requeue_all: tx,
+    });
+    let requeue_all =
+        futures::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|()| ((), rx)) },
+        );
+    let stop = shutdown.clone();
+    controller
+        .reconcile_all_on(requeue_all)
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(reconcile, error_policy, Arc::clone(&ctx))
+        .for_each(|_| async {})
+        .await;
+    let running = std::mem::take(&mut *ctx.running.lock().await);
+    for (_, r) in running {
+        r.stop.cancel();
+        let _ = r.task.await;
+    }
+    Ok(())
+}
+
+fn error_policy(ftc: Arc<FederatedTypeConfig>, error: &Error, _ctx: Arc<Context>) -> Action {
+    warn!(ftc = %ftc.name_any(), error = %error, "reconciling FederatedTypeConfig failed");
+    Action::requeue(std::time::Duration::from_secs(5))
+}
+
+async fn reconcile(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = ftc.name_any();
+    let api: Api<FederatedTypeConfig> =
+        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
+
+    if ftc.metadata.deletion_timestamp.is_some() {
+        stop(&ctx, &name).await;
+        if name == NAMESPACES_FTC_NAME {
+            let _ = ctx.requeue_all.send(());
+        }
+        if ftc.finalizers().iter().any(|f| f == FTC_FINALIZER) {
+            let finalizers: Vec<&String> = ftc
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FTC_FINALIZER)
+                .collect();
+            let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": ftc.resource_version()}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if !ftc.finalizers().iter().any(|f| f == FTC_FINALIZER) {
+        let mut finalizers = ftc.finalizers().to_vec();
+        finalizers.push(FTC_FINALIZER.to_string());
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": ftc.resource_version()}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+
+    let mut defaulted = (*ftc).clone();
+    defaulted.set_defaults();
+    let namespaces_ftc = ctx
+        .store
+        .get(&ObjectRef::new(NAMESPACES_FTC_NAME).within(&ctx.shared.kubefed_namespace))
+        .filter(|f| f.metadata.deletion_timestamp.is_none())
+        .map(|f| {
+            let mut f = (*f).clone();
+            f.set_defaults();
+            f
+        });
+    let federated_namespace = namespaces_ftc
+        .as_ref()
+        .map(|f| f.spec.federated_type.to_dynamic());
+    // KubeFed: namespaced targets need the FederatedNamespace type; a namespace-scoped
+    // control plane cannot propagate cluster-scoped targets.
+    let needs_namespace_type = defaulted.target_namespaced() && !defaulted.is_namespace();
+    let cluster_target_in_namespaced_plane =
+        ctx.shared.scope == ControlPlaneScope::Namespaced && !defaulted.target_namespaced();
+    let should_run = defaulted.propagation_enabled()
+        && (!needs_namespace_type || federated_namespace.is_some())
+        && !cluster_target_in_namespaced_plane;
+    let generation = ftc.metadata.generation.unwrap_or(0);
+
+    let changed_state = {
+        let mut running = ctx.running.lock().await;
+        let was_running = running.contains_key(&name);
+        let up_to_date = running.get(&name).is_some_and(|r| {
+            r.generation == generation
+                && r.federated_namespace == federated_namespace
+                && !r.task.is_finished()
+        });
+        if should_run && !up_to_date {
+            if let Some(old) = running.remove(&name) {
+                old.stop.cancel();
+                let _ = old.task.await;
+                info!(ftc = %name, "refreshing sync controller");
+            }
+            let stop = CancellationToken::new();
+            let task = tokio::spawn({
+                let shared = Arc::clone(&ctx.shared);
+                let stop = stop.clone();
+                let fns = federated_namespace.clone();
+                let ftc_name = name.clone();
+                async move {
+                    if let Err(e) = run_type(shared, defaulted, fns, stop).await {
+                        warn!(ftc = %ftc_name, error = %e, "sync controller ended with an error");
+                    }
+                }
+            });
+            running.insert(
+                name.clone(),
+                Running {
+                    generation,
+                    federated_namespace,
+                    stop,
+                    task,
+                },
+            );
+            !was_running
+        } else if !should_run && let Some(old) = running.remove(&name) {
+            old.stop.cancel();
+            let _ = old.task.await;
+            info!(ftc = %name, "stopped sync controller");
+            true
+        } else {
+            false
+        }
+    };
+    if changed_state && name == NAMESPACES_FTC_NAME {
+        let _ = ctx.requeue_all.send(());
+    }
+
+    let status = FederatedTypeConfigStatus {
+        observed_generation: generation,
+        propagation_controller: if should_run {
+            ControllerStatus::Running
+        } else {
+            ControllerStatus::NotRunning
+        },
+        status_controller: Some(ControllerStatus::NotRunning),
+    };
+    if ftc.status.as_ref() != Some(&status) {
+        let patch = json!({ "status": status });
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(Action::await_change())
+}
+
+async fn stop(ctx: &Context, name: &str) {
+    if let Some(old) = ctx.running.lock().await.remove(name) {
+        old.stop.cancel();
+        let _ = old.task.await;
+        info!(ftc = %name, "stopped sync controller");
+    }
+}

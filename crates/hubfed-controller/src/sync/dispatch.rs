@@ -1,0 +1,604 @@
+//! Carries out a plan: one task per cluster, concurrently, each bounded by the member's write
+//! semaphore and the dispatch deadline, so a slow member never holds up the others' writes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use hubfed_api::names::{FIELD_MANAGER, MANAGED_LABEL, RECREATE_ON_IMMUTABLE_ANNOTATION};
+use hubfed_core::plan::{
+    ApplyAction, ClusterAction, ClusterPlan, DeleteAction, FederatedObject, Plan,
+};
+use hubfed_core::status::{ClusterOutcome, PropagationStatus};
+use hubfed_core::version::{RecordedApply, object_version};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+use kube::ResourceExt;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+use tracing::{debug, info};
+
+use super::TypeContext;
+use super::reconcile::publish;
+use crate::clusters::MemberCluster;
+
+/// KubeFed's per-reconcile dispatch deadline.
+const DISPATCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Field manager that holds fields hubfed hands over to the member (e.g. retained replicas).
+const RETAINED_FIELD_MANAGER: &str = "hubfed-retained";
+
+/// What a dispatch achieved.
+#[derive(Default)]
+pub struct DispatchResult {
+    /// One entry per cluster that belongs in `status.clusters`.
+    pub outcomes: Vec<ClusterOutcome>,
+    /// Object versions returned by successful writes, by cluster.
+    pub new_versions: BTreeMap<String, String>,
+    /// A member object was created, updated or deleted.
+    pub wrote: bool,
+    /// Some cluster failed in a way worth retrying soon.
+    pub recoverable_failure: bool,
+    /// Some member object is on its way out.
+    pub waiting: bool,
+}
+
+struct ClusterResult {
+    outcome: Option<ClusterOutcome>,
+    version: Option<String>,
+    wrote: bool,
+}
+
+fn outcome(
+    cluster: &str,
+    status: Option<PropagationStatus>,
+    message: Option<String>,
+) -> Option<ClusterOutcome> {
+    status.map(|status| ClusterOutcome {
+        cluster: cluster.to_string(),
+        status,
+        message,
+        remote_status: None,
+    })
+}
+
+fn member_api(
+    ctx: &TypeContext,
+    client: kube::Client,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) if ctx.target.namespaced => Api::namespaced_with(client, ns, &ctx.target_resource),
+        _ => Api::all_with(client, &ctx.target_resource),
+    }
+}
+
+fn error_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(e) => e.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(e) if e.code == 404)
+}
+
+fn is_immutable_refusal(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(e) if e.code == 422 && e.message.contains("immutable"))
+}
+
+fn delete_params(options: Option<&DeleteOptions>) -> DeleteParams {
+    let Some(options) = options else {
+        return DeleteParams::default();
+    };
+    DeleteParams {
+        dry_run: false,
+        grace_period_seconds: options
+            .grace_period_seconds
+            .and_then(|s| u32::try_from(s).ok()),
+        propagation_policy: options.propagation_policy.as_deref().and_then(|p| match p {
+            "Orphan" => Some(PropagationPolicy::Orphan),
+            "Background" => Some(PropagationPolicy::Background),
+            "Foreground" => Some(PropagationPolicy::Foreground),
+            _ => None,
+        }),
+        preconditions: options.preconditions.as_ref().map(|p| Preconditions {
+            resource_version: p.resource_version.clone(),
+            uid: p.uid.clone(),
+        }),
+    }
+}
+
+/// Runs every cluster's action of `plan`.
+pub async fn execute(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    plan: &Plan,
+    clusters: &[Arc<MemberCluster>],
+) -> DispatchResult {
+    let by_name: BTreeMap<&str, &Arc<MemberCluster>> =
+        clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+    let tasks = plan.clusters.iter().map(|cp| {
+        let cluster = by_name.get(cp.cluster.as_str()).copied();
+        async move {
+            match tokio::time::timeout(DISPATCH_TIMEOUT, dispatch_one(ctx, object, cp, cluster))
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => ClusterResult {
+                    outcome: outcome(
+                        &cp.cluster,
+                        cp.action.status_on_timeout(),
+                        Some(format!(
+                            "no answer from cluster within {}s",
+                            DISPATCH_TIMEOUT.as_secs()
+                        )),
+                    ),
+                    version: None,
+                    wrote: false,
+                },
+            }
+        }
+    });
+    let mut result = DispatchResult::default();
+    for (cp, r) in plan.clusters.iter().zip(join_all(tasks).await) {
+        if let Some(o) = &r.outcome {
+            if o.status.is_recoverable() {
+                result.recoverable_failure = true;
+            }
+            if o.status == PropagationStatus::WaitingForRemoval {
+                result.waiting = true;
+            }
+        }
+        if let Some(v) = r.version {
+            result.new_versions.insert(cp.cluster.clone(), v);
+        }
+        result.wrote |= r.wrote;
+        result.outcomes.extend(r.outcome);
+    }
+    result
+}
+
+async fn dispatch_one(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    cluster: Option<&Arc<MemberCluster>>,
+) -> ClusterResult {
+    let name = cp.cluster.as_str();
+    let passive = |action: &ClusterAction| ClusterResult {
+        outcome: outcome(
+            name,
+            action.status_on_success(),
+            match action {
+                ClusterAction::Blocked { message, .. } => Some(message.clone()),
+                _ => None,
+            },
+        ),
+        version: None,
+        wrote: false,
+    };
+    let needs_io = matches!(
+        cp.action,
+        ClusterAction::Apply(_) | ClusterAction::Delete(_) | ClusterAction::RemoveManagedLabel
+    );
+    if !needs_io {
+        return passive(&cp.action);
+    }
+    let Some(client) = cluster.and_then(|c| c.client.clone()) else {
+        return ClusterResult {
+            outcome: outcome(
+                name,
+                Some(PropagationStatus::ClientRetrievalFailed),
+                Some("no client for cluster".into()),
+            ),
+            version: None,
+            wrote: false,
+        };
+    };
+    let _permit = match cluster {
+        Some(c) => Arc::clone(&c.writes).acquire_owned().await.ok(),
+        None => None,
+    };
+    let api = member_api(ctx, client, object.namespace.as_deref());
+    match &cp.action {
+        ClusterAction::Apply(apply) => apply_to_cluster(ctx, object, cp, &api, apply).await,
+        ClusterAction::Delete(delete) => delete_in_cluster(ctx, object, cp, &api, delete).await,
+        ClusterAction::RemoveManagedLabel => remove_label_in_cluster(ctx, object, cp, &api).await,
+        other => passive(other),
+    }
+}
+
+fn kind_and_key(ctx: &TypeContext, object: &FederatedObject) -> String {
+    let key = match &object.namespace {
+        Some(ns) if ctx.target.namespaced => format!("{ns}/{}", object.name),
+        _ => object.name.clone(),
+    };
+    format!("{} {key:?}", ctx.target.kind)
+}
+
+fn federated_reference(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(ctx.federated.api_version.clone()),
+        kind: Some(ctx.federated.kind.clone()),
+        name: Some(object.name.clone()),
+        namespace: object.namespace.clone(),
+        ..Default::default()
+    }
+}
+
+async fn apply_to_cluster(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    api: &Api<DynamicObject>,
+    apply: &ApplyAction,
+) -> ClusterResult {
+    let cluster = cp.cluster.as_str();
+    let reference = federated_reference(ctx, object);
+    let what = kind_and_key(ctx, object);
+    let fail = |status: Option<PropagationStatus>, message: String| ClusterResult {
+        outcome: outcome(cluster, status, Some(message)),
+        version: None,
+        wrote: false,
+    };
+
+    // The member cache holds managed objects only: before creating, look for an unmanaged
+    // object of the same name (adoption, AlreadyExists, managed=false).
+    let mut live: Option<DynamicObject> = None;
+    if apply.creates || !apply.released_fields.is_empty() {
+        match api.get_opt(&object.name).await {
+            Ok(found) => live = found,
+            Err(e) => return fail(Some(PropagationStatus::RetrievalFailed), error_message(&e)),
+        }
+    }
+    if apply.creates
+        && let Some(existing) = &live
+    {
+        match existing.labels().get(MANAGED_LABEL).map(String::as_str) {
+            Some("true") => {}
+            Some("false") => {
+                return fail(
+                    Some(PropagationStatus::ManagedLabelFalse),
+                    format!("{what} is labeled {MANAGED_LABEL}=false in the cluster"),
+                );
+            }
+            _ if apply.create_only => {
+                return fail(
+                    Some(PropagationStatus::AlreadyExists),
+                    format!("{what} already exists in the cluster and adoptResources is Disabled"),
+                );
+            }
+            _ => publish(
+                ctx,
+                &reference,
+                EventType::Normal,
+                "AdoptInCluster",
+                &format!(
+                    "Adopting existing {what} in cluster {cluster:?}: an update will be attempted instead of a creation"
+                ),
+            ),
+        }
+    }
+
+    // Fields left to the member (retainReplicas): if hubfed still owns them, hand them to a
+    // separate manager at their current value first, or the apply below would delete them.
+    if let Some(existing) = &live
+        && !apply.released_fields.is_empty()
+        && let Some(handover) = ownership_handover(existing, &apply.released_fields)
+        && let Err(e) = api
+            .patch(
+                &object.name,
+                &PatchParams::apply(RETAINED_FIELD_MANAGER).force(),
+                &Patch::Apply(&handover),
+            )
+            .await
+    {
+        return fail(
+            Some(PropagationStatus::FieldRetentionFailed),
+            error_message(&e),
+        );
+    }
+
+    let creating = apply.creates && live.is_none();
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut result = api
+        .patch(&object.name, &params, &Patch::Apply(&apply.object))
+        .await;
+    if let Err(e) = &result
+        && is_immutable_refusal(e)
+        && object
+            .annotations
+            .get(RECREATE_ON_IMMUTABLE_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+    {
+        info!(cluster, object = %what, "recreating after an immutable-field refusal");
+        publish(
+            ctx,
+            &reference,
+            EventType::Normal,
+            "RecreateInCluster",
+            &format!(
+                "Recreating {what} in cluster {cluster:?}: {}",
+                error_message(e)
+            ),
+        );
+        result = recreate(api, &object.name, &params, &apply.object).await;
+    }
+    match result {
+        Ok(applied) => {
+            let version = object_version(
+                applied.metadata.generation.unwrap_or(0),
+                applied.metadata.resource_version.as_deref().unwrap_or(""),
+            );
+            let owner = ObjectRef::new_with(&object.name, ctx.federated.clone());
+            let owner = match &object.namespace {
+                Some(ns) => owner.within(ns),
+                None => owner,
+            };
+            let key = (owner, cluster.to_string());
+            ctx.applied
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    key,
+                    RecordedApply {
+                        version: version.clone(),
+                        desired_hash: Some(apply.desired_hash.clone()),
+                    },
+                );
+            let (reason, verb) = if creating {
+                ("CreateInCluster", "Creating")
+            } else {
+                ("UpdateInCluster", "Updating")
+            };
+            publish(
+                ctx,
+                &reference,
+                EventType::Normal,
+                reason,
+                &format!("{verb} {what} in cluster {cluster:?}"),
+            );
+            debug!(cluster, object = %what, version = %version, "applied");
+            ClusterResult {
+                outcome: outcome(cluster, Some(PropagationStatus::Ok), None),
+                version: Some(version),
+                wrote: true,
+            }
+        }
+        Err(e) => {
+            let status = cp.action.status_on_failure();
+            let reason = if creating {
+                "CreateInClusterFailed"
+            } else {
+                "UpdateInClusterFailed"
+            };
+            let message = error_message(&e);
+            publish(
+                ctx,
+                &reference,
+                EventType::Warning,
+                reason,
+                &format!("Failed to apply {what} in cluster {cluster:?}: {message}"),
+            );
+            fail(status, message)
+        }
+    }
+}
+
+/// Deletes the member object, waits until it is gone, and applies it again.
+async fn recreate(
+    api: &Api<DynamicObject>,
+    name: &str,
+    params: &PatchParams,
+    body: &Value,
+) -> Result<DynamicObject, kube::Error> {
+    let background = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    match api.delete(name, &background).await {
+        Ok(_) => {}
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e),
+    }
+    for _ in 0..100 {
+        match api.get_metadata_opt(name).await? {
+            None => break,
+            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    api.patch(name, params, &Patch::Apply(body)).await
+}
+
+/// An apply body, for the retained-fields manager, holding `fields` (JSON pointers) at their
+/// current member values — `None` when hubfed's manager does not own any of them.
+fn ownership_handover(existing: &DynamicObject, fields: &[String]) -> Option<Value> {
+    let owned_by_hubfed = existing
+        .metadata
+        .managed_fields
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+        })
+        .filter_map(|m| m.fields_v1.as_ref().map(|f| &f.0))
+        .any(|set| fields.iter().any(|pointer| owns(set, pointer)));
+    if !owned_by_hubfed {
+        return None;
+    }
+    let live = serde_json::to_value(existing).ok()?;
+    let mut body = json!({
+        "apiVersion": live.get("apiVersion")?,
+        "kind": live.get("kind")?,
+        "metadata": {"name": existing.metadata.name},
+    });
+    if let Some(ns) = &existing.metadata.namespace {
+        body["metadata"]["namespace"] = json!(ns);
+    }
+    for pointer in fields {
+        if let Some(value) = live.pointer(pointer) {
+            set_pointer(&mut body, pointer, value.clone());
+        }
+    }
+    Some(body)
+}
+
+/// Whether a managedFields `fieldsV1` set contains the field at `pointer` (object keys only).
+fn owns(set: &Value, pointer: &str) -> bool {
+    let mut node = set;
+    for segment in pointer.trim_start_matches('/').split('/') {
+        match node.get(format!("f:{segment}")) {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    true
+}
+
+fn set_pointer(target: &mut Value, pointer: &str, value: Value) {
+    let segments: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    let mut node = target;
+    for (i, segment) in segments.iter().enumerate() {
+        if i + 1 == segments.len() {
+            node[*segment] = value;
+            return;
+        }
+        if node.get(*segment).is_none() {
+            node[*segment] = json!({});
+        }
+        node = &mut node[*segment];
+    }
+}
+
+async fn delete_in_cluster(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    api: &Api<DynamicObject>,
+    delete: &DeleteAction,
+) -> ClusterResult {
+    let cluster = cp.cluster.as_str();
+    let what = kind_and_key(ctx, object);
+    let reference = federated_reference(ctx, object);
+    match api
+        .delete(&object.name, &delete_params(delete.options.as_ref()))
+        .await
+    {
+        Ok(_) => {
+            publish(
+                ctx,
+                &reference,
+                EventType::Normal,
+                "DeleteInCluster",
+                &format!("Deleting {what} in cluster {cluster:?}"),
+            );
+            ClusterResult {
+                outcome: outcome(cluster, cp.action.status_on_success(), None),
+                version: None,
+                wrote: true,
+            }
+        }
+        Err(e) if is_not_found(&e) => ClusterResult {
+            outcome: None,
+            version: None,
+            wrote: false,
+        },
+        Err(e) => {
+            let message = error_message(&e);
+            publish(
+                ctx,
+                &reference,
+                EventType::Warning,
+                "DeleteInClusterFailed",
+                &format!("Failed to delete {what} in cluster {cluster:?}: {message}"),
+            );
+            ClusterResult {
+                outcome: outcome(cluster, cp.action.status_on_failure(), Some(message)),
+                version: None,
+                wrote: false,
+            }
+        }
+    }
+}
+
+async fn remove_label_in_cluster(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    api: &Api<DynamicObject>,
+) -> ClusterResult {
+    let cluster = cp.cluster.as_str();
+    let what = kind_and_key(ctx, object);
+    let reference = federated_reference(ctx, object);
+    let patch = json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
+    match api
+        .patch(&object.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            publish(
+                ctx,
+                &reference,
+                EventType::Normal,
+                "RemoveManagedLabelFromInCluster",
+                &format!("Removing managed label from {what} in cluster {cluster:?}"),
+            );
+            ClusterResult {
+                outcome: outcome(cluster, cp.action.status_on_success(), None),
+                version: None,
+                wrote: true,
+            }
+        }
+        Err(e) if is_not_found(&e) => ClusterResult {
+            outcome: None,
+            version: None,
+            wrote: false,
+        },
+        Err(e) => ClusterResult {
+            outcome: outcome(
+                cluster,
+                cp.action.status_on_failure(),
+                Some(error_message(&e)),
+            ),
+            version: None,
+            wrote: false,
+        },
+    }
+}
+
+/// Before the finalizer goes: no ready cluster still holds a managed copy, read live rather
+/// than from the caches (KubeFed's `checkunmanaged`).
+pub async fn no_managed_copies_left(
+    ctx: &TypeContext,
+    name: &str,
+    namespace: Option<&str>,
+    clusters: &[Arc<MemberCluster>],
+) -> bool {
+    let checks = clusters
+        .iter()
+        .filter(|c| c.ready)
+        .filter_map(|c| c.client.clone())
+        .map(|client| {
+            let api = member_api(ctx, client, namespace);
+            async move {
+                match api.get_metadata_opt(name).await {
+                    Ok(None) => true,
+                    Ok(Some(meta)) => {
+                        meta.labels().get(MANAGED_LABEL).map(String::as_str) != Some("true")
+                    }
+                    Err(_) => false,
+                }
+            }
+        });
+    join_all(checks).await.into_iter().all(|ok| ok)
+}

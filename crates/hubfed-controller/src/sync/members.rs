@@ -1,0 +1,208 @@
+//! Watches of managed objects in member clusters, one per (federated type, ready cluster).
+//!
+//! Only metadata is watched (`kubefed.io/managed=true` objects), and `managedFields` are
+//! dropped before caching: decisions need labels, annotations, versions and deletion state,
+//! nothing else. Each event queues the federated object the member object belongs to.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use hubfed_api::names::MANAGED_LABEL;
+use hubfed_core::desired::TargetType;
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::discovery::ApiResource;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::Shared;
+
+pub type MemberMeta = PartialObjectMeta<DynamicObject>;
+
+/// One member cluster's cache of managed objects of the type.
+pub struct MemberCache {
+    pub store: Store<MemberMeta>,
+    pub synced: Arc<AtomicBool>,
+    client_id: usize,
+    stop: CancellationToken,
+}
+
+/// The member caches of one federated type.
+pub struct MemberWatches {
+    shared: Arc<Shared>,
+    target_resource: ApiResource,
+    target: TargetType,
+    federated: ApiResource,
+    trigger: UnboundedSender<ObjectRef<DynamicObject>>,
+    caches: std::sync::RwLock<HashMap<String, Arc<MemberCache>>>,
+}
+
+/// What the reconciler sees of one cluster's cache.
+pub enum CacheView {
+    /// No watch (cluster not ready or no client).
+    Unavailable,
+    /// The initial list has not completed.
+    Syncing,
+    Ready(Store<MemberMeta>),
+}
+
+impl MemberWatches {
+    pub fn new(
+        shared: Arc<Shared>,
+        target_resource: ApiResource,
+        target: TargetType,
+        federated: ApiResource,
+        trigger: UnboundedSender<ObjectRef<DynamicObject>>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            shared,
+            target_resource,
+            target,
+            federated,
+            trigger,
+            caches: std::sync::RwLock::new(HashMap::new()),
+        })
+    }
+
+    pub fn view(&self, cluster: &str) -> CacheView {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        match caches.get(cluster) {
+            None => CacheView::Unavailable,
+            Some(c) if !c.synced.load(Ordering::Acquire) => CacheView::Syncing,
+            Some(c) => CacheView::Ready(c.store.clone()),
+        }
+    }
+
+    /// The key of a member object in a member cache.
+    pub fn member_ref(&self, name: &str, namespace: Option<&str>) -> ObjectRef<MemberMeta> {
+        let r = ObjectRef::new_with(name, self.target_resource.clone());
+        match namespace {
+            Some(ns) if self.target.namespaced => r.within(ns),
+            _ => r,
+        }
+    }
+
+    /// Keeps one watch per ready cluster with a client, following the registry.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut changes = self.shared.pool.subscribe();
+        loop {
+            self.shared.forget_hub_identity().await;
+            self.sync_watches();
+            tokio::select! {
+                () = stop.cancelled() => break,
+                changed = changes.changed() => if changed.is_err() { break },
+            }
+        }
+        let caches = std::mem::take(&mut *self.caches.write().unwrap_or_else(|e| e.into_inner()));
+        for cache in caches.values() {
+            cache.stop.cancel();
+        }
+    }
+
+    fn sync_watches(self: &Arc<Self>) {
+        let clusters = self.shared.pool.clusters();
+        let mut caches = self.caches.write().unwrap_or_else(|e| e.into_inner());
+        caches.retain(|name, cache| {
+            let keep = clusters.iter().any(|c| {
+                &c.name == name
+                    && c.ready
+                    && c.client
+                        .as_ref()
+                        .is_some_and(|_| c.client_id == cache.client_id)
+            });
+            if !keep {
+                debug!(cluster = %name, kind = %self.target.kind, "stopping member watch");
+                cache.stop.cancel();
+            }
+            keep
+        });
+        for cluster in clusters {
+            if !cluster.ready || caches.contains_key(&cluster.name) {
+                continue;
+            }
+            // Watches may be quiet for longer than the request client's read timeout.
+            let Some(client) = cluster.watch_client.clone() else {
+                continue;
+            };
+            // `Api<PartialObjectMeta<_>>` makes metadata-only requests.
+            let api: Api<MemberMeta> = match self.shared.target_namespace() {
+                Some(ns) if self.target.namespaced => {
+                    Api::namespaced_with(client, ns, &self.target_resource)
+                }
+                _ => Api::all_with(client, &self.target_resource),
+            };
+            let writer = reflector::store::Writer::new(self.target_resource.clone());
+            let cache = Arc::new(MemberCache {
+                store: writer.as_reader(),
+                synced: Arc::new(AtomicBool::new(false)),
+                client_id: cluster.client_id,
+                stop: CancellationToken::new(),
+            });
+            caches.insert(cluster.name.clone(), Arc::clone(&cache));
+            let this = Arc::clone(self);
+            let name = cluster.name.clone();
+            tokio::spawn(async move { this.watch(name, api, writer, cache).await });
+        }
+    }
+
+    async fn watch(
+        self: Arc<Self>,
+        cluster: String,
+        api: Api<MemberMeta>,
+        writer: reflector::store::Writer<MemberMeta>,
+        cache: Arc<MemberCache>,
+    ) {
+        let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
+        let stream = watcher(api, config)
+            .default_backoff()
+            .modify(|meta| meta.metadata.managed_fields = None);
+        let stream = reflector::reflector(writer, stream);
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let event = tokio::select! {
+                () = cache.stop.cancelled() => break,
+                event = stream.next() => event,
+            };
+            match event {
+                Some(Ok(watcher::Event::InitDone)) => {
+                    cache.synced.store(true, Ordering::Release);
+                    debug!(cluster = %cluster, kind = %self.target.kind, "member cache synced");
+                    // Objects deleted while nobody watched: every federated object with a
+                    // copy expected there is requeued by the registry change that started
+                    // this watch.
+                }
+                Some(Ok(watcher::Event::Apply(meta) | watcher::Event::Delete(meta)))
+                | Some(Ok(watcher::Event::InitApply(meta))) => {
+                    self.queue_owner(&meta);
+                }
+                Some(Ok(watcher::Event::Init)) => {}
+                Some(Err(e)) => {
+                    warn!(cluster = %cluster, kind = %self.target.kind, error = %e, "member watch error")
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Queues the federated object a member object belongs to.
+    fn queue_owner(&self, meta: &MemberMeta) {
+        let Some(name) = meta.metadata.name.as_deref() else {
+            return;
+        };
+        let owner = ObjectRef::new_with(name, self.federated.clone());
+        let owner = if self.target.is_namespace() {
+            // FederatedNamespace `<ns>/<ns>`.
+            owner.within(name)
+        } else {
+            match meta.metadata.namespace.as_deref() {
+                Some(ns) => owner.within(ns),
+                None => owner,
+            }
+        };
+        let _ = self.trigger.send(owner);
+    }
+}

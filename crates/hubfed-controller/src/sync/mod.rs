@@ -1,0 +1,377 @@
+//! One sync controller per enabled FederatedTypeConfig.
+//!
+//! A kube-runtime `Controller` watches the `Federated<Kind>` objects on the hub; member
+//! watches (label-selected on `kubefed.io/managed=true`, metadata only) feed the same queue
+//! with the federated object each member object belongs to, so drift and deletions in a member
+//! are corrected as soon as they happen. Cluster registry changes re-queue everything.
+//! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
+
+mod dispatch;
+mod members;
+mod reconcile;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
+use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
+use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
+use hubfed_core::desired::TargetType;
+use hubfed_core::placement::ControlPlaneScope;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::{Mutex, mpsc};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::clusters::MemberClientPool;
+use crate::run::ControllerConfig;
+use members::MemberWatches;
+
+/// State shared by every sync controller.
+pub struct Shared {
+    pub hub: Client,
+    pub pool: Arc<MemberClientPool>,
+    pub kubefed_namespace: String,
+    pub scope: ControlPlaneScope,
+    /// KubeFedConfig `syncController.adoptResources`, kept current by a watch.
+    pub adopt_resources: std::sync::atomic::AtomicBool,
+    pub reconcile_concurrency: u16,
+    pub propagated_versions: Store<PropagatedVersion>,
+    pub cluster_propagated_versions: Store<ClusterPropagatedVersion>,
+    /// Which member clusters are the hub itself, by cluster name (compared by the UID of
+    /// `kube-system`). Cleared when the registry changes.
+    hub_identity: Mutex<HashMap<String, bool>>,
+    shutdown: CancellationToken,
+}
+
+fn spawn_reflector<K>(api: Api<K>, shutdown: CancellationToken) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .applied_objects();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                item = stream.next() => match item {
+                    Some(Err(e)) => warn!(error = %e, "hub watch error"),
+                    Some(Ok(_)) => {}
+                    None => break,
+                },
+            }
+        }
+    });
+    reader
+}
+
+impl Shared {
+    pub fn start(
+        hub: Client,
+        pool: Arc<MemberClientPool>,
+        config: &ControllerConfig,
+        kubefed: &KubeFedConfigSpec,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        let scope = match kubefed.scope {
+            hubfed_api::federatedtypeconfig::ResourceScope::Namespaced => {
+                ControlPlaneScope::Namespaced
+            }
+            hubfed_api::federatedtypeconfig::ResourceScope::Cluster => ControlPlaneScope::Cluster,
+        };
+        let adopt_resources = std::sync::atomic::AtomicBool::new(adopt_resources_enabled(kubefed));
+        let max = kubefed
+            .sync_controller
+            .as_ref()
+            .and_then(|s| s.max_concurrent_reconciles)
+            .unwrap_or(1);
+        let reconcile_concurrency = config
+            .reconcile_concurrency
+            .max(u16::try_from(max).unwrap_or(u16::MAX));
+        let (pv_api, cpv_api) = match scope {
+            ControlPlaneScope::Cluster => (Api::all(hub.clone()), Api::all(hub.clone())),
+            ControlPlaneScope::Namespaced => (
+                Api::namespaced(hub.clone(), &config.kubefed_namespace),
+                Api::all(hub.clone()),
+            ),
+        };
+        let shared = Arc::new(Self {
+            propagated_versions: spawn_reflector(pv_api, shutdown.clone()),
+            cluster_propagated_versions: spawn_reflector(cpv_api, shutdown.clone()),
+            hub,
+            pool,
+            kubefed_namespace: config.kubefed_namespace.clone(),
+            scope,
+            adopt_resources,
+            reconcile_concurrency,
+            hub_identity: Mutex::new(HashMap::new()),
+            shutdown,
+        });
+        tokio::spawn(Arc::clone(&shared).follow_kubefed_config());
+        shared
+    }
+
+    /// Keeps run-time settings in step with the KubeFedConfig.
+    async fn follow_kubefed_config(self: Arc<Self>) {
+        let api: Api<KubeFedConfig> = Api::namespaced(self.hub.clone(), &self.kubefed_namespace);
+        let config = watcher::Config::default().fields(&format!(
+            "metadata.name={}",
+            hubfed_api::names::KUBEFED_CONFIG_NAME
+        ));
+        let stream = watcher(api, config).default_backoff().applied_objects();
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let item = tokio::select! {
+                () = self.shutdown.cancelled() => break,
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(mut kubefed)) => {
+                    kubefed.spec.apply_defaults();
+                    let adopt = adopt_resources_enabled(&kubefed.spec);
+                    let before = self
+                        .adopt_resources
+                        .swap(adopt, std::sync::atomic::Ordering::Relaxed);
+                    if before != adopt {
+                        info!(adopt_resources = adopt, "KubeFedConfig changed");
+                    }
+                }
+                Some(Err(e)) => warn!(error = %e, "KubeFedConfig watch error"),
+                None => break,
+            }
+        }
+    }
+
+    /// The namespace federated objects are watched in: all, or the control plane's own.
+    fn target_namespace(&self) -> Option<&str> {
+        match self.scope {
+            ControlPlaneScope::Cluster => None,
+            ControlPlaneScope::Namespaced => Some(&self.kubefed_namespace),
+        }
+    }
+
+    /// The joined cluster that is the hub itself, if any.
+    pub async fn hub_cluster(&self) -> Option<String> {
+        let mut known = self.hub_identity.lock().await;
+        let clusters = self.pool.clusters();
+        known.retain(|name, _| clusters.iter().any(|c| &c.name == name));
+        let hub_uid = namespace_uid(&self.hub, "kube-system").await;
+        for cluster in clusters {
+            if let Some(&is_hub) = known.get(&cluster.name) {
+                if is_hub {
+                    return Some(cluster.name.clone());
+                }
+                continue;
+            }
+            let Some(client) = cluster.client.clone() else {
+                continue;
+            };
+            if !cluster.ready {
+                continue;
+            }
+            let uid = namespace_uid(&client, "kube-system").await;
+            let is_hub = uid.is_some() && uid == hub_uid;
+            known.insert(cluster.name.clone(), is_hub);
+            if is_hub {
+                return Some(cluster.name.clone());
+            }
+        }
+        None
+    }
+
+    pub(crate) async fn forget_hub_identity(&self) {
+        self.hub_identity.lock().await.clear();
+    }
+}
+
+/// KubeFed adopts pre-existing member objects unless `adoptResources: Disabled`.
+pub(crate) fn adopt_resources_enabled(spec: &KubeFedConfigSpec) -> bool {
+    spec.sync_controller
+        .as_ref()
+        .and_then(|s| s.adopt_resources)
+        != Some(hubfed_api::federatedtypeconfig::EnabledDisabled::Disabled)
+}
+
+async fn namespace_uid(client: &Client, name: &str) -> Option<String> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    api.get_metadata_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|m| m.metadata.uid)
+}
+
+/// Everything one federated type's reconciles need.
+pub struct TypeContext {
+    pub shared: Arc<Shared>,
+    pub ftc: FederatedTypeConfig,
+    pub federated: ApiResource,
+    pub target_resource: ApiResource,
+    pub target: TargetType,
+    /// The FederatedNamespace type, for namespaced targets.
+    pub federated_namespace: Option<ApiResource>,
+    pub federated_namespaces: Option<Store<DynamicObject>>,
+    pub members: Arc<MemberWatches>,
+    pub recorder: Recorder,
+    /// What the last successful apply per (object, cluster) sent and got back.
+    pub applied: std::sync::Mutex<
+        HashMap<(ObjectRef<DynamicObject>, String), hubfed_core::version::RecordedApply>,
+    >,
+}
+
+/// Runs the sync controller of one FTC until `stop` is cancelled.
+pub async fn run_type(
+    shared: Arc<Shared>,
+    ftc: FederatedTypeConfig,
+    federated_namespace: Option<ApiResource>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let federated = ftc.spec.federated_type.to_dynamic();
+    let target_resource = ftc.spec.target_type.to_dynamic();
+    let target = TargetType {
+        kind: ftc.spec.target_type.kind.clone(),
+        group: ftc.spec.target_type.group.clone(),
+        version: ftc.spec.target_type.version.clone(),
+        namespaced: ftc.target_namespaced(),
+    };
+    let hub = shared.hub.clone();
+    let fed_api: Api<DynamicObject> = match shared.target_namespace() {
+        Some(ns) if ftc.federated_namespaced() => Api::namespaced_with(hub.clone(), ns, &federated),
+        _ => Api::all_with(hub.clone(), &federated),
+    };
+
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
+    let controller = Controller::new_with(fed_api, watcher::Config::default(), federated.clone())
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(shared.reconcile_concurrency)
+                .debounce(Duration::from_millis(20)),
+        );
+    let store = controller.store();
+
+    // FederatedNamespaces: their placement bounds every namespaced object in them.
+    let federated_namespaces = match (&federated_namespace, target.namespaced) {
+        (Some(fns), true) => {
+            let api: Api<DynamicObject> = match shared.target_namespace() {
+                Some(ns) => Api::namespaced_with(hub.clone(), ns, fns),
+                None => Api::all_with(hub.clone(), fns),
+            };
+            let writer = reflector::store::Writer::new(fns.clone());
+            let reader = writer.as_reader();
+            let tx = trigger_tx.clone();
+            let fed_store = store.clone();
+            let fed_ar = federated.clone();
+            let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+                .default_backoff()
+                .touched_objects();
+            let stop2 = stop.clone();
+            tokio::spawn(async move {
+                let mut stream = std::pin::pin!(stream);
+                loop {
+                    let item = tokio::select! {
+                        () = stop2.cancelled() => break,
+                        item = stream.next() => item,
+                    };
+                    match item {
+                        Some(Ok(fns)) => {
+                            let Some(ns) = fns.metadata.namespace.clone() else {
+                                continue;
+                            };
+                            for obj in fed_store.state() {
+                                if obj.metadata.namespace.as_deref() == Some(ns.as_str())
+                                    && let Some(name) = obj.metadata.name.clone()
+                                {
+                                    let r = ObjectRef::new_with(&name, fed_ar.clone()).within(&ns);
+                                    let _ = tx.send(r);
+                                }
+                            }
+                        }
+                        Some(Err(e)) => warn!(error = %e, "FederatedNamespace watch error"),
+                        None => break,
+                    }
+                }
+            });
+            Some(reader)
+        }
+        _ => None,
+    };
+
+    let members = MemberWatches::new(
+        Arc::clone(&shared),
+        target_resource.clone(),
+        target.clone(),
+        federated.clone(),
+        trigger_tx.clone(),
+    );
+    let members_task = tokio::spawn(members.clone().run(stop.clone()));
+
+    let reporter = Reporter {
+        controller: format!("{}-controller", federated.kind.to_lowercase()),
+        instance: std::env::var("HOSTNAME").ok(),
+    };
+    let ctx = Arc::new(TypeContext {
+        recorder: Recorder::new(hub.clone(), reporter),
+        shared: Arc::clone(&shared),
+        ftc,
+        federated: federated.clone(),
+        target_resource,
+        target,
+        federated_namespace,
+        federated_namespaces,
+        members,
+        applied: std::sync::Mutex::new(HashMap::new()),
+    });
+
+    let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
+        rx.recv().await.map(|r| (r, rx))
+    });
+    let registry_changes = futures::stream::unfold(shared.pool.subscribe(), |mut rx| async move {
+        rx.changed().await.ok().map(|()| ((), rx))
+    });
+    info!(kind = %federated.kind, "starting sync controller");
+    let stop_signal = stop.clone();
+    controller
+        .reconcile_on(triggers)
+        .reconcile_all_on(registry_changes)
+        .graceful_shutdown_on(async move { stop_signal.cancelled().await })
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+    stop.cancel();
+    let _ = members_task.await;
+    info!(kind = %federated.kind, "sync controller stopped");
+    Ok(())
+}
+
+/// Requeue delay after a recoverable failure.
+pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);
+/// Safety-net resync of an object that needs nothing; work is driven by events.
+pub(crate) const RESYNC: Duration = Duration::from_secs(600);
+
+pub(crate) fn action_after(recoverable_failure: bool, waiting: bool) -> Action {
+    if recoverable_failure {
+        Action::requeue(RETRY_DELAY)
+    } else if waiting {
+        // Member watch events normally come first; this is the fallback.
+        Action::requeue(Duration::from_secs(10))
+    } else {
+        Action::requeue(RESYNC)
+    }
+}

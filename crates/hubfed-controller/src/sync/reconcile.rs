@@ -1,0 +1,543 @@
+//! `reconcile(federated object)`: observe → plan (hubfed-core) → dispatch → status.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hubfed_api::federated::{FederatedStatus, Placement};
+use hubfed_api::names::{MANAGED_LABEL, SYNC_CONTROLLER_FINALIZER};
+use hubfed_api::propagatedversion::{
+    ClusterObjectVersion as ApiClusterObjectVersion, ClusterPropagatedVersion, PropagatedVersion,
+    PropagatedVersionStatus as ApiVersionStatus,
+};
+use hubfed_core::placement::{ClusterInfo, NamespaceFederation};
+use hubfed_core::plan::{
+    Disposition, FederatedObject, FinalizerAction, MemberObject, MemberObservation, PlanInput, plan,
+};
+use hubfed_core::status::{StatusInput, compute_status};
+use hubfed_core::version::{
+    ClusterObjectVersion, PropagatedVersionStatus, RecordedApply, object_version,
+    overrides_version, propagated_version_name, recorded_cluster_versions, template_version,
+    update_propagated_version,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tracing::{debug, warn};
+
+use super::members::{CacheView, MemberMeta};
+use super::{TypeContext, action_after, dispatch};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("hub API request failed: {0}")]
+    Hub(#[from] kube::Error),
+    #[error("serializing: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, _ctx: Arc<TypeContext>) -> Action {
+    warn!(name = %obj.name_any(), namespace = ?obj.namespace(), error = %error, "reconcile failed");
+    Action::requeue(super::RETRY_DELAY)
+}
+
+/// RFC 3339 with second precision, as Kubernetes writes times.
+pub(crate) fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn string_map(map: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    map.cloned().unwrap_or_default()
+}
+
+pub(crate) fn member_object(meta: &MemberMeta) -> MemberObject {
+    let labels = string_map(meta.metadata.labels.as_ref());
+    MemberObject {
+        managed_label: labels.get(MANAGED_LABEL).cloned(),
+        terminating: meta.metadata.deletion_timestamp.is_some(),
+        version: object_version(
+            meta.metadata.generation.unwrap_or(0),
+            meta.metadata.resource_version.as_deref().unwrap_or(""),
+        ),
+        labels,
+        annotations: string_map(meta.metadata.annotations.as_ref()),
+    }
+}
+
+fn to_core_versions(status: &ApiVersionStatus) -> PropagatedVersionStatus {
+    PropagatedVersionStatus {
+        template_version: status.template_version.clone(),
+        overrides_version: status.override_version.clone(),
+        cluster_versions: status
+            .cluster_versions
+            .iter()
+            .map(|v| ClusterObjectVersion {
+                cluster_name: v.cluster_name.clone(),
+                version: v.version.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn to_api_versions(status: &PropagatedVersionStatus) -> ApiVersionStatus {
+    ApiVersionStatus {
+        template_version: status.template_version.clone(),
+        override_version: status.overrides_version.clone(),
+        cluster_versions: status
+            .cluster_versions
+            .iter()
+            .map(|v| ApiClusterObjectVersion {
+                cluster_name: v.cluster_name.clone(),
+                version: v.version.clone(),
+            })
+            .collect(),
+    }
+}
+
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result<Action, Error> {
+    let name = obj.name_any();
+    let namespace = obj.namespace();
+    let object_ref = ObjectRef::from_obj_with(&*obj, ctx.federated.clone());
+    let reference = obj.object_ref(&ctx.federated);
+
+    let spec = match obj.data.get("spec") {
+        None => Ok(Default::default()),
+        Some(spec) => serde_json::from_value(spec.clone()),
+    };
+    let spec = match spec {
+        Ok(spec) => spec,
+        Err(e) => {
+            let message = format!("spec cannot be read: {e}");
+            publish(
+                &ctx,
+                &reference,
+                EventType::Warning,
+                "InvalidSpec",
+                &message,
+            );
+            write_invalid_status(&ctx, &obj, &message).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let finalizers = obj.finalizers();
+    let federated = FederatedObject {
+        name: name.clone(),
+        namespace: namespace.clone(),
+        spec,
+        annotations: string_map(obj.metadata.annotations.as_ref()),
+        deleting: obj.metadata.deletion_timestamp.is_some(),
+        has_sync_finalizer: finalizers.iter().any(|f| f == SYNC_CONTROLLER_FINALIZER),
+    };
+
+    let clusters = ctx.shared.pool.clusters();
+    let infos: Vec<ClusterInfo> = clusters
+        .iter()
+        .map(|c| ClusterInfo {
+            name: c.name.clone(),
+            labels: c.labels.clone(),
+            ready: c.ready,
+        })
+        .collect();
+
+    let member_ref = ctx.members.member_ref(&name, namespace.as_deref());
+    let mut members = BTreeMap::new();
+    let mut cache_pending = false;
+    for cluster in clusters.iter().filter(|c| c.ready) {
+        let observation = match ctx.members.view(&cluster.name) {
+            CacheView::Ready(store) => match store.get(&member_ref) {
+                Some(meta) => MemberObservation::Present(member_object(&meta)),
+                None => MemberObservation::Absent,
+            },
+            CacheView::Syncing | CacheView::Unavailable => {
+                cache_pending = true;
+                MemberObservation::RetrievalFailed(format!(
+                    "the cache of {} objects in cluster {:?} is not synced yet",
+                    ctx.target.kind, cluster.name
+                ))
+            }
+        };
+        members.insert(cluster.name.clone(), observation);
+    }
+
+    // The containing namespace's FederatedNamespace bounds placement.
+    let fns_placement: Option<Option<Placement>>;
+    let namespace_federation = match (
+        &ctx.federated_namespaces,
+        &ctx.federated_namespace,
+        &namespace,
+    ) {
+        (Some(store), Some(fns_ar), Some(ns)) if ctx.target.namespaced => {
+            fns_placement = store
+                .get(&ObjectRef::new_with(ns, fns_ar.clone()).within(ns))
+                .map(|fns| {
+                    fns.data
+                        .get("spec")
+                        .and_then(|s| s.get("placement"))
+                        .and_then(|p| serde_json::from_value(p.clone()).ok())
+                });
+            match &fns_placement {
+                Some(p) => NamespaceFederation::Federated(p.as_ref()),
+                None => NamespaceFederation::NotFederated,
+            }
+        }
+        _ => NamespaceFederation::NotApplicable,
+    };
+
+    let template_v = template_version(federated.spec.template.as_ref());
+    let overrides_v = overrides_version(federated.spec.overrides.as_deref());
+    let stored_versions = stored_versions(&ctx, &name, namespace.as_deref());
+    let recorded_versions =
+        recorded_cluster_versions(stored_versions.as_ref(), &template_v, &overrides_v);
+    let recorded: BTreeMap<String, RecordedApply> = {
+        let applied = ctx.applied.lock().unwrap_or_else(|e| e.into_inner());
+        infos
+            .iter()
+            .filter_map(|c| {
+                let remembered = applied.get(&(object_ref.clone(), c.name.clone())).cloned();
+                let from_versions = recorded_versions.get(&c.name).map(|v| RecordedApply {
+                    version: v.clone(),
+                    desired_hash: None,
+                });
+                remembered.or(from_versions).map(|r| (c.name.clone(), r))
+            })
+            .collect()
+    };
+
+    let hub_cluster = if ctx.target.is_namespace() {
+        ctx.shared.hub_cluster().await
+    } else {
+        None
+    };
+    let adopt = ctx
+        .shared
+        .adopt_resources
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let plan = plan(&PlanInput {
+        object: &federated,
+        target: &ctx.target,
+        clusters: &infos,
+        namespace: namespace_federation,
+        scope: ctx.shared.scope,
+        kubefed_namespace: &ctx.shared.kubefed_namespace,
+        hub_cluster: hub_cluster.as_deref(),
+        adopt_resources: adopt,
+        members: &members,
+        recorded: &recorded,
+    });
+    for warning in &plan.warnings {
+        publish(
+            &ctx,
+            &reference,
+            EventType::Warning,
+            warning.reason,
+            &warning.message,
+        );
+    }
+    debug!(name = %name, namespace = ?namespace, disposition = ?plan.disposition, "planned");
+
+    match plan.disposition {
+        Disposition::Ignore(_) => return Ok(Action::await_change()),
+        Disposition::Sync => {
+            if plan.finalizer == FinalizerAction::Ensure && !federated.has_sync_finalizer {
+                add_finalizer(&ctx, &obj).await?;
+            }
+        }
+        Disposition::Delete => {}
+    }
+
+    let result = dispatch::execute(&ctx, &federated, &plan, &clusters).await;
+
+    if plan.disposition == Disposition::Delete {
+        {
+            let mut applied = ctx.applied.lock().unwrap_or_else(|e| e.into_inner());
+            applied.retain(|(r, _), _| r != &object_ref);
+        }
+        let release = match plan.finalizer {
+            FinalizerAction::Remove => !result.recoverable_failure,
+            FinalizerAction::RemoveAfterVerification => {
+                !result.recoverable_failure
+                    && dispatch::no_managed_copies_left(
+                        &ctx,
+                        &name,
+                        namespace.as_deref(),
+                        &clusters,
+                    )
+                    .await
+            }
+            _ => false,
+        };
+        if release {
+            remove_finalizer(&ctx, &obj).await?;
+            publish(
+                &ctx,
+                &reference,
+                EventType::Normal,
+                "FinalizerRemoved",
+                "member objects were cleaned up",
+            );
+            return Ok(Action::await_change());
+        }
+        return Ok(if result.recoverable_failure {
+            Action::requeue(super::RETRY_DELAY)
+        } else {
+            Action::requeue(Duration::from_secs(5))
+        });
+    }
+
+    // Status: written only when it changes.
+    let previous: Option<FederatedStatus> = obj
+        .data
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok());
+    let now = now_rfc3339();
+    let update = compute_status(
+        previous.as_ref(),
+        &StatusInput {
+            generation: obj.metadata.generation.unwrap_or(0),
+            reason: plan.reason,
+            reason_message: plan.reason_message.as_deref(),
+            outcomes: &result.outcomes,
+            resources_updated: result.wrote,
+            remote_status_collection: false,
+            unknown_clusters: &plan.placement.unknown_clusters,
+            now: &now,
+        },
+    );
+    if update.changed {
+        write_status(&ctx, &obj, &update.status).await?;
+    }
+
+    if let Some(versions) = update_propagated_version(
+        stored_versions.as_ref(),
+        &template_v,
+        &overrides_v,
+        &plan.placement.clusters,
+        &result.new_versions,
+    ) && let Err(e) = write_versions(&ctx, &obj, &versions).await
+    {
+        warn!(name = %name, error = %e, "writing the propagated version failed");
+    }
+
+    if cache_pending {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    Ok(action_after(result.recoverable_failure, result.waiting))
+}
+
+fn stored_versions(
+    ctx: &TypeContext,
+    name: &str,
+    namespace: Option<&str>,
+) -> Option<PropagatedVersionStatus> {
+    let pv_name = propagated_version_name(&ctx.target.kind, name);
+    match namespace {
+        Some(ns) => ctx
+            .shared
+            .propagated_versions
+            .get(&ObjectRef::<PropagatedVersion>::new(&pv_name).within(ns))
+            .and_then(|pv| pv.status.as_ref().map(to_core_versions)),
+        None => ctx
+            .shared
+            .cluster_propagated_versions
+            .get(&ObjectRef::<ClusterPropagatedVersion>::new(&pv_name))
+            .and_then(|pv| pv.status.as_ref().map(to_core_versions)),
+    }
+}
+
+fn federated_api(ctx: &TypeContext, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(ctx.shared.hub.clone(), ns, &ctx.federated),
+        None => Api::all_with(ctx.shared.hub.clone(), &ctx.federated),
+    }
+}
+
+/// Adds the sync finalizer; the resourceVersion makes a concurrent change fail and retry.
+async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), Error> {
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(SYNC_CONTROLLER_FINALIZER.to_string());
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": obj.resource_version(),
+    }});
+    federated_api(ctx, obj.namespace().as_deref())
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), Error> {
+    let finalizers: Vec<&String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != SYNC_CONTROLLER_FINALIZER)
+        .collect();
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": obj.resource_version(),
+    }});
+    match federated_api(ctx, obj.namespace().as_deref())
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes `status` through the status subresource. Lists are sent even when empty: a merge
+/// patch would otherwise keep the old ones.
+async fn write_status(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    status: &FederatedStatus,
+) -> Result<(), Error> {
+    let mut value = serde_json::to_value(status)?;
+    if let Value::Object(map) = &mut value {
+        map.entry("clusters").or_insert_with(|| json!([]));
+        map.entry("conditions").or_insert_with(|| json!([]));
+    }
+    let patch = json!({ "status": value });
+    match federated_api(ctx, obj.namespace().as_deref())
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn write_invalid_status(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    message: &str,
+) -> Result<(), Error> {
+    let previous: Option<FederatedStatus> = obj
+        .data
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok());
+    let now = now_rfc3339();
+    let update = compute_status(
+        previous.as_ref(),
+        &StatusInput {
+            generation: obj.metadata.generation.unwrap_or(0),
+            reason: hubfed_core::status::AggregateReason::ComputePlacementFailed,
+            reason_message: Some(message),
+            outcomes: &[],
+            resources_updated: false,
+            remote_status_collection: false,
+            unknown_clusters: &[],
+            now: &now,
+        },
+    );
+    if update.changed {
+        write_status(ctx, obj, &update.status).await?;
+    }
+    Ok(())
+}
+
+/// Creates the (Cluster)PropagatedVersion if needed, then writes its status.
+async fn write_versions(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    versions: &PropagatedVersionStatus,
+) -> Result<(), Error> {
+    let pv_name = propagated_version_name(&ctx.target.kind, &obj.name_any());
+    let owner = OwnerReference {
+        api_version: ctx.federated.api_version.clone(),
+        kind: ctx.federated.kind.clone(),
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        ..Default::default()
+    };
+    let status = json!({ "status": to_api_versions(versions) });
+    let hub = ctx.shared.hub.clone();
+    match obj.namespace() {
+        Some(ns) => {
+            let api: Api<PropagatedVersion> = Api::namespaced(hub, &ns);
+            if ctx
+                .shared
+                .propagated_versions
+                .get(&ObjectRef::new(&pv_name).within(&ns))
+                .is_none()
+            {
+                let mut pv = PropagatedVersion::new(&pv_name, Default::default());
+                pv.metadata.namespace = Some(ns.clone());
+                pv.metadata.owner_references = Some(vec![owner]);
+                create_ignoring_conflict(&api, &pv).await?;
+            }
+            api.patch_status(&pv_name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
+        }
+        None => {
+            let api: Api<ClusterPropagatedVersion> = Api::all(hub);
+            if ctx
+                .shared
+                .cluster_propagated_versions
+                .get(&ObjectRef::new(&pv_name))
+                .is_none()
+            {
+                let mut pv = ClusterPropagatedVersion::new(&pv_name, Default::default());
+                pv.metadata.owner_references = Some(vec![owner]);
+                create_ignoring_conflict(&api, &pv).await?;
+            }
+            api.patch_status(&pv_name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn create_ignoring_conflict<K>(api: &Api<K>, object: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Records an Event on the federated object without holding up the reconcile.
+pub(crate) fn publish(
+    ctx: &TypeContext,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
+    let recorder = ctx.recorder.clone();
+    let reference = reference.clone();
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(message.chars().take(1024).collect()),
+        action: reason.to_string(),
+        secondary: None,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            debug!(error = %e, "recording an event failed");
+        }
+    });
+}

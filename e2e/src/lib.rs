@@ -1,1 +1,851 @@
-//! End-to-end tests live in `tests/`.
+//! A running federation for end-to-end tests: the hub and members of
+//! [`hubfed_testenv::shared`], the KubeFed CRDs, the ten default FederatedTypeConfigs, both
+//! members joined, and one `hubfed-controller` per test binary.
+//!
+//! [`Federation::shared`] sets all of this up on first use and blocks until both members'
+//! KubeFedClusters are `Ready`. The controller then runs for as long as the test binary, on a
+//! dedicated thread with its own multi-thread tokio runtime: every `#[tokio::test]` has its own
+//! runtime, and kube clients die with the runtime that created them. For the same reason the
+//! client getters here create a fresh client per call; keep one per test.
+//!
+//! Tests wait for conditions with [`wait_for`] and generous deadlines ([`TIMEOUT`]), never
+//! sleep-and-assert. Each test works in its own namespace ([`unique_ns`]) or on uniquely named
+//! cluster-scoped objects ([`unique_name`]), so tests run in parallel. Namespaced federated
+//! objects propagate only inside a federated namespace (cluster-scoped control plane, reference
+//! §1.6): [`Federation::create_federated_namespace`] makes one.
+//!
+//! Controller logs: set `HUBFED_E2E_LOG` to a tracing filter (e.g.
+//! `info,hubfed_controller=debug`); they go to stderr, or to `HUBFED_E2E_LOG_FILE`.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::io::Write as _;
+use std::panic::AssertUnwindSafe;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use hubfed_api::defaulttypes::{default_federated_crds, default_federated_type_configs};
+use hubfed_api::federatedtypeconfig::{FederatedTypeConfig, plural_name};
+use hubfed_api::kubefedcluster::{
+    ClusterConditionType, KubeFedCluster, KubeFedClusterSpec, LocalSecretReference,
+};
+use hubfed_api::names::{
+    CLUSTER_SECRET_TOKEN_KEY, DEFAULT_KUBEFED_NAMESPACE, MANAGED_LABEL, SYNC_CONTROLLER_FINALIZER,
+    TYPES_GROUP, TYPES_VERSION,
+};
+use hubfed_api::render::core_crds;
+use hubfed_testenv::{Cluster, TestEnv};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use kube::{Client, Resource};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Namespace of the control plane: FTCs, KubeFedClusters, their Secrets, the KubeFedConfig.
+pub const KUBEFED_NAMESPACE: &str = DEFAULT_KUBEFED_NAMESPACE;
+/// The members [`Federation::shared`] joins.
+pub const MEMBERS: [&str; 2] = ["member1", "member2"];
+/// Default deadline of a wait: generous, the machine is shared and has 2 cores.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+/// Pause between two checks of a [`wait_for`].
+pub const POLL_INTERVAL: Duration = Duration::from_millis(150);
+/// Field manager of every write the tests make.
+pub const FIELD_MANAGER: &str = "hubfed-e2e";
+/// Lifetime of the member tokens the harness requests at join: longer than any test run.
+const TOKEN_SECONDS: i64 = 365 * 24 * 3600;
+
+static FEDERATION: OnceLock<Result<Federation, String>> = OnceLock::new();
+/// Set when the controller stops; every [`wait_for`] then fails at once with this text.
+static CONTROLLER_EXIT: OnceLock<String> = OnceLock::new();
+static NAME_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The federation of this test binary. See the [crate documentation](crate).
+pub struct Federation {
+    env: &'static TestEnv,
+}
+
+impl Federation {
+    /// The federation of this test binary, set up on first use (blocking). Panics when it
+    /// cannot be set up; every later call panics with the same message.
+    pub fn shared() -> &'static Federation {
+        match FEDERATION.get_or_init(start) {
+            Ok(federation) => federation,
+            Err(e) => panic!("cannot start the federation: {e}"),
+        }
+    }
+
+    /// The test clusters underneath.
+    pub fn env(&self) -> &'static TestEnv {
+        self.env
+    }
+
+    /// A test cluster by kubeconfig context (`hub`, `member1`, ...).
+    pub fn cluster(&self, name: &str) -> anyhow::Result<&'static Cluster> {
+        self.env
+            .cluster(name)
+            .with_context(|| format!("no test cluster named {name}"))
+    }
+
+    /// A new admin client of the hub, bound to the calling runtime.
+    pub async fn hub(&self) -> anyhow::Result<Client> {
+        self.env.hub().client().await
+    }
+
+    /// A new admin client of a test cluster (`hub`, `member1`, ...), bound to the calling
+    /// runtime.
+    pub async fn client(&self, cluster: &str) -> anyhow::Result<Client> {
+        self.cluster(cluster)?.client().await
+    }
+
+    /// Joins `cluster` under the name `name` (as `hubfedctl join` will) and waits until its
+    /// KubeFedCluster is `Ready`. Joining the hub itself as `"hub"` is allowed.
+    pub async fn join(&self, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
+        let hub = self.hub().await?;
+        register_cluster(&hub, name, cluster).await?;
+        wait_clusters_ready(&hub, &[name]).await
+    }
+
+    /// Removes the KubeFedCluster `name` and its Secret, and waits until the KubeFedCluster is
+    /// gone. What the member holds stays, as with KubeFed's unjoin.
+    pub async fn unjoin(&self, name: &str) -> anyhow::Result<()> {
+        let hub = self.hub().await?;
+        let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+        let secrets: Api<Secret> = Api::namespaced(hub, KUBEFED_NAMESPACE);
+        delete_ignoring_absent(&clusters, name).await?;
+        delete_ignoring_absent(&secrets, &secret_name(name)).await?;
+        wait_for(
+            &format!("KubeFedCluster {name} to be deleted"),
+            TIMEOUT,
+            async || match clusters.get_opt(name).await? {
+                None => Ok(Wait::Done(())),
+                Some(_) => Ok(Wait::Pending("it still exists".into())),
+            },
+        )
+        .await
+    }
+
+    /// Creates namespace `namespace` on the hub (only there).
+    pub async fn create_hub_namespace(&self, namespace: &str) -> anyhow::Result<()> {
+        let namespaces: Api<Namespace> = Api::all(self.hub().await?);
+        let object = Namespace {
+            metadata: named(namespace),
+            ..Default::default()
+        };
+        namespaces
+            .create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating namespace {namespace} on the hub"))?;
+        Ok(())
+    }
+
+    /// Creates namespace `namespace` on the hub and its FederatedNamespace placed on
+    /// `clusters`, and waits until each of them holds the namespace, managed.
+    pub async fn create_federated_namespace(
+        &self,
+        namespace: &str,
+        clusters: &[&str],
+    ) -> anyhow::Result<()> {
+        self.create_hub_namespace(namespace).await?;
+        let resource = federated("Namespace");
+        let hub_api = dynamic_api(self.hub().await?, &resource, Some(namespace));
+        let object = federated_object(
+            &resource,
+            Some(namespace),
+            namespace,
+            json!({ "placement": placement(clusters) }),
+        );
+        hub_api
+            .create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating FederatedNamespace {namespace}"))?;
+        let mut member_apis = Vec::new();
+        for cluster in clusters {
+            let namespaces: Api<Namespace> = Api::all(self.client(cluster).await?);
+            member_apis.push((*cluster, namespaces));
+        }
+        wait_for(
+            &format!("namespace {namespace} in {}", clusters.join(", ")),
+            TIMEOUT,
+            async || {
+                let mut missing = Vec::new();
+                for (cluster, namespaces) in &member_apis {
+                    let found = namespaces.get_opt(namespace).await?;
+                    let found = found.map(serde_json::to_value).transpose()?;
+                    if let Some(problem) = member_mismatch(cluster, found.as_ref(), &[]) {
+                        missing.push(problem);
+                    }
+                }
+                Ok(Wait::all_or_pending(missing))
+            },
+        )
+        .await
+    }
+
+    /// A member's (or the hub's) object of type `resource` as JSON; `None` when absent.
+    pub async fn member_object(
+        &self,
+        cluster: &str,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> anyhow::Result<Option<Value>> {
+        let api = dynamic_api(self.client(cluster).await?, resource, namespace);
+        get_value(&api, name).await
+    }
+}
+
+/// What one check of a [`wait_for`] found.
+#[derive(Debug)]
+pub enum Wait<T> {
+    /// The condition holds; the wait returns this value.
+    Done(T),
+    /// Not yet; the text says what was observed (shown if the deadline passes).
+    Pending(String),
+}
+
+impl Wait<()> {
+    /// `Done` when `problems` is empty, else `Pending` listing them.
+    pub fn all_or_pending(problems: Vec<String>) -> Self {
+        if problems.is_empty() {
+            Wait::Done(())
+        } else {
+            Wait::Pending(problems.join("; "))
+        }
+    }
+}
+
+/// Polls `check` every [`POLL_INTERVAL`] until it returns [`Wait::Done`] or `timeout` passes.
+///
+/// An error from `check` fails the wait at once (use it for what can never recover, e.g. an
+/// object that must not be deleted is gone). A timeout fails with `what` and the last
+/// observation. If the controller has stopped, the wait fails at once saying why.
+pub async fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl AsyncFnMut() -> anyhow::Result<Wait<T>>,
+) -> anyhow::Result<T> {
+    let began = Instant::now();
+    let mut last = String::from("nothing checked yet");
+    loop {
+        if let Some(exit) = CONTROLLER_EXIT.get() {
+            bail!("while waiting for {what}: {exit} (last observed: {last})");
+        }
+        match check()
+            .await
+            .with_context(|| format!("while waiting for {what}"))?
+        {
+            Wait::Done(value) => return Ok(value),
+            Wait::Pending(observed) => last = observed,
+        }
+        if began.elapsed() >= timeout {
+            bail!(
+                "timed out after {}s waiting for {what}; last observed: {last}",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// A name unique within this test binary (each binary has its own clusters): `<prefix>-<n>`.
+/// Keep `prefix` a short DNS label.
+pub fn unique_name(prefix: &str) -> String {
+    let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{n}")
+}
+
+/// A fresh namespace name for one test: `e2e-<prefix>-<n>`.
+pub fn unique_ns(prefix: &str) -> String {
+    unique_name(&format!("e2e-{prefix}"))
+}
+
+/// The `types.kubefed.io/v1beta1` type `Federated<kind>` (e.g. `federated("ConfigMap")`).
+pub fn federated(kind: &str) -> ApiResource {
+    let kind = format!("Federated{kind}");
+    ApiResource {
+        group: TYPES_GROUP.to_owned(),
+        version: TYPES_VERSION.to_owned(),
+        api_version: format!("{TYPES_GROUP}/{TYPES_VERSION}"),
+        plural: plural_name(&kind),
+        kind,
+    }
+}
+
+/// The FTC of a default target kind (`ConfigMap`, `Deployment`, ...), as the harness created
+/// it. Panics for other kinds: a test asking for one is wrong.
+pub fn default_ftc(kind: &str) -> FederatedTypeConfig {
+    default_federated_type_configs(KUBEFED_NAMESPACE)
+        .into_iter()
+        .find(|ftc| ftc.spec.target_type.kind == kind)
+        .unwrap_or_else(|| panic!("{kind} is not a default federated type"))
+}
+
+/// The target type of a default federated kind, for reading member objects.
+pub fn target(kind: &str) -> ApiResource {
+    default_ftc(kind).spec.target_type.to_dynamic()
+}
+
+/// A dynamic API for `resource`: namespaced when `namespace` is given, else cluster-wide.
+pub fn dynamic_api(
+    client: Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client, namespace, resource),
+        None => Api::all_with(client, resource),
+    }
+}
+
+/// An object as JSON; `None` when it does not exist.
+pub async fn get_value(api: &Api<DynamicObject>, name: &str) -> anyhow::Result<Option<Value>> {
+    Ok(api
+        .get_opt(name)
+        .await?
+        .map(serde_json::to_value)
+        .transpose()?)
+}
+
+/// A federated object of type `resource` with the given `spec`.
+pub fn federated_object(
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+    spec: Value,
+) -> DynamicObject {
+    let mut object = DynamicObject::new(name, resource).data(json!({ "spec": spec }));
+    object.metadata.namespace = namespace.map(str::to_owned);
+    object
+}
+
+/// `spec.placement` naming exactly `clusters`.
+pub fn placement(clusters: &[&str]) -> Value {
+    let clusters: Vec<Value> = clusters
+        .iter()
+        .map(|name| json!({ "name": name }))
+        .collect();
+    json!({ "clusters": clusters })
+}
+
+/// Reads an object, lets `change` edit its JSON and writes it back with a PUT (retrying on
+/// conflicts), like `kubectl edit`. Returns the object as written.
+pub async fn modify(
+    api: &Api<DynamicObject>,
+    name: &str,
+    mut change: impl FnMut(&mut Value),
+) -> anyhow::Result<Value> {
+    let mut attempts = 0;
+    loop {
+        let mut value = serde_json::to_value(api.get(name).await?)?;
+        change(&mut value);
+        let object: DynamicObject = serde_json::from_value(value)?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        match api.replace(name, &params, &object).await {
+            Ok(written) => return Ok(serde_json::to_value(written)?),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempts < 10 => {
+                attempts += 1;
+            }
+            Err(e) => return Err(e).with_context(|| format!("updating {name}")),
+        }
+    }
+}
+
+/// Sets the value at JSON pointer `pointer` inside `target`, creating missing objects on the
+/// way (array elements must exist).
+pub fn set_pointer(target: &mut Value, pointer: &str, new: Value) {
+    let mut current = target;
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        if current.is_null() {
+            *current = json!({});
+        }
+        current = match current {
+            Value::Object(map) => map.entry(token).or_insert(Value::Null),
+            Value::Array(items) => {
+                let index: usize = token
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{pointer}: {token} is not an array index"));
+                &mut items[index]
+            }
+            other => panic!("{pointer}: cannot descend into {other}"),
+        };
+    }
+    *current = new;
+}
+
+/// The object's labels.
+pub fn labels(object: &Value) -> BTreeMap<String, String> {
+    object["metadata"]["labels"]
+        .as_object()
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the object carries `kubefed.io/managed=true`.
+pub fn is_managed(object: &Value) -> bool {
+    object["metadata"]["labels"][MANAGED_LABEL] == "true"
+}
+
+/// Why `object` (a copy in `cluster`) is not yet as wanted: it must exist, be managed and hold
+/// each `(JSON pointer, value)` of `fields` (`None`: the field must be absent). `None` when all
+/// holds.
+pub fn member_mismatch(
+    cluster: &str,
+    object: Option<&Value>,
+    fields: &[(&str, Option<&Value>)],
+) -> Option<String> {
+    let Some(object) = object else {
+        return Some(format!("{cluster}: no object"));
+    };
+    let mut problems = Vec::new();
+    if !is_managed(object) {
+        problems.push(format!("not managed (labels {:?})", labels(object)));
+    }
+    if object["metadata"]["deletionTimestamp"].is_string() {
+        problems.push("terminating".to_owned());
+    }
+    for (pointer, wanted) in fields {
+        let actual = object.pointer(pointer);
+        if actual != *wanted {
+            problems.push(format!(
+                "{pointer} is {}, want {}",
+                show(actual),
+                show(*wanted)
+            ));
+        }
+    }
+    (!problems.is_empty()).then(|| format!("{cluster}: {}", problems.join(", ")))
+}
+
+/// `Done` when the federated object has the sync finalizer, a current status with
+/// `Propagation=True`, and an OK `status.clusters` entry for each of `clusters`.
+pub fn propagated_ok(object: &Value, clusters: &[&str]) -> Wait<()> {
+    let mut problems = Vec::new();
+    let finalizers = &object["metadata"]["finalizers"];
+    if !finalizers
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f == SYNC_CONTROLLER_FINALIZER))
+    {
+        problems.push(format!("finalizers {finalizers}"));
+    }
+    if !status_is_current(object) {
+        problems.push(format!(
+            "observedGeneration {} for generation {}",
+            object["status"]["observedGeneration"], object["metadata"]["generation"]
+        ));
+    }
+    match propagation_condition(object) {
+        Some(condition) if condition["status"] == "True" => {}
+        other => problems.push(format!("Propagation condition {}", show(other))),
+    }
+    for cluster in clusters {
+        match cluster_status(object, cluster) {
+            Some(entry) if entry.get("status").is_none_or(|s| s == "") => {}
+            other => problems.push(format!("status.clusters[{cluster}] {}", show(other))),
+        }
+    }
+    Wait::all_or_pending(problems)
+}
+
+/// A JSON value for a message; `absent` for `None`.
+pub fn show(value: Option<&Value>) -> String {
+    value.map_or_else(|| "absent".to_owned(), Value::to_string)
+}
+
+/// The `Propagation` condition of a federated object.
+pub fn propagation_condition(object: &Value) -> Option<&Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|condition| condition["type"] == "Propagation")
+}
+
+/// The `status.clusters[]` entry of `cluster`.
+pub fn cluster_status<'a>(object: &'a Value, cluster: &str) -> Option<&'a Value> {
+    object["status"]["clusters"]
+        .as_array()?
+        .iter()
+        .find(|entry| entry["name"] == cluster)
+}
+
+/// Whether the status was written for the object's current generation.
+pub fn status_is_current(object: &Value) -> bool {
+    object["status"]["observedGeneration"].as_i64().is_some()
+        && object["status"]["observedGeneration"] == object["metadata"]["generation"]
+}
+
+/// Writes a line to stderr (not through the print macros, which the test harness captures):
+/// timings and facts worth seeing in CI logs, never asserted.
+pub fn report(line: impl Display) {
+    let _ = writeln!(std::io::stderr(), "hubfed-e2e: {line}");
+}
+
+/// Applies `object` with server-side apply as [`FIELD_MANAGER`] (idempotent set-up).
+pub async fn apply<K>(api: &Api<K>, object: &K) -> anyhow::Result<K>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {} {name}", std::any::type_name::<K>()))
+}
+
+/// Installs `crds` (server-side apply) and waits until each is `Established`.
+pub async fn install_crds(
+    client: &Client,
+    crds: &[CustomResourceDefinition],
+) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        apply(&api, crd).await?;
+    }
+    let names: Vec<String> = crds
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    wait_for(
+        &format!("CRDs {} to be Established", names.join(", ")),
+        TIMEOUT,
+        async || {
+            let mut pending = Vec::new();
+            for name in &names {
+                let established = api.get_opt(name).await?.is_some_and(|crd| {
+                    crd.status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+                if !established {
+                    pending.push(format!("{name} not Established"));
+                }
+            }
+            Ok(Wait::all_or_pending(pending))
+        },
+    )
+    .await
+}
+
+async fn delete_ignoring_absent<K>(api: &Api<K>, name: &str) -> anyhow::Result<()>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting {name}")),
+    }
+}
+
+fn named(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        ..Default::default()
+    }
+}
+
+fn secret_name(cluster: &str) -> String {
+    format!("{cluster}-secret")
+}
+
+/// Everything but the controller: CRDs, the KubeFed namespace, the default FTCs, and the
+/// members registered.
+async fn bootstrap(env: &TestEnv) -> anyhow::Result<()> {
+    let hub = env.hub().client().await?;
+    let mut crds = core_crds();
+    crds.extend(default_federated_crds()?);
+    install_crds(&hub, &crds).await?;
+
+    let namespaces: Api<Namespace> = Api::all(hub.clone());
+    apply(
+        &namespaces,
+        &Namespace {
+            metadata: named(KUBEFED_NAMESPACE),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    for ftc in default_federated_type_configs(KUBEFED_NAMESPACE) {
+        apply(&ftcs, &ftc).await?;
+    }
+    for name in MEMBERS {
+        let cluster = env
+            .cluster(name)
+            .with_context(|| format!("the test environment has no {name}"))?;
+        register_cluster(&hub, name, cluster).await?;
+    }
+    Ok(())
+}
+
+/// The join: in the cluster, a ServiceAccount bound to cluster-admin (least privilege is a
+/// later issue) and a long-lived token for it; in the hub, the token Secret and the
+/// KubeFedCluster.
+async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
+    let member = cluster.client().await?;
+    let account = format!("hubfed-{name}");
+
+    let namespaces: Api<Namespace> = Api::all(member.clone());
+    apply(
+        &namespaces,
+        &Namespace {
+            metadata: named(KUBEFED_NAMESPACE),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(member.clone(), KUBEFED_NAMESPACE);
+    apply(
+        &accounts,
+        &ServiceAccount {
+            metadata: named(&account),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let bindings: Api<ClusterRoleBinding> = Api::all(member.clone());
+    apply(
+        &bindings,
+        &ClusterRoleBinding {
+            metadata: named(&account),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".to_owned()),
+                kind: "ClusterRole".to_owned(),
+                name: "cluster-admin".to_owned(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: account.clone(),
+                namespace: Some(KUBEFED_NAMESPACE.to_owned()),
+                ..Default::default()
+            }]),
+        },
+    )
+    .await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(TOKEN_SECONDS),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(&account, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("requesting a token for {account} in {name}"))?
+        .status
+        .and_then(|status| status.token)
+        .filter(|token| !token.is_empty())
+        .with_context(|| format!("the token request for {account} in {name} returned no token"))?;
+
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: ObjectMeta {
+                namespace: Some(KUBEFED_NAMESPACE.to_owned()),
+                ..named(&secret_name(name))
+            },
+            data: Some(BTreeMap::from([(
+                CLUSTER_SECRET_TOKEN_KEY.to_owned(),
+                ByteString(token.into_bytes()),
+            )])),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let mut object = KubeFedCluster::new(
+        name,
+        KubeFedClusterSpec {
+            api_endpoint: cluster.server_url(),
+            ca_bundle: Some(ByteString(cluster.ca_pem().as_bytes().to_vec())),
+            secret_ref: LocalSecretReference {
+                name: secret_name(name),
+            },
+            disabled_tls_validations: Vec::new(),
+            proxy_url: String::new(),
+        },
+    );
+    object.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
+    apply(&clusters, &object).await?;
+    Ok(())
+}
+
+async fn wait_clusters_ready(hub: &Client, names: &[&str]) -> anyhow::Result<()> {
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    wait_for(
+        &format!("KubeFedClusters {} to be Ready", names.join(", ")),
+        TIMEOUT,
+        async || {
+            let mut pending = Vec::new();
+            for name in names {
+                match clusters.get_opt(name).await? {
+                    Some(cluster) if cluster.is_ready() => {}
+                    Some(cluster) => {
+                        let conditions = cluster
+                            .status
+                            .map(|s| {
+                                s.conditions
+                                    .iter()
+                                    .map(|c| {
+                                        format!(
+                                            "{}={} ({})",
+                                            c.type_,
+                                            c.status,
+                                            c.message.as_deref().unwrap_or_default()
+                                        )
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            })
+                            .unwrap_or_else(|| "no status".to_owned());
+                        pending.push(format!(
+                            "{name}: not {} [{conditions}]",
+                            ClusterConditionType::Ready
+                        ));
+                    }
+                    None => pending.push(format!("{name}: no KubeFedCluster")),
+                }
+            }
+            Ok(Wait::all_or_pending(pending))
+        },
+    )
+    .await
+}
+
+fn start() -> Result<Federation, String> {
+    let env = hubfed_testenv::shared();
+    let began = Instant::now();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("hubfed-controller".to_owned())
+        .spawn(move || controller_thread(env, ready_tx))
+        .map_err(|e| format!("cannot start the controller thread: {e}"))?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => {
+            report(format_args!(
+                "federation (CRDs, FTCs, {} joined and Ready) set up in {:.1}s",
+                MEMBERS.join(" + "),
+                began.elapsed().as_secs_f64()
+            ));
+            Ok(Federation { env })
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(CONTROLLER_EXIT
+            .get()
+            .cloned()
+            .unwrap_or_else(|| "the controller thread ended during set-up".to_owned())),
+    }
+}
+
+/// Runs set-up, then the controller until the test binary exits. Reports set-up success or
+/// failure on `ready`, and records in [`CONTROLLER_EXIT`] why the controller stopped.
+fn controller_thread(env: &'static TestEnv, ready: mpsc::Sender<Result<(), String>>) {
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("hubfed-controller-rt")
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot build the controller runtime: {e}")));
+            return;
+        }
+    };
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        runtime.block_on(run_federation(env, ready.clone()))
+    }));
+    let exit = match outcome {
+        Ok(exit) => exit,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            format!("the controller panicked: {message}")
+        }
+    };
+    report(&exit);
+    let _ = CONTROLLER_EXIT.set(exit.clone());
+    let _ = ready.send(Err(exit));
+}
+
+async fn run_federation(env: &'static TestEnv, ready: mpsc::Sender<Result<(), String>>) -> String {
+    if let Err(e) = bootstrap(env).await {
+        return format!("federation set-up failed: {e:#}");
+    }
+    let hub = match env.hub().client().await {
+        Ok(hub) => hub,
+        Err(e) => return format!("cannot build the controller's hub client: {e:#}"),
+    };
+    // Never cancelled: the controller lives as long as the test binary.
+    let shutdown = CancellationToken::new();
+    let controller = hubfed_controller::run(
+        hub.clone(),
+        hubfed_controller::ControllerConfig::default(),
+        shutdown,
+    );
+    tokio::pin!(controller);
+    tokio::select! {
+        result = &mut controller => return describe_exit(result),
+        result = wait_clusters_ready(&hub, &MEMBERS) => {
+            if let Err(e) = result {
+                return format!("the members did not become Ready: {e:#}");
+            }
+        }
+    }
+    let _ = ready.send(Ok(()));
+    describe_exit(controller.await)
+}
+
+fn describe_exit(result: anyhow::Result<()>) -> String {
+    match result {
+        Ok(()) => "the controller stopped without being asked to".to_owned(),
+        Err(e) => format!("the controller failed: {e:#}"),
+    }
+}
+
+fn init_logging() {
+    let Ok(filter) = std::env::var("HUBFED_E2E_LOG") else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let file = std::env::var("HUBFED_E2E_LOG_FILE")
+        .ok()
+        .and_then(|path| std::fs::File::create(path).ok());
+    let _ = match file {
+        Some(file) => builder
+            .with_ansi(false)
+            .with_writer(std::sync::Arc::new(file))
+            .try_init(),
+        None => builder.with_writer(std::io::stderr).try_init(),
+    };
+}

@@ -49,6 +49,8 @@ pub struct Shared {
     /// Which member clusters are the hub itself, by cluster name (compared by the UID of
     /// `kube-system`). Cleared when the registry changes.
     hub_identity: Mutex<HashMap<String, bool>>,
+    /// Bumped when a KubeFedConfig setting that changes plans changes.
+    settings: tokio::sync::watch::Sender<u64>,
     shutdown: CancellationToken,
 }
 
@@ -122,6 +124,7 @@ impl Shared {
             adopt_resources,
             reconcile_concurrency,
             hub_identity: Mutex::new(HashMap::new()),
+            settings: tokio::sync::watch::Sender::new(0),
             shutdown,
         });
         tokio::spawn(Arc::clone(&shared).follow_kubefed_config());
@@ -151,6 +154,7 @@ impl Shared {
                         .swap(adopt, std::sync::atomic::Ordering::Relaxed);
                     if before != adopt {
                         info!(adopt_resources = adopt, "KubeFedConfig changed");
+                        self.settings.send_modify(|generation| *generation += 1);
                     }
                 }
                 Some(Err(e)) => warn!(error = %e, "KubeFedConfig watch error"),
@@ -345,11 +349,15 @@ pub async fn run_type(
     let registry_changes = futures::stream::unfold(shared.pool.subscribe(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
     });
+    let settings_changes =
+        futures::stream::unfold(shared.settings.subscribe(), |mut rx| async move {
+            rx.changed().await.ok().map(|()| ((), rx))
+        });
     info!(kind = %federated.kind, "starting sync controller");
     let stop_signal = stop.clone();
     controller
         .reconcile_on(triggers)
-        .reconcile_all_on(registry_changes)
+        .reconcile_all_on(futures::stream::select(registry_changes, settings_changes))
         .graceful_shutdown_on(async move { stop_signal.cancelled().await })
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|_| async {})

@@ -49,6 +49,19 @@ fn assert_all_gone(dir: &Path, within: Duration) {
     }
 }
 
+/// The last guardian removes the directory just after its server exits.
+fn wait_removed(dir: &Path, within: Duration) {
+    let deadline = Instant::now() + within;
+    while dir.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} was not removed",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn small_env() -> TestEnv {
     TestEnv::start(TestEnvConfig {
         members: 1,
@@ -117,6 +130,7 @@ fn a_panicking_test_leaves_no_process() {
     let status = child.wait().expect("child exits");
     assert!(!status.success(), "the child test panicked on purpose");
     assert_all_gone(&dir, Duration::from_secs(30));
+    assert!(!dir.exists(), "{} removed", dir.display());
     let _ = std::fs::remove_file(&dir_file);
 }
 
@@ -131,7 +145,7 @@ fn a_killed_test_process_leaves_no_process() {
     child.kill().expect("SIGKILL the child"); // no destructor runs
     child.wait().expect("child reaped");
     assert_all_gone(&dir, Duration::from_secs(60));
-    let _ = std::fs::remove_dir_all(&dir);
+    wait_removed(&dir, Duration::from_secs(10));
     let _ = std::fs::remove_file(&dir_file);
 }
 

@@ -310,6 +310,7 @@ impl TestEnv {
             log_file: dir.join("logs/etcd.log"),
             grace_seconds: 10,
             outlive_others: true,
+            remove_dir_after: owns_dir.then_some(dir.as_path()),
         })?;
 
         let mut env = TestEnv {
@@ -402,6 +403,7 @@ impl TestEnv {
             log_file: self.dir.join(format!("logs/{name}-kube-apiserver.log")),
             grace_seconds: 10,
             outlive_others: false,
+            remove_dir_after: None,
         })?;
         let mut cluster = Cluster {
             name: name.to_string(),
@@ -438,6 +440,7 @@ impl TestEnv {
                     .join(format!("logs/{name}-kube-controller-manager.log")),
                 grace_seconds: 5,
                 outlive_others: false,
+                remove_dir_after: None,
             })?);
         }
         Ok(cluster)

@@ -46,6 +46,9 @@ while [ -e "/proc/$child/stat" ] && [ "$(cut -d' ' -f3 "/proc/$child/stat" 2>/de
 done
 wait "$child"
 rm -f "$HUBFED_PIDFILE"
+# The last process of an environment that owns its directory removes it: needed when the
+# test process exits without dropping the environment (a shared one is never dropped).
+if [ -n "${HUBFED_REMOVE_DIR:-}" ]; then rm -rf "$HUBFED_REMOVE_DIR"; fi
 "#;
 
 /// A server process started through a guardian.
@@ -70,6 +73,8 @@ pub struct Spawn<'a> {
     pub grace_seconds: u32,
     /// Wait for the other processes of `pid_dir` to exit before stopping this one.
     pub outlive_others: bool,
+    /// Remove this directory once the process has stopped.
+    pub remove_dir_after: Option<&'a Path>,
 }
 
 impl GuardedProcess {
@@ -99,6 +104,9 @@ impl GuardedProcess {
             .process_group(0);
         if spec.outlive_others {
             cmd.env("HUBFED_WAIT_DIR", spec.pid_dir);
+        }
+        if let Some(dir) = spec.remove_dir_after {
+            cmd.env("HUBFED_REMOVE_DIR", dir);
         }
         for (k, v) in spec.env {
             cmd.env(k, v);

@@ -570,9 +570,9 @@ fn secret_name(cluster: &str) -> String {
     format!("{cluster}-secret")
 }
 
-/// Everything but the controller: CRDs, the KubeFed namespace, the default FTCs, and the
-/// members registered.
-async fn bootstrap(env: &TestEnv) -> anyhow::Result<()> {
+/// Everything but the controller: CRDs, the KubeFed namespace, the default FTCs, and
+/// `member1` and `member2` registered.
+pub async fn bootstrap(env: &TestEnv) -> anyhow::Result<()> {
     let hub = env.hub().client().await?;
     let mut crds = core_crds();
     crds.extend(default_federated_crds()?);
@@ -694,7 +694,8 @@ async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> anyhow
     Ok(())
 }
 
-async fn wait_clusters_ready(hub: &Client, names: &[&str]) -> anyhow::Result<()> {
+/// Waits until the KubeFedClusters `names` report Ready.
+pub async fn wait_clusters_ready(hub: &Client, names: &[&str]) -> anyhow::Result<()> {
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     wait_for(
         &format!("KubeFedClusters {} to be Ready", names.join(", ")),

@@ -1,9 +1,12 @@
 //! The hubfed control plane: the cluster registry ([`clusters`]), the FederatedTypeConfig
 //! controller ([`ftc`]) and one sync controller per federated type ([`sync`]).
 
+pub mod admin;
 pub mod clusters;
 pub mod ftc;
+pub mod metrics;
 mod run;
 pub mod sync;
+// WEBHOOK-PENDING pub mod webhook;
 
-pub use run::{ControllerConfig, run};
+pub use run::{ControllerConfig, LEASE_NAME, run, run_with};

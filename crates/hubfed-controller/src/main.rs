@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use hubfed_controller::{ControllerConfig, run};
+use hubfed_controller::{ControllerConfig, run_with};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,22 @@ struct Args {
     /// Concurrent reconciles per federated type.
     #[arg(long, env = "HUBFED_RECONCILE_CONCURRENCY", default_value_t = 16)]
     reconcile_concurrency: u16,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// Elect a leader through the Lease `kubefed-controller-manager`; only the leader writes.
+    #[arg(long, env = "HUBFED_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Identity in the leader Lease; default `<hostname>_<random>`.
+    #[arg(long, env = "HUBFED_IDENTITY")]
+    identity: Option<String>,
+    /// Address of the admission webhook server (HTTPS).
+    #[arg(long, env = "HUBFED_WEBHOOK_ADDR", default_value = "0.0.0.0:8443")]
+    webhook_addr: std::net::SocketAddr,
+    /// Directory holding the webhook's `tls.crt` and `tls.key`; the webhook server runs only
+    /// when it is set.
+    #[arg(long, env = "HUBFED_WEBHOOK_CERT_DIR")]
+    webhook_cert_dir: Option<PathBuf>,
     /// Log format.
     #[arg(long, env = "HUBFED_LOG_FORMAT", value_parser = ["plain", "json"], default_value = "plain")]
     log_format: String,
@@ -77,10 +93,48 @@ async fn main() -> anyhow::Result<()> {
             shutdown.cancel();
         }
     });
+    let health = std::sync::Arc::new(hubfed_controller::admin::Health::default());
+    let admin = tokio::spawn(hubfed_controller::admin::serve(
+        args.admin_addr,
+        std::sync::Arc::clone(&health),
+        shutdown.clone(),
+    ));
+    let webhook = args.webhook_cert_dir.clone().map(|dir| {
+        tokio::spawn(webhook_pending(
+            args.webhook_addr,
+            dir,
+            args.kubefed_namespace.clone(),
+            shutdown.clone(),
+        ))
+    });
     let config = ControllerConfig {
+        leader_elect: args.leader_elect,
+        identity: args.identity,
         kubefed_namespace: args.kubefed_namespace,
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
     };
-    run(client, config, shutdown).await
+    let result = tokio::select! {
+        result = run_with(client, config, health, shutdown.clone()) => result,
+        served = admin => Err(served.map_err(anyhow::Error::from).and_then(|r| r).err()
+            .unwrap_or_else(|| anyhow::anyhow!("the admin server stopped"))),
+    };
+    shutdown.cancel();
+    if let Some(webhook) = webhook {
+        let _ = webhook.await;
+    }
+    if let Err(e) = &result {
+        tracing::error!(error = %format!("{e:#}"), "hubfed-controller stopped");
+    }
+    result
+}
+
+// WEBHOOK-PENDING
+async fn webhook_pending(
+    _: std::net::SocketAddr,
+    _: PathBuf,
+    _: String,
+    _: CancellationToken,
+) -> anyhow::Result<()> {
+    Ok(())
 }

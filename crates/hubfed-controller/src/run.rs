@@ -10,12 +10,21 @@ use kube::api::{Api, PostParams};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use crate::admin::Health;
 use crate::clusters::{HealthCheckSettings, MemberClientPool};
+use crate::metrics::METRICS;
 use crate::sync::Shared;
+
+/// Name of the leader-election Lease (KubeFed's lock name).
+pub const LEASE_NAME: &str = "kubefed-controller-manager";
 
 /// Run-time settings that do not come from KubeFedConfig.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
+    /// Elect a leader through a Lease; only the leader runs the controllers and writes.
+    pub leader_elect: bool,
+    /// This replica's identity in the Lease; default `<hostname>_<random>`.
+    pub identity: Option<String>,
     /// Namespace of FTCs, KubeFedClusters, their Secrets and the KubeFedConfig.
     pub kubefed_namespace: String,
     /// Concurrent writes to one member cluster.
@@ -28,6 +37,8 @@ pub struct ControllerConfig {
 impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
+            leader_elect: false,
+            identity: None,
             kubefed_namespace: hubfed_api::names::DEFAULT_KUBEFED_NAMESPACE.to_string(),
             member_write_concurrency: 16,
             reconcile_concurrency: 16,
@@ -62,9 +73,127 @@ pub async fn run(
     config: ControllerConfig,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let kubefed_config = load_kubefed_config(&hub, &config.kubefed_namespace).await?;
-    info!(namespace = %config.kubefed_namespace, "using KubeFedConfig {}/{}", config.kubefed_namespace, KUBEFED_CONFIG_NAME);
+    run_with(hub, config, Arc::new(Health::default()), shutdown).await
+}
 
+fn identity(config: &ControllerConfig) -> String {
+    config.identity.clone().unwrap_or_else(|| {
+        let host = std::env::var("HOSTNAME")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()))
+            .unwrap_or_else(|_| "hubfed".to_string());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        format!("{host}_{:08x}{:08x}", std::process::id(), nanos)
+    })
+}
+
+fn seconds(value: Option<&String>, default: u64) -> u64 {
+    value
+        .and_then(|v| hubfed_api::duration::parse_go_duration(v).ok())
+        .map(|d| d.as_secs().max(1))
+        .unwrap_or(default)
+}
+
+/// Like [`run`], reporting readiness in `health`. With leader election, waits for the lease,
+/// runs the controllers while holding it, and fails when it is lost (the process then exits
+/// and restarts as a standby, as KubeFed's did).
+pub async fn run_with(
+    hub: Client,
+    config: ControllerConfig,
+    health: Arc<Health>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let kubefed_config = load_kubefed_config(&hub, &config.kubefed_namespace).await?;
+    info!(
+        namespace = %config.kubefed_namespace,
+        "Using valid KubeFedConfig \"{}/{}\"",
+        config.kubefed_namespace,
+        KUBEFED_CONFIG_NAME
+    );
+    if !config.leader_elect {
+        METRICS.leader.with_label_values::<&str>(&[]).set(1);
+        return control_plane(hub, config, kubefed_config, health, shutdown).await;
+    }
+
+    let leader_elect = kubefed_config.leader_elect.clone().unwrap_or_default();
+    let lease_duration = seconds(leader_elect.lease_duration.as_ref(), 15);
+    let renew_deadline = seconds(leader_elect.renew_deadline.as_ref(), 10).min(lease_duration - 1);
+    let identity = identity(&config);
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(hub.clone(), LEASE_NAME)
+        .with_namespace(&config.kubefed_namespace)
+        .with_identity(&identity)
+        .with_duration(lease_duration)
+        .with_grace(lease_duration - renew_deadline)
+        .with_field_manager("hubfed-leader-election")
+        .build()
+        .await?;
+    let (mut leading, lease_task) = manager.watch().await;
+    info!(identity = %identity, lease = %format!("{}/{LEASE_NAME}", config.kubefed_namespace), "waiting for the leader lease");
+    METRICS.leader.with_label_values::<&str>(&[]).set(0);
+    // A standby is ready: it serves webhooks and metrics and waits its turn.
+    let standby_ready = tokio::spawn({
+        let health = Arc::clone(&health);
+        async move {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            health.set_ready(true);
+        }
+    });
+    loop {
+        if *leading.borrow_and_update() {
+            break;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                standby_ready.abort();
+                drop(leading);
+                let _ = lease_task.await;
+                return Ok(());
+            }
+            changed = leading.changed() => if changed.is_err() {
+                return Err(anyhow::anyhow!("leader election stopped"));
+            },
+        }
+    }
+    standby_ready.abort();
+    health.set_ready(false);
+    info!(identity = %identity, "promoted as leader");
+    METRICS.leader.with_label_values::<&str>(&[]).set(1);
+
+    let controllers = shutdown.child_token();
+    let lost = async {
+        loop {
+            if leading.changed().await.is_err() || !*leading.borrow() {
+                return;
+            }
+        }
+    };
+    let result = tokio::select! {
+        result = control_plane(hub, config, kubefed_config, Arc::clone(&health), controllers.clone()) => result,
+        () = lost => {
+            controllers.cancel();
+            tracing::error!("leader election lost");
+            Err(anyhow::anyhow!("lost the leader lease"))
+        }
+    };
+    METRICS.leader.with_label_values::<&str>(&[]).set(0);
+    // Closing the channel stops renewing; releasing lets a standby take over at once.
+    drop(leading);
+    if let Ok(Ok(manager)) = lease_task.await {
+        let _ = manager.release().await;
+    }
+    result
+}
+
+/// The controllers proper: registry, shared caches and the FTC controller.
+async fn control_plane(
+    hub: Client,
+    config: ControllerConfig,
+    kubefed_config: KubeFedConfigSpec,
+    health: Arc<Health>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let pool = MemberClientPool::new(
         hub.clone(),
         config.kubefed_namespace.clone(),
@@ -73,6 +202,7 @@ pub async fn run(
     );
     let pool_task = tokio::spawn(pool.clone().run(shutdown.clone()));
     pool.wait_until_synced().await;
+    tokio::spawn(export_cluster_gauges(Arc::clone(&pool), shutdown.clone()));
 
     let shared = Shared::start(
         hub.clone(),
@@ -81,9 +211,53 @@ pub async fn run(
         &kubefed_config,
         shutdown.clone(),
     );
+    health.set_ready(true);
     let ftcs = crate::ftc::run(Arc::clone(&shared), shutdown.clone());
     let result = ftcs.await;
+    health.set_ready(false);
     shutdown.cancel();
     let _ = pool_task.await;
     result
+}
+
+/// Keeps `hubfed_cluster_ready` and `kubefedcluster_state` in step with the registry.
+async fn export_cluster_gauges(pool: Arc<MemberClientPool>, shutdown: CancellationToken) {
+    let mut changes = pool.subscribe();
+    let mut known: Vec<String> = Vec::new();
+    loop {
+        let clusters = pool.clusters();
+        for gone in known
+            .iter()
+            .filter(|k| !clusters.iter().any(|c| &c.name == *k))
+        {
+            let _ = METRICS.cluster_ready.remove_label_values(&[gone.as_str()]);
+            for state in ["ready", "notready", "offline"] {
+                let _ = METRICS
+                    .kubefedcluster_state
+                    .remove_label_values(&[state, gone.as_str()]);
+            }
+        }
+        known = clusters.iter().map(|c| c.name.clone()).collect();
+        for c in &clusters {
+            let state = match (c.ready, c.client.is_some()) {
+                (true, _) => "ready",
+                (false, true) => "notready",
+                (false, false) => "offline",
+            };
+            METRICS
+                .cluster_ready
+                .with_label_values(&[c.name.as_str()])
+                .set(i64::from(c.ready));
+            for s in ["ready", "notready", "offline"] {
+                METRICS
+                    .kubefedcluster_state
+                    .with_label_values(&[s, c.name.as_str()])
+                    .set(i64::from(s == state));
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = changes.changed() => if changed.is_err() { return },
+        }
+    }
 }

@@ -25,6 +25,7 @@ use tracing::{debug, info};
 use super::TypeContext;
 use super::reconcile::publish;
 use crate::clusters::MemberCluster;
+use crate::metrics::METRICS;
 
 /// KubeFed's per-reconcile dispatch deadline.
 const DISPATCH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -110,6 +111,29 @@ fn delete_params(options: Option<&DeleteOptions>) -> DeleteParams {
             resource_version: p.resource_version.clone(),
             uid: p.uid.clone(),
         }),
+    }
+}
+
+/// Records one member request in the metrics.
+fn record(cluster: &str, operation: &str, started: std::time::Instant, ok: bool) {
+    let elapsed = started.elapsed().as_secs_f64();
+    METRICS
+        .member_operations_total
+        .with_label_values(&[cluster, operation, if ok { "success" } else { "error" }])
+        .inc();
+    METRICS
+        .member_operation_duration
+        .with_label_values(&[cluster, operation])
+        .observe(elapsed);
+    let action = match operation {
+        "create" | "update" | "delete" => Some(operation),
+        _ => None,
+    };
+    if let Some(action) = action {
+        METRICS
+            .dispatch_operation_duration
+            .with_label_values(&[action])
+            .observe(elapsed);
     }
 }
 
@@ -254,7 +278,10 @@ async fn apply_to_cluster(
     // object of the same name (adoption, AlreadyExists, managed=false).
     let mut live: Option<DynamicObject> = None;
     if apply.creates || !apply.released_fields.is_empty() {
-        match api.get_opt(&object.name).await {
+        let started = std::time::Instant::now();
+        let found = api.get_opt(&object.name).await;
+        record(cluster, "get", started, found.is_ok());
+        match found {
             Ok(found) => live = found,
             Err(e) => return fail(Some(PropagationStatus::RetrievalFailed), error_message(&e)),
         }
@@ -309,9 +336,16 @@ async fn apply_to_cluster(
 
     let creating = apply.creates && live.is_none();
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    let started = std::time::Instant::now();
     let mut result = api
         .patch(&object.name, &params, &Patch::Apply(&apply.object))
         .await;
+    record(
+        cluster,
+        if creating { "create" } else { "update" },
+        started,
+        result.is_ok(),
+    );
     if let Err(e) = &result
         && is_immutable_refusal(e)
         && object
@@ -490,10 +524,27 @@ async fn delete_in_cluster(
     let cluster = cp.cluster.as_str();
     let what = kind_and_key(ctx, object);
     let reference = federated_reference(ctx, object);
-    match api
+    let started = std::time::Instant::now();
+    let deleted = api
         .delete(&object.name, &delete_params(delete.options.as_ref()))
-        .await
-    {
+        .await;
+    record(
+        cluster,
+        "delete",
+        started,
+        deleted.is_ok() || deleted.as_ref().is_err_and(is_not_found),
+    );
+    // A later re-placement must not count as drift against the deleted copy's version.
+    let owner = ObjectRef::new_with(&object.name, ctx.federated.clone());
+    let owner = match &object.namespace {
+        Some(ns) => owner.within(ns),
+        None => owner,
+    };
+    ctx.applied
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&(owner, cluster.to_string()));
+    match deleted {
         Ok(_) => {
             publish(
                 ctx,
@@ -541,10 +592,17 @@ async fn remove_label_in_cluster(
     let what = kind_and_key(ctx, object);
     let reference = federated_reference(ctx, object);
     let patch = json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
-    match api
+    let started = std::time::Instant::now();
+    let patched = api
         .patch(&object.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+        .await;
+    record(
+        cluster,
+        "remove_label",
+        started,
+        patched.is_ok() || patched.as_ref().is_err_and(is_not_found),
+    );
+    match patched {
         Ok(_) => {
             publish(
                 ctx,

@@ -77,6 +77,15 @@ impl MemberWatches {
         }
     }
 
+    /// Number of cached managed objects per cluster.
+    pub fn counts(&self) -> Vec<(String, usize)> {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        caches
+            .iter()
+            .map(|(name, cache)| (name.clone(), cache.store.state().len()))
+            .collect()
+    }
+
     /// The key of a member object in a member cache.
     pub fn member_ref(&self, name: &str, namespace: Option<&str>) -> ObjectRef<MemberMeta> {
         let r = ObjectRef::new_with(name, self.target_resource.clone());
@@ -117,6 +126,10 @@ impl MemberWatches {
             if !keep {
                 debug!(cluster = %name, kind = %self.target.kind, "stopping member watch");
                 cache.stop.cancel();
+                let type_label = self.federated.kind.to_lowercase();
+                let _ = crate::metrics::METRICS
+                    .managed_objects
+                    .remove_label_values(&[type_label.as_str(), name.as_str()]);
             }
             keep
         });
@@ -203,6 +216,11 @@ impl MemberWatches {
                 None => owner,
             }
         };
-        let _ = self.trigger.send(owner);
+        if self.trigger.send(owner).is_ok() {
+            crate::metrics::METRICS
+                .workqueue_depth
+                .with_label_values(&[&self.federated.kind.to_lowercase()])
+                .inc();
+        }
     }
 }

@@ -238,6 +238,72 @@ pub struct TypeContext {
     pub applied: std::sync::Mutex<
         HashMap<(ObjectRef<DynamicObject>, String), hubfed_core::version::RecordedApply>,
     >,
+    /// Generations being propagated, for the propagation latency metric.
+    pub latency: std::sync::Mutex<LatencyTracker>,
+}
+
+/// When each federated object's current generation was first seen, until every placed
+/// cluster has converged to it.
+#[derive(Default)]
+pub struct LatencyTracker {
+    pending: HashMap<ObjectRef<DynamicObject>, Pending>,
+    converged: HashMap<ObjectRef<DynamicObject>, i64>,
+}
+
+struct Pending {
+    generation: i64,
+    since: std::time::Instant,
+    wrote: bool,
+}
+
+impl LatencyTracker {
+    pub fn observe_start(&mut self, object: &ObjectRef<DynamicObject>, generation: i64) {
+        if self.converged.get(object) == Some(&generation) {
+            return;
+        }
+        let fresh = self
+            .pending
+            .get(object)
+            .is_none_or(|p| p.generation != generation);
+        if fresh {
+            self.pending.insert(
+                object.clone(),
+                Pending {
+                    generation,
+                    since: std::time::Instant::now(),
+                    wrote: false,
+                },
+            );
+        }
+    }
+
+    /// The latency to report when this reconcile completed propagation of `generation`.
+    /// Generations that needed no member write (already in place, e.g. after a restart)
+    /// report nothing.
+    pub fn observe_end(
+        &mut self,
+        object: &ObjectRef<DynamicObject>,
+        generation: i64,
+        wrote: bool,
+        converged: bool,
+    ) -> Option<std::time::Duration> {
+        let pending = self
+            .pending
+            .get_mut(object)
+            .filter(|p| p.generation == generation)?;
+        pending.wrote |= wrote;
+        if !converged {
+            return None;
+        }
+        let pending = self.pending.remove(object)?;
+        self.converged.insert(object.clone(), generation);
+        pending.wrote.then(|| pending.since.elapsed())
+    }
+
+    pub fn forget(&mut self, object: &ObjectRef<DynamicObject>) {
+        self.pending.remove(object);
+        self.converged.remove(object);
+    }
 }
 
 /// Runs the sync controller of one FTC until `stop` is cancelled.
@@ -303,7 +369,12 @@ pub async fn run_type(
                                     && let Some(name) = obj.metadata.name.clone()
                                 {
                                     let r = ObjectRef::new_with(&name, fed_ar.clone()).within(&ns);
-                                    let _ = tx.send(r);
+                                    if tx.send(r).is_ok() {
+                                        crate::metrics::METRICS
+                                            .workqueue_depth
+                                            .with_label_values(&[&fed_ar.kind.to_lowercase()])
+                                            .inc();
+                                    }
                                 }
                             }
                         }
@@ -341,10 +412,23 @@ pub async fn run_type(
         federated_namespaces,
         members,
         applied: std::sync::Mutex::new(HashMap::new()),
+        latency: std::sync::Mutex::new(LatencyTracker::default()),
     });
 
-    let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
-        rx.recv().await.map(|r| (r, rx))
+    let depth = crate::metrics::METRICS
+        .workqueue_depth
+        .with_label_values(&[&federated.kind.to_lowercase()]);
+    tokio::spawn(export_object_gauges(
+        Arc::clone(&ctx),
+        store.clone(),
+        stop.clone(),
+    ));
+    let triggers = futures::stream::unfold((trigger_rx, depth), |(mut rx, depth)| async move {
+        let next = rx.recv().await;
+        if next.is_some() {
+            depth.dec();
+        }
+        next.map(|r| (r, (rx, depth)))
     });
     let registry_changes = futures::stream::unfold(shared.pool.subscribe(), |mut rx| async move {
         rx.changed().await.ok().map(|()| ((), rx))
@@ -366,6 +450,56 @@ pub async fn run_type(
     let _ = members_task.await;
     info!(kind = %federated.kind, "sync controller stopped");
     Ok(())
+}
+
+/// Refreshes `hubfed_managed_objects` and `hubfed_federated_objects` for one type.
+async fn export_object_gauges(
+    ctx: Arc<TypeContext>,
+    federated: Store<DynamicObject>,
+    stop: CancellationToken,
+) {
+    let type_label = ctx.federated.kind.to_lowercase();
+    let metrics = &crate::metrics::METRICS;
+    loop {
+        let (mut propagated, mut failing) = (0_i64, 0_i64);
+        for obj in federated.state() {
+            let condition = obj
+                .data
+                .pointer("/status/conditions")
+                .and_then(serde_json::Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == "Propagation"))
+                .and_then(|c| c["status"].as_str().map(str::to_string));
+            match condition.as_deref() {
+                Some("True") => propagated += 1,
+                Some(_) => failing += 1,
+                None => {}
+            }
+        }
+        metrics
+            .federated_objects
+            .with_label_values(&[type_label.as_str(), "true"])
+            .set(propagated);
+        metrics
+            .federated_objects
+            .with_label_values(&[type_label.as_str(), "false"])
+            .set(failing);
+        for (cluster, count) in ctx.members.counts() {
+            let count = i64::try_from(count).unwrap_or(i64::MAX);
+            metrics
+                .managed_objects
+                .with_label_values(&[type_label.as_str(), cluster.as_str()])
+                .set(count);
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+    }
+    for propagation in ["true", "false"] {
+        let _ = metrics
+            .federated_objects
+            .remove_label_values(&[type_label.as_str(), propagation]);
+    }
 }
 
 /// Requeue delay after a recoverable failure.

@@ -31,6 +31,7 @@ use tracing::{debug, warn};
 
 use super::members::{CacheView, MemberMeta};
 use super::{TypeContext, action_after, dispatch};
+use crate::metrics::METRICS;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -100,7 +101,51 @@ fn to_api_versions(status: &PropagatedVersionStatus) -> ApiVersionStatus {
     }
 }
 
+/// Reconciles one federated object, recording duration and outcome.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result<Action, Error> {
+    let controller = ctx.federated.kind.to_lowercase();
+    let started = std::time::Instant::now();
+    METRICS
+        .workqueue_depth
+        .with_label_values(&[&controller])
+        .inc();
+    let result = reconcile_object(obj, &ctx).await;
+    METRICS
+        .workqueue_depth
+        .with_label_values(&[&controller])
+        .dec();
+    let elapsed = started.elapsed().as_secs_f64();
+    METRICS
+        .reconcile_time
+        .with_label_values(&[&controller])
+        .observe(elapsed);
+    METRICS
+        .reconcile_federated_resources_duration
+        .with_label_values::<&str>(&[])
+        .observe(elapsed);
+    let outcome = match &result {
+        Ok(action) if *action == Action::requeue(super::RETRY_DELAY) => "requeue",
+        Ok(_) => "success",
+        Err(_) => {
+            METRICS
+                .reconcile_errors_total
+                .with_label_values(&[&controller])
+                .inc();
+            "error"
+        }
+    };
+    METRICS
+        .reconcile_total
+        .with_label_values(&[&controller, outcome])
+        .inc();
+    result
+}
+
+async fn reconcile_object(
+    obj: Arc<DynamicObject>,
+    ctx: &Arc<TypeContext>,
+) -> Result<Action, Error> {
+    let ctx = Arc::clone(ctx);
     let name = obj.name_any();
     let namespace = obj.namespace();
     let object_ref = ObjectRef::from_obj_with(&*obj, ctx.federated.clone());
@@ -251,6 +296,32 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
         Disposition::Delete => {}
     }
 
+    let type_label = ctx.federated.kind.to_lowercase();
+    for cp in &plan.clusters {
+        if let hubfed_core::plan::ClusterAction::Apply(_) = &cp.action
+            && let Some(recorded) = recorded.get(&cp.cluster)
+        {
+            let drifted = match members.get(&cp.cluster) {
+                Some(MemberObservation::Present(m)) => m.version != recorded.version,
+                Some(MemberObservation::Absent) | None => true,
+                Some(MemberObservation::RetrievalFailed(_)) => false,
+            };
+            if drifted {
+                METRICS
+                    .drift_corrections_total
+                    .with_label_values(&[&type_label, &cp.cluster])
+                    .inc();
+            }
+        }
+    }
+    let generation = obj.metadata.generation.unwrap_or(0);
+    if plan.disposition == Disposition::Sync {
+        ctx.latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe_start(&object_ref, generation);
+    }
+
     let result = dispatch::execute(&ctx, &federated, &plan, &clusters).await;
 
     if plan.disposition == Disposition::Delete {
@@ -258,6 +329,10 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
             let mut applied = ctx.applied.lock().unwrap_or_else(|e| e.into_inner());
             applied.retain(|(r, _), _| r != &object_ref);
         }
+        ctx.latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .forget(&object_ref);
         let release = match plan.finalizer {
             FinalizerAction::Remove => !result.recoverable_failure,
             FinalizerAction::RemoveAfterVerification => {
@@ -322,6 +397,24 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
     ) && let Err(e) = write_versions(&ctx, &obj, &versions).await
     {
         warn!(name = %name, error = %e, "writing the propagated version failed");
+    }
+
+    let converged = !cache_pending
+        && plan.reason == hubfed_core::status::AggregateReason::Success
+        && result
+            .outcomes
+            .iter()
+            .all(|o| o.status == hubfed_core::status::PropagationStatus::Ok);
+    if let Some(latency) = ctx
+        .latency
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .observe_end(&object_ref, generation, result.wrote, converged)
+    {
+        METRICS
+            .propagation_latency
+            .with_label_values(&[&type_label])
+            .observe(latency.as_secs_f64());
     }
 
     if cache_pending {

@@ -1,0 +1,376 @@
+//! Operating hubfed: two `hubfed-controller` processes with leader election against a real
+//! hub, failover after `kill -9`, and the `/metrics` endpoint.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hubfed_api::federatedtypeconfig::ResourceScope;
+use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec, LeaderElectConfig};
+use hubfed_e2e::{
+    KUBEFED_NAMESPACE, Wait, bootstrap, federated, federated_object, placement,
+    wait_clusters_ready, wait_for,
+};
+use hubfed_testenv::{TestEnv, TestEnvConfig};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// A controller process, killed when dropped.
+struct ControllerProcess {
+    identity: String,
+    admin_port: u16,
+    child: Child,
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn controller_binary() -> PathBuf {
+    // tests run from target/<profile>/deps/; binaries live in target/<profile>/.
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let bin = dir.join("hubfed-controller");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (`cargo build -p hubfed-controller`; `make e2e` does)",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn start_controller(env: &TestEnv, identity: &str) -> ControllerProcess {
+    let admin_port = free_port();
+    let log = std::fs::File::create(env.dir().join(format!("logs/controller-{identity}.log")))
+        .expect("controller log file");
+    let child = Command::new(controller_binary())
+        .args(["--kubeconfig", &env.kubeconfig_path().display().to_string()])
+        .args(["--context", "hub"])
+        .args(["--admin-addr", &format!("127.0.0.1:{admin_port}")])
+        .args(["--leader-elect", "true", "--identity", identity])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("hubfed-controller starts");
+    ControllerProcess {
+        identity: identity.to_string(),
+        admin_port,
+        child,
+    }
+}
+
+async fn scrape(port: u16) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.ok()?;
+    body.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+/// The value of a sample line `name{labels} value` whose series contains every `parts`.
+fn sample(metrics: &str, name: &str, parts: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(name) && parts.iter().all(|p| l.contains(p)))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .reduce(|a, b| a + b)
+}
+
+async fn leader_flag(port: u16) -> Option<f64> {
+    scrape(port)
+        .await
+        .and_then(|m| sample(&m, "hubfed_leader", &[]))
+}
+
+fn report(line: &str) {
+    let _ = writeln!(std::io::stderr(), "hubfed-e2e: {line}");
+}
+
+#[tokio::test]
+async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
+    let env = tokio::task::spawn_blocking(|| {
+        TestEnv::start(TestEnvConfig {
+            members: 2,
+            ..Default::default()
+        })
+    })
+    .await??;
+    bootstrap(&env).await?;
+    let hub = env.hub().client().await?;
+
+    // Short leases so failover is quick to observe.
+    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
+    spec.leader_elect = Some(LeaderElectConfig {
+        lease_duration: Some("4s".into()),
+        renew_deadline: Some("3s".into()),
+        retry_period: Some("1s".into()),
+        ..spec.leader_elect.clone().unwrap_or_default()
+    });
+    let mut kubefed = KubeFedConfig::new(hubfed_api::names::KUBEFED_CONFIG_NAME, spec);
+    kubefed.metadata.namespace = Some(KUBEFED_NAMESPACE.into());
+    Api::<KubeFedConfig>::namespaced(hub.clone(), KUBEFED_NAMESPACE)
+        .create(&PostParams::default(), &kubefed)
+        .await?;
+
+    let mut controllers = vec![
+        start_controller(&env, "replica-a"),
+        start_controller(&env, "replica-b"),
+    ];
+    wait_clusters_ready(&hub, &["member1", "member2"]).await?;
+
+    // Exactly one leads, and the Lease names it.
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let ports: Vec<u16> = controllers.iter().map(|c| c.admin_port).collect();
+    let leader = wait_for(
+        "exactly one replica leading",
+        Duration::from_secs(60),
+        || {
+            let leases = leases.clone();
+            let ports = ports.clone();
+            async move {
+                let mut flags = Vec::new();
+                for port in &ports {
+                    flags.push(leader_flag(*port).await);
+                }
+                let leading: Vec<usize> = (0..flags.len())
+                    .filter(|i| flags[*i] == Some(1.0))
+                    .collect();
+                let holder = leases
+                    .get_opt(hubfed_controller::LEASE_NAME)
+                    .await?
+                    .and_then(|l| l.spec.and_then(|s| s.holder_identity));
+                Ok(
+                    match (leading.as_slice(), flags.iter().all(Option::is_some)) {
+                        ([one], true) => Wait::Done((*one, holder)),
+                        _ => Wait::Pending(format!(
+                            "hubfed_leader per replica: {flags:?}; lease holder {holder:?}"
+                        )),
+                    },
+                )
+            }
+        },
+    )
+    .await?;
+    let (leader_index, holder) = leader;
+    assert_eq!(
+        holder.as_deref(),
+        Some(controllers[leader_index].identity.as_str())
+    );
+    report(&format!("{} leads", controllers[leader_index].identity));
+
+    // Propagation works under the leader.
+    let ns = "ops-failover";
+    let namespaces: Api<Namespace> = Api::all(hub.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    let fns = hubfed_e2e::dynamic_api(hub.clone(), &federated("Namespace"), Some(ns));
+    fns.create(
+        &PostParams::default(),
+        &federated_object(
+            &federated("Namespace"),
+            Some(ns),
+            ns,
+            json!({"template": {}, "placement": placement(&["member1", "member2"])}),
+        ),
+    )
+    .await?;
+    let fcm = hubfed_e2e::dynamic_api(hub.clone(), &federated("ConfigMap"), Some(ns));
+    let settings = |round: &str| {
+        federated_object(
+            &federated("ConfigMap"),
+            Some(ns),
+            "settings",
+            json!({"template": {"data": {"round": round}}, "placement": placement(&["member1", "member2"])}),
+        )
+    };
+    fcm.create(&PostParams::default(), &settings("1")).await?;
+    let members = [
+        env.cluster("member1").unwrap(),
+        env.cluster("member2").unwrap(),
+    ];
+    let wait_round = |round: &'static str| {
+        let members = members
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect::<Vec<_>>();
+        let env = &env;
+        async move {
+            wait_for(
+                &format!("round {round} in both members"),
+                Duration::from_secs(60),
+                || {
+                    let members = members.clone();
+                    async move {
+                        let mut pending = Vec::new();
+                        for m in &members {
+                            let client = env.cluster(m).expect("member").client().await?;
+                            let cms: Api<ConfigMap> = Api::namespaced(client, ns);
+                            let round_now = cms
+                                .get_opt("settings")
+                                .await?
+                                .and_then(|c| c.data)
+                                .and_then(|d| d.get("round").cloned());
+                            if round_now.as_deref() != Some(round) {
+                                pending.push(format!("{m}: round {round_now:?}"));
+                            }
+                        }
+                        Ok(Wait::all_or_pending(pending))
+                    }
+                },
+            )
+            .await
+        }
+    };
+    wait_round("1").await?;
+
+    // The standby wrote nothing to the members; the leader did.
+    let standby_index = 1 - leader_index;
+    let standby_metrics = scrape(controllers[standby_index].admin_port)
+        .await
+        .unwrap_or_default();
+    assert_eq!(
+        sample(&standby_metrics, "hubfed_member_operations_total", &[]).unwrap_or(0.0),
+        0.0,
+        "the standby made member requests"
+    );
+    let leader_metrics = scrape(controllers[leader_index].admin_port)
+        .await
+        .unwrap_or_default();
+    for (name, parts) in [
+        (
+            "hubfed_member_operations_total",
+            &["result=\"success\""][..],
+        ),
+        (
+            "hubfed_propagation_latency_seconds_count",
+            &["type=\"federatedconfigmap\""][..],
+        ),
+        (
+            "controller_runtime_reconcile_total",
+            &["controller=\"federatedconfigmap\""][..],
+        ),
+        ("dispatch_operation_duration_seconds_count", &[][..]),
+        (
+            "kubefedcluster_state",
+            &["state=\"ready\"", "cluster=\"member1\""][..],
+        ),
+    ] {
+        let value = sample(&leader_metrics, name, parts).unwrap_or(0.0);
+        assert!(
+            value > 0.0,
+            "{name}{parts:?} is {value} after a propagation:\n{leader_metrics}"
+        );
+    }
+    promtool_check_metrics(&leader_metrics)?;
+
+    // kill -9 the leader: the standby takes over and propagation continues.
+    let killed = std::time::Instant::now();
+    let mut leader_process = controllers.remove(leader_index);
+    leader_process.child.kill()?;
+    leader_process.child.wait()?;
+    let survivor = &controllers[0];
+    let port = survivor.admin_port;
+    wait_for(
+        "the standby to take over",
+        Duration::from_secs(60),
+        || async move {
+            Ok(match leader_flag(port).await {
+                Some(v) if v == 1.0 => Wait::Done(()),
+                other => Wait::Pending(format!("hubfed_leader {other:?}")),
+            })
+        },
+    )
+    .await?;
+    report(&format!(
+        "{} took over {:.1}s after kill -9 of the leader",
+        survivor.identity,
+        killed.elapsed().as_secs_f64()
+    ));
+    fcm.patch(
+        "settings",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"data": {"round": "2"}}}})),
+    )
+    .await?;
+    wait_round("2").await?;
+
+    // One field manager wrote the member objects: no conflicting writers.
+    for member in members {
+        let cms: Api<ConfigMap> = Api::namespaced(member.client().await?, ns);
+        let cm = cms.get("settings").await?;
+        let managers: Vec<String> = cm
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| m.manager)
+            .collect();
+        assert_eq!(
+            managers,
+            ["hubfed"],
+            "{}: field managers {managers:?}",
+            member.name()
+        );
+    }
+    drop(controllers);
+    drop(leader_process);
+    Ok(())
+}
+
+/// `promtool check metrics` on the exposition (Debian's `prometheus` package ships promtool).
+fn promtool_check_metrics(metrics: &str) -> anyhow::Result<()> {
+    let promtool = std::env::var("HUBFED_PROMTOOL").unwrap_or_else(|_| "promtool".into());
+    let mut child = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot run {promtool} (install Debian's prometheus package; .ci/run does): {e}"
+            )
+        })?;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(metrics.as_bytes())?;
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}

@@ -33,7 +33,8 @@ unit:
 
 ## e2e: tests against real hub + member kube-apiservers
 e2e: tools
-	$(CARGO) test -p hubfed-e2e -- --test-threads=4
+	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
+	$(CARGO) test -p hubfed-e2e --no-fail-fast -- --test-threads=4
 
 test: fmt-check lint unit e2e
 

@@ -304,7 +304,7 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
         Duration::from_secs(60),
         || async move {
             Ok(match leader_flag(port).await {
-                Some(v) if v == 1.0 => Wait::Done(()),
+                Some(1.0) => Wait::Done(()),
                 other => Wait::Pending(format!("hubfed_leader {other:?}")),
             })
         },

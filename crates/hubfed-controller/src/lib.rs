@@ -7,6 +7,6 @@ pub mod ftc;
 pub mod metrics;
 mod run;
 pub mod sync;
-// WEBHOOK-PENDING pub mod webhook;
+pub mod webhook;
 
 pub use run::{ControllerConfig, LEASE_NAME, run, run_with};

@@ -100,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
         shutdown.clone(),
     ));
     let webhook = args.webhook_cert_dir.clone().map(|dir| {
-        tokio::spawn(webhook_pending(
+        tokio::spawn(hubfed_controller::webhook::serve(
             args.webhook_addr,
             dir,
             args.kubefed_namespace.clone(),
@@ -127,14 +127,4 @@ async fn main() -> anyhow::Result<()> {
         tracing::error!(error = %format!("{e:#}"), "hubfed-controller stopped");
     }
     result
-}
-
-// WEBHOOK-PENDING
-async fn webhook_pending(
-    _: std::net::SocketAddr,
-    _: PathBuf,
-    _: String,
-    _: CancellationToken,
-) -> anyhow::Result<()> {
-    Ok(())
 }

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod retention;
 pub mod selector;
 pub mod status;
+pub mod validation;
 pub mod version;
 
 pub use error::{CoreError, Result};

@@ -1,0 +1,199 @@
+//! Admission webhooks over HTTPS (reference §6): KubeFed's validations of
+//! FederatedTypeConfig, KubeFedCluster and KubeFedConfig, KubeFedConfig defaulting, and —
+//! hubfed's addition — validation of every federated object's placement and overrides, so
+//! bad input is refused at `kubectl apply` with a readable message. The rules themselves are
+//! pure functions in `hubfed_core::validation`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::routing::{get, post};
+use axum_server::tls_rustls::RustlsConfig;
+use base64::Engine as _;
+use hubfed_core::validation::{self, FieldError};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// What a webhook decided.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    Allow,
+    Deny(String),
+    /// Allow with a JSON patch (RFC 6902) to apply.
+    Patch(Value),
+}
+
+fn verdict(errors: Vec<FieldError>, what: &str) -> Verdict {
+    if errors.is_empty() {
+        Verdict::Allow
+    } else {
+        Verdict::Deny(format!(
+            "{what} is invalid: {}",
+            validation::summary(&errors)
+        ))
+    }
+}
+
+fn object_value(object: Option<&DynamicObject>) -> Option<Value> {
+    object.and_then(|o| serde_json::to_value(o).ok())
+}
+
+/// Decides one admission request for `path`.
+pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>) -> Verdict {
+    if matches!(request.operation, Operation::Delete | Operation::Connect) {
+        return Verdict::Allow;
+    }
+    let Some(object) = object_value(request.object.as_ref()) else {
+        return Verdict::Deny("the request carries no object".into());
+    };
+    let old = object_value(request.old_object.as_ref());
+    let status_update = request.sub_resource.as_deref() == Some("status");
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    match path {
+        "/validate-federatedtypeconfigs" => {
+            let errors = validation::validate_federated_type_config_value(&object, status_update);
+            verdict(errors, &format!("FederatedTypeConfig {name:?}"))
+        }
+        "/validate-kubefedcluster" => {
+            let errors = validation::validate_kubefed_cluster_value(&object, status_update);
+            verdict(errors, &format!("KubeFedCluster {name:?}"))
+        }
+        "/validate-kubefedconfig" => verdict(
+            validation::validate_kubefed_config_value(&object, old.as_ref()),
+            &format!("KubeFedConfig {name:?}"),
+        ),
+        "/default-kubefedconfig" => match validation::default_kubefed_config_patch(&object) {
+            Ok(Some(patch)) => Verdict::Patch(patch),
+            // Nothing to default, or a spec too broken to default: the validating webhook
+            // reports the problem with field paths.
+            Ok(None) | Err(_) => Verdict::Allow,
+        },
+        "/validate-federated" => {
+            let kind = request.kind.kind.clone();
+            verdict(
+                validation::validate_federated_object(&object),
+                &format!("{kind} {name:?}"),
+            )
+        }
+        other => Verdict::Deny(format!("no admission webhook at {other}")),
+    }
+}
+
+/// The AdmissionReview response body (built here because kube's builder pins another
+/// json-patch major version).
+fn review_response(uid: &str, verdict: &Verdict) -> Value {
+    let response = match verdict {
+        Verdict::Allow => json!({"uid": uid, "allowed": true}),
+        Verdict::Deny(message) => json!({
+            "uid": uid,
+            "allowed": false,
+            "status": {"status": "Failure", "code": 403, "reason": "Forbidden", "message": message},
+        }),
+        Verdict::Patch(patch) => json!({
+            "uid": uid,
+            "allowed": true,
+            "patchType": "JSONPatch",
+            "patch": base64::engine::general_purpose::STANDARD.encode(patch.to_string()),
+        }),
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+async fn handle(path: &'static str, body: Value) -> Json<Value> {
+    let review: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_value(body);
+    let request = review.map_err(|e| e.to_string()).and_then(|r| {
+        let request: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
+        request.map_err(|e| e.to_string())
+    });
+    let request = match request {
+        Ok(request) => request,
+        Err(e) => {
+            warn!(path, error = %e, "undecodable admission review");
+            return Json(json!({
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": "", "allowed": false,
+                    "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": e}},
+            }));
+        }
+    };
+    let verdict = decide(path, &request);
+    debug!(path, name = %request.name, verdict = ?verdict, "admission decided");
+    Json(review_response(&request.uid, &verdict))
+}
+
+pub fn router() -> Router {
+    let route = |path: &'static str| post(move |Json(body): Json<Value>| handle(path, body));
+    Router::new()
+        .route(
+            "/validate-federatedtypeconfigs",
+            route("/validate-federatedtypeconfigs"),
+        )
+        .route(
+            "/validate-kubefedcluster",
+            route("/validate-kubefedcluster"),
+        )
+        .route("/validate-kubefedconfig", route("/validate-kubefedconfig"))
+        .route("/default-kubefedconfig", route("/default-kubefedconfig"))
+        .route("/validate-federated", route("/validate-federated"))
+        .route("/readyz", get(|| async { "ok" }))
+}
+
+/// Serves the webhooks over HTTPS with `tls.crt`/`tls.key` from `cert_dir`, reloading them
+/// every minute so rotated certificates are picked up.
+pub async fn serve(
+    addr: SocketAddr,
+    cert_dir: PathBuf,
+    _kubefed_namespace: String,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (cert, key) = (cert_dir.join("tls.crt"), cert_dir.join("tls.key"));
+    let tls = RustlsConfig::from_pem_file(&cert, &key)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "webhook certificate {} / {}: {e}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    tokio::spawn({
+        let tls = tls.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(60)) => {}
+                }
+                if let Err(e) = tls.reload_from_pem_file(&cert, &key).await {
+                    warn!(error = %e, "reloading the webhook certificate failed");
+                }
+            }
+        }
+    });
+    let handle = axum_server::Handle::new();
+    tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            shutdown.cancelled().await;
+            handle.graceful_shutdown(Some(Duration::from_secs(5)));
+        }
+    });
+    info!(%addr, "admission webhooks listening");
+    axum_server::bind_rustls(addr, tls)
+        .handle(handle)
+        .serve(router().into_make_service())
+        .await?;
+    Ok(())
+}

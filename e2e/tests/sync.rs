@@ -1220,3 +1220,209 @@ fn managed_label_is_read_from_labels() {
     ));
     assert!(!is_managed(&json!({ "metadata": {} })));
 }
+
+#[tokio::test]
+async fn immutable_field_changes_are_reported_then_recreated_on_request() -> anyhow::Result<()> {
+    // A Job's pod template cannot change: the member refuses, and the cluster reports
+    // UpdateFailed with the API server's message. With the opt-in annotation hubfed deletes
+    // and recreates the member Job instead.
+    let fed = Federation::shared();
+    let ns = unique_ns("immutable");
+    fed.create_federated_namespace(&ns, &MEMBERS).await?;
+    let name = "batch";
+    let template = |image: &str| {
+        json!({"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": image}],
+        }}}})
+    };
+    let hub_api = create_federated(
+        fed,
+        "Job",
+        &ns,
+        name,
+        json!({"template": template("busybox:1"), "placement": placement(&MEMBERS)}),
+    )
+    .await?;
+    wait_for("the Job propagated", TIMEOUT, async || {
+        Ok(match get_value(&hub_api, name).await? {
+            Some(object) => propagated_ok(&object, &MEMBERS),
+            None => Wait::Pending("federated Job absent".into()),
+        })
+    })
+    .await?;
+    let members = member_apis(fed, "Job", &ns).await?;
+    let image_path = "/spec/template/spec/containers/0/image";
+    let mut first_uids = Vec::new();
+    for api in &members {
+        let job = get_value(api, name).await?.context("member Job")?;
+        first_uids.push(job["metadata"]["uid"].clone());
+    }
+
+    modify(&hub_api, name, |object| {
+        object["spec"]["template"] = template("busybox:2");
+    })
+    .await?;
+    wait_for(
+        "UpdateFailed naming the immutable field",
+        TIMEOUT,
+        async || {
+            let object = get_value(&hub_api, name).await?.context("federated Job")?;
+            let mut problems = Vec::new();
+            for cluster in MEMBERS {
+                match cluster_status(&object, cluster) {
+                    Some(entry)
+                        if entry["status"] == "UpdateFailed"
+                            && entry["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("immutable")) => {}
+                    other => problems.push(format!("status.clusters[{cluster}] {}", show(other))),
+                }
+            }
+            Ok(Wait::all_or_pending(problems))
+        },
+    )
+    .await?;
+    for api in &members {
+        let job = get_value(api, name).await?.context("member Job")?;
+        ensure!(
+            job.pointer(image_path) == Some(&json!("busybox:1")),
+            "member Job changed: {job}"
+        );
+    }
+
+    modify(&hub_api, name, |object| {
+        object["metadata"]["annotations"] =
+            json!({hubfed_api::names::RECREATE_ON_IMMUTABLE_ANNOTATION: "true"});
+    })
+    .await?;
+    let new_image = json!("busybox:2");
+    wait_for(
+        "the member Jobs recreated with the new template",
+        TIMEOUT,
+        async || {
+            let mut problems = Vec::new();
+            for ((cluster, api), old_uid) in MEMBERS.iter().zip(&members).zip(&first_uids) {
+                let job = get_value(api, name).await?;
+                problems.extend(member_mismatch(
+                    cluster,
+                    job.as_ref(),
+                    &[(image_path, Some(&new_image))],
+                ));
+                if let Some(job) = &job
+                    && &job["metadata"]["uid"] == old_uid
+                {
+                    problems.push(format!("{cluster}: same uid, not recreated"));
+                }
+            }
+            if let Some(object) = get_value(&hub_api, name).await? {
+                if let Wait::Pending(p) = propagated_ok(&object, &MEMBERS) {
+                    problems.push(p);
+                }
+            }
+            Ok(Wait::all_or_pending(problems))
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn propagated_versions_carry_kubefed_names_and_hashes() -> anyhow::Result<()> {
+    let fed = Federation::shared();
+    let ns = unique_ns("versions");
+    fed.create_federated_namespace(&ns, &MEMBERS).await?;
+    let name = "versioned";
+    let template = json!({"data": {"k": "v", "html": "<a&b>"}});
+    let overrides = json!([{"clusterName": "member1", "clusterOverrides": [{"path": "/data/k", "value": "one"}]}]);
+    create_federated(
+        fed,
+        "ConfigMap",
+        &ns,
+        name,
+        json!({"template": template, "placement": placement(&MEMBERS), "overrides": overrides}),
+    )
+    .await?;
+    let overrides: Vec<hubfed_api::federated::ClusterOverrides> =
+        serde_json::from_value(overrides)?;
+    let want_template = hubfed_core::version::template_version(Some(&template));
+    let want_overrides = hubfed_core::version::overrides_version(Some(&overrides));
+    let versions: Api<hubfed_api::propagatedversion::PropagatedVersion> =
+        Api::namespaced(fed.hub().await?, &ns);
+    wait_for(
+        "PropagatedVersion configmap-versioned",
+        TIMEOUT,
+        async || {
+            let Some(pv) = versions.get_opt(&format!("configmap-{name}")).await? else {
+                return Ok(Wait::Pending("absent".into()));
+            };
+            let status = pv.status.clone().unwrap_or_default();
+            let clusters: Vec<&str> = status
+                .cluster_versions
+                .iter()
+                .map(|v| v.cluster_name.as_str())
+                .collect();
+            Ok(
+                if status.template_version == want_template
+                    && status.override_version == want_overrides
+                    && clusters == MEMBERS
+                    && status
+                        .cluster_versions
+                        .iter()
+                        .all(|v| v.version.starts_with("rv:"))
+                    && pv
+                        .metadata
+                        .owner_references
+                        .as_ref()
+                        .is_some_and(|o| o.iter().any(|o| o.name == name))
+                {
+                    Wait::Done(())
+                } else {
+                    Wait::Pending(format!(
+                        "{:?} {:?}",
+                        pv.metadata.owner_references, pv.status
+                    ))
+                },
+            )
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn member_writes_are_recorded_as_events() -> anyhow::Result<()> {
+    let fed = Federation::shared();
+    let ns = unique_ns("events");
+    fed.create_federated_namespace(&ns, &MEMBERS).await?;
+    let name = "eventful";
+    create_federated(
+        fed,
+        "ConfigMap",
+        &ns,
+        name,
+        json!({"template": {"data": {"k": "v"}}, "placement": placement(&MEMBERS)}),
+    )
+    .await?;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(fed.hub().await?, &ns);
+    wait_for(
+        "CreateInCluster events for both members",
+        TIMEOUT,
+        async || {
+            let notes: Vec<String> = events
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+                .filter(|e| e.reason.as_deref() == Some("CreateInCluster"))
+                .filter_map(|e| e.note)
+                .collect();
+            let missing: Vec<String> = MEMBERS
+                .iter()
+                .filter(|m| !notes.iter().any(|n| n.contains(&format!("{m:?}"))))
+                .map(|m| format!("no CreateInCluster event for {m}; notes {notes:?}"))
+                .collect();
+            Ok(Wait::all_or_pending(missing))
+        },
+    )
+    .await
+}

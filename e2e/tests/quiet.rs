@@ -1,0 +1,72 @@
+//! A federation at rest makes no member writes (its own binary: the controller's counters
+//! must not see other tests' work).
+
+use std::time::Duration;
+
+use hubfed_controller::metrics::METRICS;
+use hubfed_e2e::{
+    Federation, MEMBERS, TIMEOUT, Wait, get_value, placement, propagated_ok, unique_ns, wait_for,
+};
+use kube::api::PostParams;
+use serde_json::json;
+
+fn member_writes() -> u64 {
+    let mut total = 0;
+    for cluster in MEMBERS {
+        for operation in ["create", "update", "delete", "remove_label"] {
+            for result in ["success", "error"] {
+                total += METRICS
+                    .member_operations_total
+                    .with_label_values(&[cluster, operation, result])
+                    .get();
+            }
+        }
+    }
+    total
+}
+
+#[tokio::test]
+async fn a_converged_federation_makes_no_member_writes() -> anyhow::Result<()> {
+    let fed = Federation::shared();
+    let ns = unique_ns("quiet");
+    fed.create_federated_namespace(&ns, &MEMBERS).await?;
+    let resource = hubfed_e2e::federated("ConfigMap");
+    let api = hubfed_e2e::dynamic_api(fed.hub().await?, &resource, Some(&ns));
+    for i in 0..5 {
+        let name = format!("quiet-{i}");
+        api.create(
+            &PostParams::default(),
+            &hubfed_e2e::federated_object(
+                &resource,
+                Some(&ns),
+                &name,
+                json!({"template": {"data": {"i": i.to_string()}}, "placement": placement(&MEMBERS)}),
+            ),
+        )
+        .await?;
+    }
+    wait_for("all five propagated", TIMEOUT, async || {
+        let mut pending = Vec::new();
+        for i in 0..5 {
+            match get_value(&api, &format!("quiet-{i}")).await? {
+                Some(object) => {
+                    if let Wait::Pending(p) = propagated_ok(&object, &MEMBERS) {
+                        pending.push(format!("quiet-{i}: {p}"));
+                    }
+                }
+                None => pending.push(format!("quiet-{i} absent")),
+            }
+        }
+        Ok(Wait::all_or_pending(pending))
+    })
+    .await?;
+    assert!(member_writes() > 0, "the propagation itself was counted");
+
+    // Settle (status writes, member watch echoes of our own writes), then watch the counters.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = member_writes();
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let after = member_writes();
+    assert_eq!(after, before, "member writes while nothing changed");
+    Ok(())
+}

@@ -1315,10 +1315,10 @@ async fn immutable_field_changes_are_reported_then_recreated_on_request() -> any
                     problems.push(format!("{cluster}: same uid, not recreated"));
                 }
             }
-            if let Some(object) = get_value(&hub_api, name).await? {
-                if let Wait::Pending(p) = propagated_ok(&object, &MEMBERS) {
-                    problems.push(p);
-                }
+            if let Some(object) = get_value(&hub_api, name).await?
+                && let Wait::Pending(p) = propagated_ok(&object, &MEMBERS)
+            {
+                problems.push(p);
             }
             Ok(Wait::all_or_pending(problems))
         },

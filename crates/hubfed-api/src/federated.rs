@@ -108,20 +108,6 @@ pub struct ClusterPropagationStatus {
 pub const PROPAGATION_CONDITION_TYPE: &str = "Propagation";
 
 crate::condition::string_enum! {
-    /// `reason` of the `Propagation` condition (KubeFed `AggregateReason`); `Ok` ⇔ status `True`.
-    pub enum AggregateReason {
-        /// Everything propagated; KubeFed writes an empty reason.
-        Ok => "",
-        ClusterRetrievalFailed => "ClusterRetrievalFailed",
-        ComputePlacementFailed => "ComputePlacementFailed",
-        /// At least one placed cluster has a non-OK `status.clusters[].status`.
-        CheckClusters => "CheckClusters",
-        /// Cluster-scoped control plane, namespaced type, and no FederatedNamespace.
-        NamespaceNotFederated => "NamespaceNotFederated",
-    }
-}
-
-crate::condition::string_enum! {
     /// Per-cluster `status.clusters[].status` (KubeFed `PropagationStatus`, reference §2.4).
     pub enum PropagationStatus {
         /// Propagated; KubeFed omits the field (empty string).
@@ -212,16 +198,6 @@ mod tests {
                 "DeletionTimedOut",
                 "LabelRemovalTimedOut",
             ]
-        );
-    }
-
-    #[test]
-    fn aggregate_reason_ok_is_empty() {
-        assert_eq!(AggregateReason::Ok.as_str(), "");
-        assert_eq!(AggregateReason::parse(""), Some(AggregateReason::Ok));
-        assert_eq!(
-            AggregateReason::NamespaceNotFederated.to_string(),
-            "NamespaceNotFederated"
         );
     }
 }

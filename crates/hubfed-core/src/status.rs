@@ -10,7 +10,6 @@
 //! which only did so with raw status collection enabled).
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use hubfed_api::federated::{ClusterPropagationStatus, FederatedCondition, FederatedStatus};
 use serde_json::Value;
@@ -21,115 +20,8 @@ pub const PROPAGATION_CONDITION: &str = "Propagation";
 /// How many failing clusters the condition message names before summarising.
 const MESSAGE_CLUSTER_LIMIT: usize = 10;
 
-/// `status.clusters[].status` values (KubeFed `PropagationStatus`). `Ok` is serialised as an
-/// omitted field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PropagationStatus {
-    Ok,
-    WaitingForRemoval,
-    ClusterNotReady,
-    CachedRetrievalFailed,
-    ComputeResourceFailed,
-    ApplyOverridesFailed,
-    CreationFailed,
-    UpdateFailed,
-    DeletionFailed,
-    LabelRemovalFailed,
-    RetrievalFailed,
-    AlreadyExists,
-    FieldRetentionFailed,
-    VersionRetrievalFailed,
-    ClientRetrievalFailed,
-    ManagedLabelFalse,
-    CreationTimedOut,
-    UpdateTimedOut,
-    DeletionTimedOut,
-    LabelRemovalTimedOut,
-}
-
-impl PropagationStatus {
-    /// Every value, in KubeFed's declaration order.
-    pub const ALL: [Self; 20] = [
-        Self::Ok,
-        Self::WaitingForRemoval,
-        Self::ClusterNotReady,
-        Self::CachedRetrievalFailed,
-        Self::ComputeResourceFailed,
-        Self::ApplyOverridesFailed,
-        Self::CreationFailed,
-        Self::UpdateFailed,
-        Self::DeletionFailed,
-        Self::LabelRemovalFailed,
-        Self::RetrievalFailed,
-        Self::AlreadyExists,
-        Self::FieldRetentionFailed,
-        Self::VersionRetrievalFailed,
-        Self::ClientRetrievalFailed,
-        Self::ManagedLabelFalse,
-        Self::CreationTimedOut,
-        Self::UpdateTimedOut,
-        Self::DeletionTimedOut,
-        Self::LabelRemovalTimedOut,
-    ];
-
-    /// The wire value; `""` for [`PropagationStatus::Ok`].
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "",
-            Self::WaitingForRemoval => "WaitingForRemoval",
-            Self::ClusterNotReady => "ClusterNotReady",
-            Self::CachedRetrievalFailed => "CachedRetrievalFailed",
-            Self::ComputeResourceFailed => "ComputeResourceFailed",
-            Self::ApplyOverridesFailed => "ApplyOverridesFailed",
-            Self::CreationFailed => "CreationFailed",
-            Self::UpdateFailed => "UpdateFailed",
-            Self::DeletionFailed => "DeletionFailed",
-            Self::LabelRemovalFailed => "LabelRemovalFailed",
-            Self::RetrievalFailed => "RetrievalFailed",
-            Self::AlreadyExists => "AlreadyExists",
-            Self::FieldRetentionFailed => "FieldRetentionFailed",
-            Self::VersionRetrievalFailed => "VersionRetrievalFailed",
-            Self::ClientRetrievalFailed => "ClientRetrievalFailed",
-            Self::ManagedLabelFalse => "ManagedLabelFalse",
-            Self::CreationTimedOut => "CreationTimedOut",
-            Self::UpdateTimedOut => "UpdateTimedOut",
-            Self::DeletionTimedOut => "DeletionTimedOut",
-            Self::LabelRemovalTimedOut => "LabelRemovalTimedOut",
-        }
-    }
-
-    /// Parses a wire value (`""` is `Ok`).
-    pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == value)
-    }
-
-    /// Failures KubeFed retries with backoff (`IsRecoverableError`): the reconcile should
-    /// requeue with backoff when any cluster ends in one of these.
-    pub fn is_recoverable(self) -> bool {
-        matches!(
-            self,
-            Self::CreationFailed
-                | Self::UpdateFailed
-                | Self::DeletionFailed
-                | Self::LabelRemovalFailed
-                | Self::RetrievalFailed
-                | Self::ClientRetrievalFailed
-                | Self::CreationTimedOut
-                | Self::UpdateTimedOut
-                | Self::DeletionTimedOut
-                | Self::LabelRemovalTimedOut
-        )
-    }
-}
-
-impl fmt::Display for PropagationStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Ok => "OK",
-            other => other.as_str(),
-        })
-    }
-}
+/// `status.clusters[].status` values: the API type, KubeFed's `PropagationStatus`.
+pub use hubfed_api::federated::PropagationStatus;
 
 /// Reasons of the `Propagation` condition (KubeFed `AggregateReason`); `Success` is `""`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -392,7 +284,7 @@ mod tests {
     #[test]
     fn status_strings_round_trip() {
         for status in PropagationStatus::ALL {
-            assert_eq!(PropagationStatus::parse(status.as_str()), Some(status));
+            assert_eq!(PropagationStatus::parse(status.as_str()), Some(*status));
         }
         assert_eq!(PropagationStatus::Ok.as_str(), "");
         assert_eq!(
@@ -407,9 +299,9 @@ mod tests {
     #[test]
     fn recoverable_statuses() {
         let recoverable: Vec<&str> = PropagationStatus::ALL
-            .into_iter()
+            .iter()
             .filter(|s| s.is_recoverable())
-            .map(PropagationStatus::as_str)
+            .map(|s| s.as_str())
             .collect();
         assert_eq!(
             recoverable,

@@ -1,0 +1,541 @@
+//! `join CLUSTER` (reference §3): in the member, the kubefed namespace, a ServiceAccount, its
+//! token Secret and RBAC; in the hub, a Secret with the token and the KubeFedCluster. Then
+//! waits for the cluster to be `Ready`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hubfed_api::federatedtypeconfig::{ApiResource, FederatedTypeConfig, ResourceScope};
+use hubfed_api::kubefedcluster::{
+    ClusterConditionType, KubeFedCluster, KubeFedClusterSpec, LocalSecretReference, TlsValidation,
+};
+use hubfed_api::kubefedconfig::KubeFedConfig;
+use hubfed_api::names::{CLUSTER_SECRET_TOKEN_KEY, KUBEFED_CONFIG_NAME};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams, PostParams};
+
+use crate::cli::JoinArgs;
+use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
+use crate::kubeconfig::Target;
+use crate::ops::{self, FIELD_MANAGER};
+use crate::rbac::{Grant, JoinNames, member_rbac, service_account};
+use crate::session::Session;
+
+/// Secret type the token controller fills with a token for the annotated ServiceAccount.
+const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+const SERVICE_ACCOUNT_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
+/// How long the member's token controller gets to fill the Secret (kubefedctl: 30s).
+const TOKEN_WAIT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(250);
+/// How long a terminating kubefed namespace gets to go away before join gives up.
+const NAMESPACE_WAIT: Duration = Duration::from_secs(60);
+
+/// Names of the hub and how to reach it, shared by join and unjoin.
+pub struct HostCluster {
+    pub target: Target,
+    /// `--host-cluster-name`, else the host context's name.
+    pub name: String,
+}
+
+/// The hub client and the hub's name, checked the way kubefedctl checks it.
+pub async fn host_cluster(
+    session: &mut Session<'_>,
+    explicit: Option<&str>,
+) -> Result<HostCluster> {
+    let context = session.host_context()?;
+    let name = match explicit {
+        Some(name) => name.to_owned(),
+        None if context.contains([':', '/']) => {
+            return Err(Error::Usage(format!(
+                "the host context name {context:?} contains ':' or '/', which object names cannot; name the hub with --host-cluster-name"
+            )));
+        }
+        None => context,
+    };
+    let target = session.hub().await?;
+    Ok(HostCluster { target, name })
+}
+
+/// A DNS-1123 subdomain (object names), as the API server checks it.
+pub fn check_dns_subdomain(what: &str, name: &str) -> Result<()> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{what} {name:?} is not a valid name: use lowercase letters, digits, '-' and '.'"
+        )))
+    }
+}
+
+/// Fails with a clear message when the KubeFed CRDs are not installed in the hub.
+pub async fn ensure_kubefed_installed(hub: &Target, namespace: &str) -> Result<()> {
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), namespace);
+    match clusters
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::Refused(format!(
+            "{}: the KubeFed CRDs are not installed (kubefedclusters.core.kubefed.io is not served); apply crds/core.yaml first",
+            hub.subject
+        ))),
+        Err(e) => Err(hub.err(e)),
+    }
+}
+
+/// The control plane's scope from the KubeFedConfig; `Cluster` (the default the controller
+/// creates) when there is none yet.
+pub async fn control_plane_scope(hub: &Target, namespace: &str) -> Result<ResourceScope> {
+    let configs: Api<KubeFedConfig> = Api::namespaced(hub.client.clone(), namespace);
+    Ok(configs
+        .get_opt(KUBEFED_CONFIG_NAME)
+        .await
+        .map_err(|e| hub.err(e))?
+        .map_or(ResourceScope::Cluster, |c| c.spec.scope))
+}
+
+/// The target types of every FederatedTypeConfig in the hub, defaulted.
+pub async fn federated_targets(hub: &Target, namespace: &str) -> Result<Vec<ApiResource>> {
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), namespace);
+    let list = ftcs
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| hub.err(e))?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|mut ftc| {
+            ftc.set_defaults();
+            ftc.spec.target_type
+        })
+        .collect())
+}
+
+pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
+    let cluster = args.cluster.as_str();
+    check_dns_subdomain("cluster name", cluster)?;
+    let member_context = args
+        .cluster_context
+        .clone()
+        .unwrap_or_else(|| cluster.to_owned());
+    let ns = session.kubefed_namespace().to_owned();
+    let dry_run = args.dry_run;
+
+    let host = host_cluster(session, args.host_cluster_name.as_deref()).await?;
+    let names = JoinNames::new(&ns, cluster, &host.name);
+    check_dns_subdomain("service account name", &names.service_account)?;
+    let member_subject = format!("cluster {cluster:?}");
+    let endpoint = session
+        .kubeconfig()?
+        .endpoint(&member_subject, &member_context)?;
+    let member = session.member(cluster, &member_context).await?;
+    let hub = &host.target;
+
+    ensure_kubefed_installed(hub, &ns).await?;
+    let scope = control_plane_scope(hub, &ns).await?;
+    let targets = if args.cluster_admin {
+        Vec::new()
+    } else {
+        federated_targets(hub, &ns).await?
+    };
+    let grant = if args.cluster_admin {
+        Grant::ClusterAdmin
+    } else {
+        Grant::Types(&targets)
+    };
+
+    // Preflight: nothing is written unless the cluster can be joined as asked.
+    let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), &ns);
+    let existing_account = accounts
+        .get_opt(&names.service_account)
+        .await
+        .map_err(|e| member.err(e))?;
+    let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
+    let existing_cluster = hub_clusters
+        .get_opt(cluster)
+        .await
+        .map_err(|e| hub.err(e))?;
+    if args.error_on_existing {
+        if existing_cluster.is_some() {
+            return Err(Error::Refused(format!(
+                "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
+            )));
+        }
+        if existing_account.is_some() {
+            return Err(Error::Refused(format!(
+                "{member_subject}: service account {ns}/{} already exists; pass --error-on-existing=false to reuse it",
+                names.service_account
+            )));
+        }
+    }
+    if let Grant::Types([]) = grant {
+        session.warn(format_args!(
+            "the hub has no FederatedTypeConfigs in {ns}: hubfed gets no object rights in {cluster}; enable types, then re-run join with --error-on-existing=false"
+        ))?;
+    }
+
+    // Member side.
+    let place = cluster.to_owned();
+    let namespaces: Api<Namespace> = Api::all(member.client.clone());
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(ns.clone()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    wait_namespace_not_terminating(session, &member, &namespaces, &ns).await?;
+    ops::create_if_missing(session, &place, &member, &namespaces, &namespace, dry_run).await?;
+    ops::apply(
+        session,
+        &place,
+        &member,
+        &accounts,
+        &service_account(&names),
+        dry_run,
+    )
+    .await?;
+    let secrets: Api<Secret> = Api::namespaced(member.client.clone(), &ns);
+    let token_secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(names.service_account.clone()),
+            namespace: Some(ns.clone()),
+            annotations: Some(BTreeMap::from([(
+                SERVICE_ACCOUNT_NAME_ANNOTATION.to_owned(),
+                names.service_account.clone(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        type_: Some(SERVICE_ACCOUNT_TOKEN_TYPE.to_owned()),
+        ..Secret::default()
+    };
+    ops::apply(session, &place, &member, &secrets, &token_secret, dry_run).await?;
+    let rbac = member_rbac(&names, scope, grant);
+    for (role, binding) in &rbac.cluster_roles {
+        let roles: Api<ClusterRole> = Api::all(member.client.clone());
+        let bindings: Api<ClusterRoleBinding> = Api::all(member.client.clone());
+        ops::apply(session, &place, &member, &roles, role, dry_run).await?;
+        ops::apply(session, &place, &member, &bindings, binding, dry_run).await?;
+    }
+    for (role, binding) in &rbac.roles {
+        let roles: Api<Role> = Api::namespaced(member.client.clone(), &ns);
+        let bindings: Api<RoleBinding> = Api::namespaced(member.client.clone(), &ns);
+        ops::apply(session, &place, &member, &roles, role, dry_run).await?;
+        ops::apply(session, &place, &member, &bindings, binding, dry_run).await?;
+    }
+    let (token, secret_ca) = if dry_run {
+        (Vec::new(), None)
+    } else {
+        wait_for_token(&member, &secrets, &names.service_account).await?
+    };
+
+    // Hub side.
+    let hub_place = host.name.clone();
+    let hub_namespaces: Api<Namespace> = Api::all(hub.client.clone());
+    ops::create_if_missing(
+        session,
+        &hub_place,
+        hub,
+        &hub_namespaces,
+        &namespace,
+        dry_run,
+    )
+    .await?;
+    let secret_name = existing_cluster
+        .as_ref()
+        .map(|c| c.spec.secret_ref.name.clone())
+        .filter(|name| !name.is_empty())
+        .or(args.secret_name.clone());
+    let hub_secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
+    let secret_name = write_hub_secret(
+        session,
+        &hub_place,
+        hub,
+        &hub_secrets,
+        cluster,
+        secret_name,
+        token,
+        dry_run,
+    )
+    .await?;
+    let ca_bundle = endpoint.ca_pem.clone().or(secret_ca);
+    let mut object = KubeFedCluster::new(
+        cluster,
+        KubeFedClusterSpec {
+            api_endpoint: endpoint.server.clone(),
+            ca_bundle: ca_bundle.map(ByteString),
+            secret_ref: LocalSecretReference { name: secret_name },
+            disabled_tls_validations: if endpoint.insecure_skip_tls_verify {
+                vec![TlsValidation::All]
+            } else {
+                Vec::new()
+            },
+            proxy_url: endpoint.proxy_url.clone().unwrap_or_default(),
+        },
+    );
+    object.metadata.namespace = Some(ns.clone());
+    ops::apply(session, &hub_place, hub, &hub_clusters, &object, dry_run).await?;
+
+    if dry_run {
+        session.say(format_args!(
+            "cluster {cluster:?} would be joined (dry run)"
+        ))?;
+        return Ok(EXIT_OK);
+    }
+    if args.wait.is_zero() {
+        session.say(format_args!(
+            "cluster {cluster:?} joined (not waiting for it to be Ready: --wait=0)"
+        ))?;
+        return Ok(EXIT_OK);
+    }
+    wait_until_ready(session, hub, &hub_clusters, cluster, args.wait).await
+}
+
+/// A namespace being deleted (e.g. by an unjoin a moment ago) accepts no new objects: wait
+/// until it is gone.
+async fn wait_namespace_not_terminating(
+    session: &mut Session<'_>,
+    member: &Target,
+    namespaces: &Api<Namespace>,
+    name: &str,
+) -> Result<()> {
+    let terminating = |ns: &Option<Namespace>| {
+        ns.as_ref()
+            .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some())
+    };
+    if !terminating(&namespaces.get_opt(name).await.map_err(|e| member.err(e))?) {
+        return Ok(());
+    }
+    session.note(format_args!(
+        "{}: namespace {name} is being deleted; waiting until it is gone",
+        member.subject
+    ))?;
+    let gone = ops::poll(NAMESPACE_WAIT, POLL, async || {
+        let current = namespaces.get_opt(name).await.map_err(|e| member.err(e))?;
+        Ok((!terminating(&current)).then_some(()))
+    })
+    .await?;
+    gone.ok_or_else(|| {
+        Error::Timeout(format!(
+            "{}: namespace {name} is still being deleted after {}s",
+            member.subject,
+            NAMESPACE_WAIT.as_secs()
+        ))
+    })
+}
+
+/// Waits for the token controller to fill the Secret; returns the token and `ca.crt`.
+async fn wait_for_token(
+    member: &Target,
+    secrets: &Api<Secret>,
+    name: &str,
+) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+    let filled = ops::poll(TOKEN_WAIT, POLL, async || {
+        let secret = secrets.get_opt(name).await.map_err(|e| member.err(e))?;
+        let data = secret.and_then(|s| s.data).unwrap_or_default();
+        Ok(data
+            .get(CLUSTER_SECRET_TOKEN_KEY)
+            .filter(|token| !token.0.is_empty())
+            .map(|token| (token.0.clone(), data.get("ca.crt").map(|ca| ca.0.clone()))))
+    })
+    .await?;
+    filled.ok_or_else(|| {
+        Error::Timeout(format!(
+            "{}: the token controller did not fill secret {name} within {}s; is kube-controller-manager running there?",
+            member.subject,
+            TOKEN_WAIT.as_secs()
+        ))
+    })
+}
+
+/// Creates or updates the hub Secret holding the member token; returns its name. Without a
+/// name, the API server generates one (`<cluster>-xxxxx`), as kubefedctl does.
+#[allow(clippy::too_many_arguments)]
+async fn write_hub_secret(
+    session: &mut Session<'_>,
+    place: &str,
+    hub: &Target,
+    secrets: &Api<Secret>,
+    cluster: &str,
+    name: Option<String>,
+    token: Vec<u8>,
+    dry_run: bool,
+) -> Result<String> {
+    let namespace = secrets_namespace(secrets);
+    let data = Some(BTreeMap::from([(
+        CLUSTER_SECRET_TOKEN_KEY.to_owned(),
+        ByteString(token),
+    )]));
+    if let Some(name) = name {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            data,
+            ..Secret::default()
+        };
+        ops::apply(session, place, hub, secrets, &secret, dry_run).await?;
+        return Ok(name);
+    }
+    let generate_name = format!("{cluster}-");
+    if dry_run {
+        let name = format!("{generate_name}xxxxx");
+        ops::report(
+            session,
+            place,
+            &format!("secret {namespace}/{name}"),
+            "created",
+            true,
+        )?;
+        return Ok(name);
+    }
+    let secret = Secret {
+        metadata: ObjectMeta {
+            generate_name: Some(generate_name),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        data,
+        ..Secret::default()
+    };
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let created = secrets
+        .create(&params, &secret)
+        .await
+        .map_err(|e| hub.err(e))?;
+    let name = created.metadata.name.unwrap_or_default();
+    ops::report(
+        session,
+        place,
+        &format!("secret {namespace}/{name}"),
+        "created",
+        false,
+    )?;
+    Ok(name)
+}
+
+fn secrets_namespace(secrets: &Api<Secret>) -> String {
+    secrets.namespace().unwrap_or_default().to_owned()
+}
+
+async fn wait_until_ready(
+    session: &mut Session<'_>,
+    hub: &Target,
+    clusters: &Api<KubeFedCluster>,
+    cluster: &str,
+    wait: Duration,
+) -> Result<i32> {
+    let mut last: Option<KubeFedCluster> = None;
+    let ready = ops::poll(wait, Duration::from_millis(500), async || {
+        let current = clusters.get_opt(cluster).await.map_err(|e| hub.err(e))?;
+        let ready = current.as_ref().is_some_and(KubeFedCluster::is_ready);
+        last.clone_from(&current);
+        Ok(current.filter(|_| ready))
+    })
+    .await?;
+    if let Some(ready) = ready {
+        let version = ready
+            .status
+            .and_then(|s| s.kubernetes_version)
+            .map(|v| format!(" (Kubernetes {v})"))
+            .unwrap_or_default();
+        session.say(format_args!(
+            "cluster {cluster:?} joined and Ready{version}"
+        ))?;
+        return Ok(EXIT_OK);
+    }
+    let why = not_ready_reason(last.as_ref());
+    session.say(format_args!("cluster {cluster:?} joined"))?;
+    session.warn(format_args!(
+        "cluster {cluster:?} is not Ready after {}s: {why}",
+        wait.as_secs()
+    ))?;
+    Ok(EXIT_NOT_READY)
+}
+
+/// Why a KubeFedCluster is not ready, from its conditions.
+pub fn not_ready_reason(cluster: Option<&KubeFedCluster>) -> String {
+    let conditions = cluster
+        .and_then(|c| c.status.as_ref())
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if conditions.is_empty() {
+        return "no health report yet; is hubfed-controller running against this hub?".to_owned();
+    }
+    let shown: Vec<String> = conditions
+        .iter()
+        .filter(|c| c.status == "True" || c.type_ == ClusterConditionType::Ready.as_str())
+        .map(|c| {
+            let message = c.message.as_deref().unwrap_or_default();
+            format!("{}={} {message}", c.type_, c.status)
+                .trim_end()
+                .to_owned()
+        })
+        .collect();
+    shown.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hubfed_api::kubefedcluster::{ClusterCondition, KubeFedClusterStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn dns_subdomains_are_checked() {
+        for good in ["member1", "a.b-c", "x"] {
+            assert!(check_dns_subdomain("n", good).is_ok(), "{good}");
+        }
+        for bad in ["", "Member1", "a_b", "-a", "a-", "a..b", "ctx:hub"] {
+            assert!(check_dns_subdomain("n", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn not_ready_reasons_name_the_condition() {
+        assert!(not_ready_reason(None).contains("is hubfed-controller running"));
+        let mut cluster = KubeFedCluster::new(
+            "m",
+            KubeFedClusterSpec {
+                api_endpoint: String::new(),
+                ca_bundle: None,
+                secret_ref: LocalSecretReference::default(),
+                disabled_tls_validations: Vec::new(),
+                proxy_url: String::new(),
+            },
+        );
+        cluster.status = Some(KubeFedClusterStatus {
+            conditions: vec![ClusterCondition {
+                type_: "Offline".into(),
+                status: "True".into(),
+                last_probe_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+                last_transition_time: None,
+                reason: Some("ClusterNotReachable".into()),
+                message: Some("cluster is not reachable: refused".into()),
+            }],
+            ..KubeFedClusterStatus::default()
+        });
+        assert_eq!(
+            not_ready_reason(Some(&cluster)),
+            "Offline=True cluster is not reachable: refused"
+        );
+    }
+}

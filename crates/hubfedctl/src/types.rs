@@ -1,0 +1,711 @@
+//! Federated types: finding a type by the names people use (discovery, reference §3
+//! `enable`), and `enable` / `disable`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hubfed_api::federatedcrd::{FederatedTypeDescription, federated_crd, target_has_replicas};
+use hubfed_api::federatedtypeconfig::{
+    ApiResource, ControllerStatus, FederatedTypeConfig, PropagationMode, ResourceScope,
+};
+use hubfed_api::kubefedcluster::KubeFedCluster;
+use hubfed_api::names::{CORE_GROUP, NAMESPACES_FTC_NAME, SCHEDULING_GROUP, TYPES_GROUP};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::cli::{DisableArgs, EnableArgs};
+use crate::error::{Error, Result};
+use crate::join::ensure_kubefed_installed;
+use crate::kubeconfig::Target;
+use crate::ops;
+use crate::session::Session;
+
+/// One API type as discovery describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiscoveredType {
+    pub resource: ApiResource,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub verbs: Vec<String>,
+    /// A `scale` subresource: for built-in types, an int32 `spec.replicas`.
+    pub has_scale: bool,
+}
+
+impl DiscoveredType {
+    fn matches(&self, wanted: &str) -> bool {
+        let r = &self.resource;
+        wanted == r.plural_name
+            || wanted == self.singular
+            || wanted == r.kind.to_lowercase()
+            || self.short_names.iter().any(|s| s == wanted)
+            || (!r.group.is_empty() && wanted == format!("{}.{}", r.plural_name, r.group))
+            || (!r.group.is_empty() && wanted == format!("{}.{}", r.kind.to_lowercase(), r.group))
+    }
+}
+
+/// The types of one discovery document (`/api/v1` or `/apis/<group>/<version>`).
+fn types_of_list(list: &APIResourceList) -> Vec<DiscoveredType> {
+    let (group, version) = match list.group_version.split_once('/') {
+        Some((group, version)) => (group.to_owned(), version.to_owned()),
+        None => (String::new(), list.group_version.clone()),
+    };
+    list.resources
+        .iter()
+        .filter(|r| !r.name.contains('/'))
+        .map(|r| DiscoveredType {
+            resource: ApiResource {
+                group: group.clone(),
+                version: version.clone(),
+                kind: r.kind.clone(),
+                plural_name: r.name.clone(),
+                scope: if r.namespaced {
+                    ResourceScope::Namespaced
+                } else {
+                    ResourceScope::Cluster
+                },
+            },
+            singular: if r.singular_name.is_empty() {
+                r.kind.to_lowercase()
+            } else {
+                r.singular_name.clone()
+            },
+            short_names: r.short_names.clone().unwrap_or_default(),
+            verbs: r.verbs.clone(),
+            has_scale: list
+                .resources
+                .iter()
+                .any(|s| s.name == format!("{}/scale", r.name)),
+        })
+        .collect()
+}
+
+/// Every type the cluster serves, in `version` where the group serves it, else in the
+/// group's preferred version. Groups whose discovery fails (an aggregated API that is down)
+/// are skipped.
+pub async fn discover(target: &Target, version: Option<&str>) -> Result<Vec<DiscoveredType>> {
+    let client = &target.client;
+    let mut types = Vec::new();
+    let core = client
+        .list_core_api_resources("v1")
+        .await
+        .map_err(|e| target.err(e))?;
+    types.extend(types_of_list(&core));
+    let groups = client.list_api_groups().await.map_err(|e| target.err(e))?;
+    for group in groups.groups {
+        let chosen = version
+            .and_then(|v| group.versions.iter().find(|gv| gv.version == v))
+            .or(group.preferred_version.as_ref())
+            .or(group.versions.first());
+        let Some(chosen) = chosen else { continue };
+        if let Ok(list) = client.list_api_group_resources(&chosen.group_version).await {
+            types.extend(types_of_list(&list));
+        }
+    }
+    Ok(types)
+}
+
+/// Finds `name` among `types` (plural, singular, kind, short name, `plural.group` or
+/// `kind.group`, case-insensitive). Several groups matching: the core group wins, else it
+/// is ambiguous.
+pub fn find_type<'a>(name: &str, types: &'a [DiscoveredType]) -> Result<&'a DiscoveredType> {
+    let wanted = name.to_lowercase();
+    let matches: Vec<&DiscoveredType> = types.iter().filter(|t| t.matches(&wanted)).collect();
+    match matches.as_slice() {
+        [] => Err(Error::UnknownType {
+            name: name.to_owned(),
+            reason: "the hub cluster serves no such resource".to_owned(),
+        }),
+        [one] => Ok(one),
+        several => {
+            let mut core = several.iter().filter(|t| t.resource.group.is_empty());
+            if let (Some(first), None) = (core.next(), core.next()) {
+                return Ok(first);
+            }
+            let mut names: Vec<String> = several
+                .iter()
+                .map(|t| t.resource.group_qualified_name())
+                .collect();
+            names.sort();
+            names.dedup();
+            Err(Error::UnknownType {
+                name: name.to_owned(),
+                reason: format!(
+                    "it is ambiguous ({}); give it as plural.group",
+                    names.join(", ")
+                ),
+            })
+        }
+    }
+}
+
+/// Finds the FederatedTypeConfig `name` refers to: its own name, the target's plural, kind or
+/// `plural.group`, or the federated type's kind or plural.
+pub fn find_ftc<'a>(
+    name: &str,
+    ftcs: &'a [FederatedTypeConfig],
+) -> Option<&'a FederatedTypeConfig> {
+    let wanted = name.to_lowercase();
+    let matches = |ftc: &&FederatedTypeConfig| {
+        let target = &ftc.spec.target_type;
+        let federated = &ftc.spec.federated_type;
+        ftc.metadata.name.as_deref() == Some(wanted.as_str())
+            || wanted == target.plural_name
+            || wanted == target.kind.to_lowercase()
+            || wanted == target.group_qualified_name()
+            || wanted == federated.kind.to_lowercase()
+            || wanted == federated.plural_name
+            || wanted == federated.group_qualified_name()
+    };
+    let found: Vec<&FederatedTypeConfig> = ftcs.iter().filter(matches).collect();
+    match found.as_slice() {
+        [one] => Some(one),
+        several => several
+            .iter()
+            .find(|f| f.spec.target_type.group.is_empty())
+            .copied(),
+    }
+}
+
+/// The FTCs of the hub, defaulted.
+pub async fn list_ftcs(hub: &Target, namespace: &str) -> Result<Vec<FederatedTypeConfig>> {
+    ensure_kubefed_installed(hub, namespace).await?;
+    let api: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| hub.err(e))?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|mut ftc| {
+            ftc.set_defaults();
+            ftc
+        })
+        .collect())
+}
+
+/// The enabled federated type `name` refers to. Names only discovery knows (singular, short
+/// names) are looked up there; a type that exists but is not federated is an error saying
+/// how to enable it.
+pub async fn resolve_enabled(
+    hub: &Target,
+    namespace: &str,
+    name: &str,
+) -> Result<FederatedTypeConfig> {
+    let ftcs = list_ftcs(hub, namespace).await?;
+    if let Some(ftc) = find_ftc(name, &ftcs) {
+        return Ok(ftc.clone());
+    }
+    let types = discover(hub, None).await?;
+    let found = find_type(name, &types)?;
+    let qualified = found.resource.group_qualified_name();
+    ftcs.iter()
+        .find(|f| f.metadata.name.as_deref() == Some(qualified.as_str()))
+        .cloned()
+        .ok_or_else(|| {
+            Error::Refused(format!(
+                "type {qualified:?} is not enabled for federation; run: hubfedctl enable {qualified}"
+            ))
+        })
+}
+
+/// KubeFed's `EnableTypeDirective` file (`enable -f`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EnableTypeDirective {
+    kind: String,
+    metadata: DirectiveMetadata,
+    #[serde(default)]
+    spec: DirectiveSpec,
+}
+
+#[derive(Deserialize)]
+struct DirectiveMetadata {
+    name: String,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DirectiveSpec {
+    target_version: Option<String>,
+    federated_group: Option<String>,
+    federated_version: Option<String>,
+}
+
+/// What to enable: the type name, target version, federated group and version.
+struct EnableRequest {
+    name: String,
+    version: Option<String>,
+    federated_group: String,
+    federated_version: String,
+}
+
+fn read_directive(path: &Path, args: &EnableArgs) -> Result<EnableRequest> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::ReadFile {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let directive: EnableTypeDirective =
+        serde_yaml_ng::from_str(&text).map_err(|e| Error::ReadFile {
+            path: path.to_owned(),
+            reason: format!("not an EnableTypeDirective: {e}"),
+        })?;
+    if directive.kind != "EnableTypeDirective" {
+        return Err(Error::ReadFile {
+            path: path.to_owned(),
+            reason: format!("kind is {:?}, want EnableTypeDirective", directive.kind),
+        });
+    }
+    Ok(EnableRequest {
+        name: directive.metadata.name,
+        version: directive.spec.target_version.or(args.version.clone()),
+        federated_group: directive
+            .spec
+            .federated_group
+            .unwrap_or_else(|| args.federated_group.clone()),
+        federated_version: directive
+            .spec
+            .federated_version
+            .unwrap_or_else(|| args.federated_version.clone()),
+    })
+}
+
+/// The target's structural schema, for CRD targets: the served version's
+/// `openAPIV3Schema`. Built-in types have none here (their OpenAPI uses `$ref`s).
+async fn target_schema(hub: &Target, target: &ApiResource) -> Result<Option<Value>> {
+    if target.group.is_empty() || !target.group.contains('.') {
+        return Ok(None);
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
+    let Some(crd) = crds
+        .get_opt(&target.group_qualified_name())
+        .await
+        .map_err(|e| hub.err(e))?
+    else {
+        return Ok(None);
+    };
+    let version = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.name == target.version)
+        .or(crd.spec.versions.first());
+    version
+        .and_then(|v| v.schema.as_ref())
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .map(|schema| {
+            serde_json::to_value(schema).map_err(|e| {
+                Error::Refused(format!("cannot read the schema of {}: {e}", target.kind))
+            })
+        })
+        .transpose()
+}
+
+pub async fn enable(session: &mut Session<'_>, args: EnableArgs) -> Result<()> {
+    let request = match (&args.filename, &args.type_name) {
+        (Some(path), _) => read_directive(path, &args)?,
+        (None, Some(name)) => EnableRequest {
+            name: name.clone(),
+            version: args.version.clone(),
+            federated_group: args.federated_group.clone(),
+            federated_version: args.federated_version.clone(),
+        },
+        (None, None) => return Err(Error::Usage("give TYPE or -f FILE".to_owned())),
+    };
+    let ns = session.kubefed_namespace().to_owned();
+    let hub = session.hub().await?;
+    enable_type(
+        session,
+        &hub,
+        &ns,
+        &request_from(&request),
+        args.output,
+        args.dry_run,
+    )
+    .await?;
+    Ok(())
+}
+
+/// The parameters of one `enable`, shared with `federate --enable-type`.
+pub struct EnableType<'a> {
+    pub name: &'a str,
+    pub version: Option<&'a str>,
+    pub federated_group: &'a str,
+    pub federated_version: &'a str,
+}
+
+fn request_from(request: &EnableRequest) -> EnableType<'_> {
+    EnableType {
+        name: &request.name,
+        version: request.version.as_deref(),
+        federated_group: &request.federated_group,
+        federated_version: &request.federated_version,
+    }
+}
+
+/// Builds the FTC and CRD for `request`; prints them (`output`) or writes them, waiting until
+/// the CRD is served. Returns the FTC.
+pub async fn enable_type(
+    session: &mut Session<'_>,
+    hub: &Target,
+    ns: &str,
+    request: &EnableType<'_>,
+    output: Option<crate::cli::OutputFormat>,
+    dry_run: bool,
+) -> Result<FederatedTypeConfig> {
+    let types = discover(hub, request.version).await?;
+    let found = find_type(request.name, &types)?.clone();
+    let target = found.resource.clone();
+    if let Some(version) = request.version
+        && target.version != version
+    {
+        return Err(Error::UnknownType {
+            name: request.name.to_owned(),
+            reason: format!(
+                "{} is not served in version {version}",
+                target.group_qualified_name()
+            ),
+        });
+    }
+    let internal = [
+        CORE_GROUP,
+        SCHEDULING_GROUP,
+        TYPES_GROUP,
+        request.federated_group,
+    ];
+    if internal.contains(&target.group.as_str()) {
+        return Err(Error::Refused(format!(
+            "{} belongs to the federation control plane and cannot itself be federated",
+            target.group_qualified_name()
+        )));
+    }
+    let missing: Vec<&str> = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ]
+    .into_iter()
+    .filter(|verb| !found.verbs.iter().any(|v| v == verb))
+    .collect();
+    if !missing.is_empty() {
+        return Err(Error::Refused(format!(
+            "{} cannot be federated: the API does not support {}",
+            target.group_qualified_name(),
+            missing.join(", ")
+        )));
+    }
+
+    let schema = target_schema(hub, &target).await?;
+    let retain_replicas = match &schema {
+        Some(schema) => target_has_replicas(schema),
+        None => found.has_scale,
+    };
+    let ftc = FederatedTypeConfig::for_target_in_group(
+        target.clone(),
+        ns,
+        request.federated_group,
+        request.federated_version,
+    );
+    let short_names: Vec<&str> = found.short_names.iter().map(String::as_str).collect();
+    let description = FederatedTypeDescription::for_ftc(&ftc, &short_names, retain_replicas);
+    let crd = federated_crd(&description, schema)
+        .map_err(|e| Error::Refused(format!("cannot build the federated CRD: {e}")))?;
+
+    if let Some(format) = output {
+        let text = ops::render(&[ops::to_value(&crd)?, ops::to_value(&ftc)?], format)?;
+        session.print(&text)?;
+        return Ok(ftc);
+    }
+
+    let ftc_name = target.group_qualified_name();
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), ns);
+    ensure_kubefed_installed(hub, ns).await?;
+    let existing = ftcs.get_opt(&ftc_name).await.map_err(|e| hub.err(e))?;
+    let newly_enabled = existing.is_none();
+    if let Some(mut existing) = existing {
+        existing.set_defaults();
+        if existing.spec.federated_type != ftc.spec.federated_type {
+            return Err(Error::Refused(format!(
+                "{ftc_name} is already federated as {}/{} {}; disable it first to change the federated type",
+                existing.spec.federated_type.group,
+                existing.spec.federated_type.version,
+                existing.spec.federated_type.kind
+            )));
+        }
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
+    let place = "hub";
+    ops::apply(session, place, hub, &crds, &crd, dry_run).await?;
+    if !dry_run {
+        wait_established(hub, &crds, crd.metadata.name.as_deref().unwrap_or_default()).await?;
+    }
+    ops::apply(session, place, hub, &ftcs, &ftc, dry_run).await?;
+
+    if !newly_enabled {
+        return Ok(ftc);
+    }
+    if target.scope == ResourceScope::Namespaced
+        && ftcs
+            .get_opt(NAMESPACES_FTC_NAME)
+            .await
+            .map_err(|e| hub.err(e))?
+            .is_none()
+    {
+        session.note(format_args!(
+            "namespaced types propagate only into federated namespaces: also run hubfedctl enable namespaces"
+        ))?;
+    }
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), ns);
+    let joined: Vec<String> = clusters
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(|e| hub.err(e))?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    if !joined.is_empty() {
+        session.note(format_args!(
+            "clusters joined with least privilege need rights on {ftc_name}: re-run hubfedctl join CLUSTER --error-on-existing=false for {}",
+            joined.join(", ")
+        ))?;
+    }
+    Ok(ftc)
+}
+
+async fn wait_established(
+    hub: &Target,
+    crds: &Api<CustomResourceDefinition>,
+    name: &str,
+) -> Result<()> {
+    let timeout = Duration::from_secs(30);
+    let established = ops::poll(timeout, Duration::from_millis(250), async || {
+        let crd = crds.get_opt(name).await.map_err(|e| hub.err(e))?;
+        let ok = crd
+            .and_then(|c| c.status)
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        Ok(ok.then_some(()))
+    })
+    .await?;
+    established.ok_or_else(|| {
+        Error::Timeout(format!(
+            "{}: CRD {name} was not Established within {}s",
+            hub.subject,
+            timeout.as_secs()
+        ))
+    })
+}
+
+pub async fn disable(session: &mut Session<'_>, args: DisableArgs) -> Result<()> {
+    let ns = session.kubefed_namespace().to_owned();
+    let hub = session.hub().await?;
+    let ftc = resolve_enabled(&hub, &ns, &args.type_name).await?;
+    let name = ftc.metadata.name.clone().unwrap_or_default();
+    let federated = ftc.spec.federated_type.clone();
+    let crd_name = federated.group_qualified_name();
+    let dry_run = args.dry_run;
+    let place = "hub";
+
+    if args.delete_crd {
+        let objects: Api<DynamicObject> =
+            Api::all_with(hub.client.clone(), &federated.to_dynamic());
+        match objects.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(list) if !list.items.is_empty() => {
+                let example = &list.items[0].metadata;
+                let example = match &example.namespace {
+                    Some(ns) => format!("{ns}/{}", example.name.clone().unwrap_or_default()),
+                    None => example.name.clone().unwrap_or_default(),
+                };
+                return Err(Error::Refused(format!(
+                    "cannot delete CRD {crd_name}: {} objects exist (e.g. {example}); delete them first, or disable without --delete-crd",
+                    federated.kind
+                )));
+            }
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => return Err(hub.err(e)),
+        }
+    }
+
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), &ns);
+    if ftc.spec.propagation != PropagationMode::Disabled {
+        if !dry_run {
+            let patch = serde_json::json!({"spec": {"propagation": PropagationMode::Disabled}});
+            ftcs.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| hub.err(e))?;
+        }
+        ops::report(
+            session,
+            place,
+            &format!("federatedtypeconfig {ns}/{name}"),
+            "propagation disabled",
+            dry_run,
+        )?;
+    }
+    if !dry_run {
+        let stopped = ops::poll(args.wait, Duration::from_millis(250), async || {
+            let current = ftcs.get_opt(&name).await.map_err(|e| hub.err(e))?;
+            Ok(match current {
+                None => Some(()),
+                Some(current) => current
+                    .status
+                    .as_ref()
+                    .filter(|s| {
+                        s.propagation_controller == ControllerStatus::NotRunning
+                            && Some(s.observed_generation) >= current.metadata.generation
+                    })
+                    .map(|_| ()),
+            })
+        })
+        .await?;
+        if stopped.is_none() {
+            return Err(Error::Timeout(format!(
+                "propagation of {name} is disabled, but the controller did not confirm it stopped within {}s (is hubfed-controller running?); nothing was deleted",
+                args.wait.as_secs()
+            )));
+        }
+    }
+    if args.delete_crd {
+        let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
+        ops::delete(session, place, &hub, &crds, &crd_name, dry_run).await?;
+    }
+    ops::delete(session, place, &hub, &ftcs, &name, dry_run).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
+
+    fn api_resource(name: &str, kind: &str, singular: &str, short: &[&str]) -> APIResource {
+        APIResource {
+            name: name.into(),
+            kind: kind.into(),
+            singular_name: singular.into(),
+            namespaced: true,
+            short_names: Some(short.iter().map(|s| (*s).to_owned()).collect()),
+            verbs: vec!["get".into(), "list".into()],
+            ..APIResource::default()
+        }
+    }
+
+    fn discovered() -> Vec<DiscoveredType> {
+        let core = APIResourceList {
+            group_version: "v1".into(),
+            resources: vec![
+                api_resource("configmaps", "ConfigMap", "configmap", &["cm"]),
+                api_resource("events", "Event", "event", &["ev"]),
+                api_resource("pods/log", "Pod", "", &[]),
+            ],
+        };
+        let apps = APIResourceList {
+            group_version: "apps/v1".into(),
+            resources: vec![
+                api_resource("deployments", "Deployment", "deployment", &["deploy"]),
+                api_resource("deployments/scale", "Scale", "", &[]),
+            ],
+        };
+        let events = APIResourceList {
+            group_version: "events.k8s.io/v1".into(),
+            resources: vec![api_resource("events", "Event", "event", &["ev"])],
+        };
+        let widgets = APIResourceList {
+            group_version: "example.io/v1".into(),
+            resources: vec![api_resource("widgets", "Widget", "widget", &[])],
+        };
+        let other_widgets = APIResourceList {
+            group_version: "other.io/v1".into(),
+            resources: vec![api_resource("widgets", "Widget", "widget", &[])],
+        };
+        [core, apps, events, widgets, other_widgets]
+            .iter()
+            .flat_map(types_of_list)
+            .collect()
+    }
+
+    #[test]
+    fn discovery_lists_become_types_without_subresources() {
+        let types = discovered();
+        assert!(types.iter().all(|t| !t.resource.plural_name.contains('/')));
+        let deployments = types
+            .iter()
+            .find(|t| t.resource.plural_name == "deployments")
+            .unwrap();
+        assert_eq!(deployments.resource.group, "apps");
+        assert_eq!(deployments.resource.version, "v1");
+        assert!(deployments.has_scale);
+    }
+
+    #[test]
+    fn types_are_found_by_every_name_people_use() {
+        let types = discovered();
+        for name in [
+            "deployments",
+            "deployment",
+            "Deployment",
+            "deploy",
+            "deployments.apps",
+        ] {
+            assert_eq!(
+                find_type(name, &types)
+                    .unwrap()
+                    .resource
+                    .group_qualified_name(),
+                "deployments.apps",
+                "{name}"
+            );
+        }
+        assert_eq!(
+            find_type("cm", &types).unwrap().resource.plural_name,
+            "configmaps"
+        );
+        // The core group wins over events.k8s.io.
+        assert_eq!(find_type("events", &types).unwrap().resource.group, "");
+        assert_eq!(
+            find_type("events.events.k8s.io", &types)
+                .unwrap()
+                .resource
+                .group,
+            "events.k8s.io"
+        );
+    }
+
+    #[test]
+    fn unknown_and_ambiguous_types_are_errors() {
+        let types = discovered();
+        let unknown = find_type("gizmos", &types).unwrap_err().to_string();
+        assert_eq!(
+            unknown,
+            "unknown type \"gizmos\": the hub cluster serves no such resource"
+        );
+        let ambiguous = find_type("widget", &types).unwrap_err().to_string();
+        assert!(
+            ambiguous.contains("ambiguous (widgets.example.io, widgets.other.io)"),
+            "{ambiguous}"
+        );
+        assert!(find_type("widgets.other.io", &types).is_ok());
+    }
+
+    #[test]
+    fn ftcs_are_found_by_target_or_federated_names() {
+        let ftcs = hubfed_api::defaulttypes::default_federated_type_configs("ns");
+        for (name, expected) in [
+            ("configmaps", "configmaps"),
+            ("ConfigMap", "configmaps"),
+            ("FederatedConfigMap", "configmaps"),
+            ("federatedconfigmaps", "configmaps"),
+            ("deployments.apps", "deployments.apps"),
+            ("federateddeployments.types.kubefed.io", "deployments.apps"),
+            ("namespaces", "namespaces"),
+        ] {
+            let found = find_ftc(name, &ftcs).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(found.metadata.name.as_deref(), Some(expected), "{name}");
+        }
+        assert!(find_ftc("statefulsets", &ftcs).is_none());
+    }
+}

@@ -1,0 +1,355 @@
+//! `unjoin CLUSTER`: the reverse of join. The hub forgets the cluster first (KubeFedCluster,
+//! then its Secret), so the controller stops writing there; then the member loses hubfed's
+//! rights (bindings first, which cuts off any write still in flight), optionally every object
+//! hubfed propagated (`--remove-managed-resources`), and the rest of the join artifacts.
+//! The kubefed namespace is kept when the member is the hub itself.
+
+use std::time::Duration;
+
+use hubfed_api::federatedtypeconfig::{ApiResource, ResourceScope};
+use hubfed_api::kubefedcluster::KubeFedCluster;
+use hubfed_api::names::MANAGED_LABEL;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+
+use crate::cli::UnjoinArgs;
+use crate::error::{Error, Result};
+use crate::join::{federated_targets, host_cluster};
+use crate::kubeconfig::Target;
+use crate::ops;
+use crate::rbac::JoinNames;
+use crate::session::Session;
+
+pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
+    let cluster = args.cluster.as_str();
+    let member_context = args
+        .cluster_context
+        .clone()
+        .unwrap_or_else(|| cluster.to_owned());
+    let ns = session.kubefed_namespace().to_owned();
+    let dry_run = args.dry_run;
+    let host = host_cluster(session, args.host_cluster_name.as_deref()).await?;
+    let hub = &host.target;
+    let names = JoinNames::new(&ns, cluster, &host.name);
+
+    let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
+    let registered = match hub_clusters.get_opt(cluster).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(status)) if status.code == 404 => None,
+        Err(e) => return Err(hub.err(e)),
+    };
+    if registered.is_none() && !args.force {
+        return Err(Error::NotFound(format!(
+            "cluster {cluster:?} is not joined: no KubeFedCluster {ns}/{cluster} in the hub (pass --force to clean up the member anyway)"
+        )));
+    }
+
+    // Everything that can fail on the member side without --force is checked before the hub
+    // is changed.
+    let member = match reach_member(session, cluster, &member_context).await {
+        Ok(member) => Some(member),
+        Err(e) if args.force => {
+            session.warn(format_args!("{e}; cleaning up the hub only (--force)"))?;
+            None
+        }
+        Err(e) => {
+            return Err(if e.is_unreachable() {
+                Error::Refused(format!(
+                    "{e} (pass --force to remove it from the hub anyway)"
+                ))
+            } else {
+                e
+            });
+        }
+    };
+    let member_is_hub = match &member {
+        Some(member) => same_cluster(hub, member).await?,
+        None => false,
+    };
+    let targets = if args.remove_managed_resources && member.is_some() {
+        federated_targets(hub, &ns).await?
+    } else {
+        Vec::new()
+    };
+
+    // Hub side.
+    let hub_place = host.name.clone();
+    if let Some(registered) = &registered {
+        ops::delete(session, &hub_place, hub, &hub_clusters, cluster, dry_run).await?;
+        let secret = registered.spec.secret_ref.name.as_str();
+        if !secret.is_empty() {
+            let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
+            ops::delete(session, &hub_place, hub, &secrets, secret, dry_run).await?;
+        }
+    }
+
+    let Some(member) = member else {
+        session.say(format_args!(
+            "cluster {cluster:?} unjoined from the hub; its own objects were not cleaned up"
+        ))?;
+        return Ok(());
+    };
+    match clean_member(
+        session,
+        &member,
+        cluster,
+        &names,
+        member_is_hub,
+        &targets,
+        &args,
+    )
+    .await
+    {
+        Ok(()) => {}
+        Err(e) if args.force => {
+            session.warn(format_args!("cleaning up {cluster} failed: {e} (--force)"))?;
+        }
+        Err(e) => return Err(e),
+    }
+    let suffix = if dry_run { " (dry run)" } else { "" };
+    session.say(format_args!("cluster {cluster:?} unjoined{suffix}"))
+}
+
+/// A member client that has answered a request.
+async fn reach_member(session: &mut Session<'_>, cluster: &str, context: &str) -> Result<Target> {
+    let member = session.member(cluster, context).await?;
+    member
+        .client
+        .apiserver_version()
+        .await
+        .map_err(|e| member.err(e))?;
+    Ok(member)
+}
+
+/// Whether two clients reach the same cluster: same UID of `kube-system`.
+async fn same_cluster(a: &Target, b: &Target) -> Result<bool> {
+    let uid = async |target: &Target| -> Result<Option<String>> {
+        let namespaces: Api<Namespace> = Api::all(target.client.clone());
+        Ok(namespaces
+            .get_metadata_opt("kube-system")
+            .await
+            .map_err(|e| target.err(e))?
+            .and_then(|m| m.metadata.uid))
+    };
+    let (a, b) = (uid(a).await?, uid(b).await?);
+    Ok(a.is_some() && a == b)
+}
+
+async fn clean_member(
+    session: &mut Session<'_>,
+    member: &Target,
+    cluster: &str,
+    names: &JoinNames,
+    member_is_hub: bool,
+    targets: &[ApiResource],
+    args: &UnjoinArgs,
+) -> Result<()> {
+    let dry_run = args.dry_run;
+    let place = cluster.to_owned();
+    let ns = names.namespace.as_str();
+    let cluster_roles: Api<ClusterRole> = Api::all(member.client.clone());
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(member.client.clone());
+    let roles: Api<Role> = Api::namespaced(member.client.clone(), ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(member.client.clone(), ns);
+    let role_names = [names.role(), names.health_role()];
+
+    // Bindings first: hubfed's access ends here.
+    for name in &role_names {
+        ops::delete(session, &place, member, &cluster_bindings, name, dry_run).await?;
+    }
+    ops::delete(session, &place, member, &bindings, &names.role(), dry_run).await?;
+
+    if args.remove_managed_resources {
+        remove_managed(session, member, &place, member_is_hub, targets, args).await?;
+    }
+
+    for name in &role_names {
+        ops::delete(session, &place, member, &cluster_roles, name, dry_run).await?;
+    }
+    ops::delete(session, &place, member, &roles, &names.role(), dry_run).await?;
+    let secrets: Api<Secret> = Api::namespaced(member.client.clone(), ns);
+    ops::delete(
+        session,
+        &place,
+        member,
+        &secrets,
+        &names.service_account,
+        dry_run,
+    )
+    .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), ns);
+    ops::delete(
+        session,
+        &place,
+        member,
+        &accounts,
+        &names.service_account,
+        dry_run,
+    )
+    .await?;
+    if member_is_hub {
+        session.note(format_args!(
+            "{cluster} is the hub itself: namespace {ns} is kept"
+        ))?;
+    } else {
+        let namespaces: Api<Namespace> = Api::all(member.client.clone());
+        ops::delete(session, &place, member, &namespaces, ns, dry_run).await?;
+    }
+    Ok(())
+}
+
+/// Order of removal: namespaced types, then cluster-scoped ones, namespaces last (deleting
+/// a namespace deletes its content anyway; doing it last keeps the report accurate).
+fn removal_order(targets: &[ApiResource]) -> Vec<&ApiResource> {
+    let is_namespace = |t: &ApiResource| t.group.is_empty() && t.plural_name == "namespaces";
+    let mut ordered: Vec<&ApiResource> = targets.iter().collect();
+    ordered.sort_by_key(|t| {
+        (
+            is_namespace(t),
+            t.scope == ResourceScope::Cluster,
+            t.group_qualified_name(),
+        )
+    });
+    ordered
+}
+
+/// Deletes every object labelled `kubefed.io/managed=true` of the federated types, then waits
+/// until they are gone. In the hub joined as a member, objects only lose the label: the hub's
+/// namespaces hold the federated objects themselves, and its objects are usually the very
+/// ones that were federated (adopted, not created, by propagation).
+async fn remove_managed(
+    session: &mut Session<'_>,
+    member: &Target,
+    place: &str,
+    member_is_hub: bool,
+    targets: &[ApiResource],
+    args: &UnjoinArgs,
+) -> Result<()> {
+    let selector = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
+    let mut waiting: Vec<(Api<DynamicObject>, String)> = Vec::new();
+    for target in removal_order(targets) {
+        let api: Api<DynamicObject> = Api::all_with(member.client.clone(), &target.to_dynamic());
+        let objects = match api.list_metadata(&selector).await {
+            Ok(list) => list.items,
+            // The type is not served there: nothing of it can have been propagated.
+            Err(kube::Error::Api(status)) if status.code == 404 => continue,
+            Err(e) => return Err(member.err(e)),
+        };
+        if objects.is_empty() {
+            continue;
+        }
+        let unlabel_only = member_is_hub;
+        for object in &objects {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let namespace = object.metadata.namespace.clone();
+            let scoped: Api<DynamicObject> = match &namespace {
+                Some(ns) => Api::namespaced_with(member.client.clone(), ns, &target.to_dynamic()),
+                None => Api::all_with(member.client.clone(), &target.to_dynamic()),
+            };
+            if args.dry_run {
+                continue;
+            }
+            let result = if unlabel_only {
+                let patch = serde_json::json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
+                scoped
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+            } else {
+                scoped
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                    .map(|_| ())
+            };
+            match result {
+                Ok(()) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(member.err(e)),
+            }
+        }
+        let action = if unlabel_only {
+            "unlabelled (kept: they are the hub's own)"
+        } else {
+            "deleted"
+        };
+        ops::report(
+            session,
+            place,
+            &format!(
+                "{} managed {}",
+                objects.len(),
+                target.group_qualified_name()
+            ),
+            action,
+            args.dry_run,
+        )?;
+        if !unlabel_only {
+            waiting.push((api, target.group_qualified_name()));
+        }
+    }
+    if args.dry_run || waiting.is_empty() {
+        return Ok(());
+    }
+    let gone = ops::poll(args.wait, Duration::from_millis(500), async || {
+        for (api, _) in &waiting {
+            match api.list_metadata(&selector.clone().limit(1)).await {
+                Ok(list) if !list.items.is_empty() => return Ok(None),
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(member.err(e)),
+            }
+        }
+        Ok(Some(()))
+    })
+    .await?;
+    if gone.is_none() {
+        session.warn(format_args!(
+            "some managed objects in {place} are still being deleted after {}s (finalizers?)",
+            args.wait.as_secs()
+        ))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(group: &str, plural: &str, scope: ResourceScope) -> ApiResource {
+        ApiResource {
+            group: group.into(),
+            version: "v1".into(),
+            kind: String::new(),
+            plural_name: plural.into(),
+            scope,
+        }
+    }
+
+    #[test]
+    fn namespaces_are_removed_last() {
+        let targets = [
+            resource("", "namespaces", ResourceScope::Cluster),
+            resource(
+                "rbac.authorization.k8s.io",
+                "clusterroles",
+                ResourceScope::Cluster,
+            ),
+            resource("apps", "deployments", ResourceScope::Namespaced),
+            resource("", "configmaps", ResourceScope::Namespaced),
+        ];
+        let order: Vec<String> = removal_order(&targets)
+            .iter()
+            .map(|t| t.group_qualified_name())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "configmaps",
+                "deployments.apps",
+                "clusterroles.rbac.authorization.k8s.io",
+                "namespaces"
+            ]
+        );
+    }
+}

@@ -1,0 +1,337 @@
+//! A member outage: both members joined with `hubfedctl join` (least privilege), one member's
+//! API server frozen (SIGSTOP). Its KubeFedCluster goes `Offline` after the configured
+//! failure threshold, objects placed there report `ClusterNotReady` while the other member
+//! keeps converging; once it answers again it is `Ready` and catches up.
+//!
+//! Its own clusters and controller: freezing a member would disturb every other test, and the
+//! KubeFedConfig's health settings must be in place before the controller starts.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, ensure};
+use hubfed_api::defaulttypes::{default_federated_crds, default_federated_type_configs};
+use hubfed_api::federatedtypeconfig::{FederatedTypeConfig, ResourceScope};
+use hubfed_api::kubefedcluster::{ClusterConditionType, KubeFedCluster};
+use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfig, KubeFedConfigSpec};
+use hubfed_api::names::KUBEFED_CONFIG_NAME;
+use hubfed_api::render::core_crds;
+use hubfed_e2e::{
+    KUBEFED_NAMESPACE, TIMEOUT, Wait, apply, cluster_status, dynamic_api, federated,
+    federated_object, get_value, install_crds, member_mismatch, modify, propagated_ok,
+    propagation_condition, report, show, target, wait_for,
+};
+use hubfed_testenv::{Cluster, TestEnv, TestEnvConfig};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// Probe every second, fail after 2 missed probes of 1s: Offline within a few seconds.
+fn health_check() -> ClusterHealthCheckConfig {
+    ClusterHealthCheckConfig {
+        period: Some("1s".to_owned()),
+        failure_threshold: Some(2),
+        success_threshold: Some(1),
+        timeout: Some("1s".to_owned()),
+    }
+}
+
+async fn hub_client(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let options = KubeConfigOptions {
+        context: Some("hub".to_owned()),
+        ..Default::default()
+    };
+    let config =
+        kube::Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &options).await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn namespace_object(name: &str) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    }
+}
+
+/// CRDs, the control-plane namespace, the KubeFedConfig with fast health checks, the default
+/// FTCs; then the controller on its own thread for the rest of the test binary.
+fn start_controller(env: &TestEnv) -> anyhow::Result<()> {
+    let kubeconfig = env.kubeconfig_path().to_owned();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    std::thread::Builder::new()
+        .name("hubfed-controller".to_owned())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            runtime.block_on(async {
+                let hub = match bootstrap(&kubeconfig).await {
+                    Ok(hub) => hub,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("set-up failed: {e:#}")));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                let outcome = hubfed_controller::run(
+                    hub,
+                    hubfed_controller::ControllerConfig::default(),
+                    CancellationToken::new(),
+                )
+                .await;
+                report(format_args!(
+                    "the outage test's controller stopped: {outcome:?}"
+                ));
+            });
+        })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => anyhow::bail!(e),
+        Err(_) => anyhow::bail!("the controller thread ended during set-up"),
+    }
+}
+
+async fn bootstrap(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let hub = hub_client(kubeconfig).await?;
+    let mut crds = core_crds();
+    crds.extend(default_federated_crds()?);
+    install_crds(&hub, &crds).await?;
+    apply(
+        &Api::<Namespace>::all(hub.clone()),
+        &namespace_object(KUBEFED_NAMESPACE),
+    )
+    .await?;
+    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
+    spec.cluster_health_check = Some(health_check());
+    let mut config = KubeFedConfig::new(KUBEFED_CONFIG_NAME, spec);
+    config.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
+    apply(&Api::namespaced(hub.clone(), KUBEFED_NAMESPACE), &config).await?;
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    for ftc in default_federated_type_configs(KUBEFED_NAMESPACE) {
+        apply(&ftcs, &ftc).await?;
+    }
+    Ok(hub)
+}
+
+/// Resumes a frozen API server when dropped, so a failing test never leaves it stopped.
+struct Frozen<'a>(&'a Cluster);
+
+impl Drop for Frozen<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.resume();
+    }
+}
+
+async fn hubfedctl(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut full = vec![
+        "hubfedctl".to_owned(),
+        "--kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        "--host-cluster-context".to_owned(),
+        "hub".to_owned(),
+    ];
+    full.extend(args.iter().map(|a| (*a).to_owned()));
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = hubfedctl::run_async(full, &mut stdout, &mut stderr).await;
+    (
+        code,
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+/// The KubeFedCluster's conditions as `type=status` pairs.
+fn conditions(cluster: &KubeFedCluster) -> Vec<String> {
+    cluster
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .map(|c| format!("{}={}", c.type_, c.status))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_member_outage_marks_only_that_member_and_heals() -> anyhow::Result<()> {
+    let env = TestEnv::start(TestEnvConfig {
+        members: 2,
+        ..TestEnvConfig::default()
+    })?;
+    start_controller(&env)?;
+    let kubeconfig = env.kubeconfig_path();
+    let hub = env.hub().client().await?;
+    for member in ["member1", "member2"] {
+        let (code, stdout, stderr) = hubfedctl(kubeconfig, &["join", member]).await;
+        ensure!(
+            code == 0 && stdout.contains("joined and Ready"),
+            "join {member}: exit {code}\n{stdout}\n{stderr}"
+        );
+    }
+
+    // A ConfigMap in a federated namespace, on both members.
+    let ns = "outage";
+    Api::<Namespace>::all(hub.clone())
+        .create(&PostParams::default(), &namespace_object(ns))
+        .await?;
+    let both = json!({ "clusterSelector": { "matchLabels": {} } });
+    let fns = dynamic_api(hub.clone(), &federated("Namespace"), Some(ns));
+    fns.create(
+        &PostParams::default(),
+        &federated_object(
+            &federated("Namespace"),
+            Some(ns),
+            ns,
+            json!({ "placement": both }),
+        ),
+    )
+    .await?;
+    let fcm = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(ns));
+    fcm.create(
+        &PostParams::default(),
+        &federated_object(
+            &federated("ConfigMap"),
+            Some(ns),
+            "settings",
+            json!({ "placement": both, "template": { "data": { "version": "1" } } }),
+        ),
+    )
+    .await?;
+    let configmaps = target("ConfigMap");
+    let member_api = async |name: &str| -> anyhow::Result<_> {
+        let client = env.cluster(name).context("no member")?.client().await?;
+        Ok(dynamic_api(client, &configmaps, Some(ns)))
+    };
+    let member1 = member_api("member1").await?;
+    let member2 = member_api("member2").await?;
+    let version = |v: &str| json!(v);
+    let converged = async |wanted: &str| {
+        let wanted = version(wanted);
+        wait_for(
+            &format!("version {wanted} in both members, Propagation=True"),
+            TIMEOUT,
+            async || {
+                let mut problems = Vec::new();
+                for (name, api) in [("member1", &member1), ("member2", &member2)] {
+                    let found = get_value(api, "settings").await?;
+                    problems.extend(member_mismatch(
+                        name,
+                        found.as_ref(),
+                        &[("/data/version", Some(&wanted))],
+                    ));
+                }
+                let object = get_value(&fcm, "settings").await?.context("fcm gone")?;
+                if let Wait::Pending(p) = propagated_ok(&object, &["member1", "member2"]) {
+                    problems.push(p);
+                }
+                Ok(Wait::all_or_pending(problems))
+            },
+        )
+        .await
+    };
+    converged("1").await?;
+
+    // Freeze member2.
+    let frozen_cluster = env.cluster("member2").context("no member2")?;
+    frozen_cluster.pause()?;
+    let frozen = Frozen(frozen_cluster);
+    let paused_at = Instant::now();
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    wait_for("member2 Offline", Duration::from_secs(30), async || {
+        let cluster = clusters.get("member2").await?;
+        let offline = cluster
+            .status
+            .as_ref()
+            .and_then(|s| s.condition(ClusterConditionType::Offline))
+            .is_some_and(|c| c.status == "True");
+        Ok(if offline && !cluster.is_ready() {
+            Wait::Done(())
+        } else {
+            Wait::Pending(format!("conditions {:?}", conditions(&cluster)))
+        })
+    })
+    .await?;
+    report(format_args!(
+        "member2 Offline {:.1}s after its API server froze (period 1s, failureThreshold 2, timeout 1s)",
+        paused_at.elapsed().as_secs_f64()
+    ));
+    ensure!(
+        clusters.get("member1").await?.is_ready(),
+        "member1 is not Ready while only member2 is frozen"
+    );
+    let (code, table, _) = hubfedctl(kubeconfig, &["get", "clusters"]).await;
+    ensure!(
+        code == 0
+            && table
+                .lines()
+                .any(|l| l.starts_with("member2") && l.contains("False (Offline)")),
+        "get clusters does not show member2 Offline:\n{table}"
+    );
+
+    // The template changes: member1 converges, member2 is reported ClusterNotReady.
+    modify(&fcm, "settings", |object| {
+        object["spec"]["template"]["data"]["version"] = json!("2");
+    })
+    .await?;
+    wait_for(
+        "member1 at version 2, member2 ClusterNotReady",
+        TIMEOUT,
+        async || {
+            let mut problems = Vec::new();
+            let found = get_value(&member1, "settings").await?;
+            problems.extend(member_mismatch(
+                "member1",
+                found.as_ref(),
+                &[("/data/version", Some(&version("2")))],
+            ));
+            let object = get_value(&fcm, "settings").await?.context("fcm gone")?;
+            let member2_status = cluster_status(&object, "member2");
+            if member2_status.map(|s| &s["status"]) != Some(&json!("ClusterNotReady")) {
+                problems.push(format!("status.clusters[member2] {}", show(member2_status)));
+            }
+            let member1_status = cluster_status(&object, "member1");
+            if member1_status.is_none_or(|s| s.get("status").is_some_and(|v| v != "")) {
+                problems.push(format!("status.clusters[member1] {}", show(member1_status)));
+            }
+            let condition = propagation_condition(&object);
+            if condition.map(|c| &c["status"]) != Some(&json!("False")) {
+                problems.push(format!("Propagation {}", show(condition)));
+            }
+            Ok(Wait::all_or_pending(problems))
+        },
+    )
+    .await?;
+
+    // Thaw member2: Ready again, and it catches up.
+    drop(frozen);
+    let resumed_at = Instant::now();
+    wait_for("member2 Ready again", TIMEOUT, async || {
+        let cluster = clusters.get("member2").await?;
+        Ok(if cluster.is_ready() {
+            Wait::Done(())
+        } else {
+            Wait::Pending(format!("conditions {:?}", conditions(&cluster)))
+        })
+    })
+    .await?;
+    report(format_args!(
+        "member2 Ready {:.1}s after its API server resumed",
+        resumed_at.elapsed().as_secs_f64()
+    ));
+    converged("2").await?;
+    Ok(())
+}

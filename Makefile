@@ -7,7 +7,7 @@ CARGO ?= cargo
 CLUSTERS_DIR ?= $(HOME)/.cache/hubfed/clusters
 MEMBERS ?= 2
 
-.PHONY: all build tools fmt-check lint unit e2e test generate clusters-up clusters-down demo bench clean
+.PHONY: all build tools fmt-check lint unit monitoring e2e test generate clusters-up clusters-down demo bench clean
 
 all: build
 
@@ -18,8 +18,10 @@ build:
 tools:
 	@hack/build-kube.sh >/dev/null
 	@hack/install-etcd.sh >/dev/null
+	@hack/build-helm.sh >/dev/null
 	@echo "kube binaries: $$(hack/build-kube.sh)"
 	@echo "etcd:          $$(hack/install-etcd.sh)"
+	@echo "helm:          $$(hack/build-helm.sh)"
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -36,7 +38,11 @@ e2e: tools
 	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
 	$(CARGO) test -p hubfed-e2e --no-fail-fast -- --test-threads=4
 
-test: fmt-check lint unit e2e
+## monitoring: promtool checks of the alert rules and their unit tests, dashboard queries
+monitoring:
+	hack/check-monitoring.sh
+
+test: fmt-check lint unit monitoring e2e
 
 ## generate: regenerate the CRDs in crds/ from the Rust types
 generate:
@@ -49,6 +55,19 @@ clusters-up: tools
 
 clusters-down:
 	@hack/clusters.sh down "$(CLUSTERS_DIR)"
+
+## demo: a local federation (hub + 2 members, hubfed-controller, members joined, examples); Ctrl-C stops it
+demo: tools
+	@$(CARGO) build -q -p hubfed-testenv -p hubfed-controller -p hubfedctl --bins
+	@hack/demo.sh
+
+## bench: a hub + 10 members; raw apply limit, cold start, propagation latency, memory,
+## writes at rest. Results in target/bench/ (result.json, result.md). Parameters go in
+## BENCH_ARGS, e.g. make bench BENCH_ARGS="--members 20 --objects 1000"
+BENCH_ARGS ?=
+bench: tools
+	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-bench
+	$(CARGO) run --release -q -p hubfed-e2e --bin hubfed-bench -- $(BENCH_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -83,7 +83,30 @@ fn error_policy(ftc: Arc<FederatedTypeConfig>, error: &Error, _ctx: Arc<Context>
     Action::requeue(std::time::Duration::from_secs(5))
 }
 
+/// Reconciles one FTC, recording the outcome under KubeFed's `federatedtypeconfig` worker.
 async fn reconcile(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let metrics = &crate::metrics::METRICS;
+    let started = std::time::Instant::now();
+    let result = reconcile_ftc(ftc, ctx).await;
+    metrics
+        .reconcile_time
+        .with_label_values(&["federatedtypeconfig"])
+        .observe(started.elapsed().as_secs_f64());
+    let outcome = if result.is_ok() { "success" } else { "error" };
+    if result.is_err() {
+        metrics
+            .reconcile_errors_total
+            .with_label_values(&["federatedtypeconfig"])
+            .inc();
+    }
+    metrics
+        .reconcile_total
+        .with_label_values(&["federatedtypeconfig", outcome])
+        .inc();
+    result
+}
+
+async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = ftc.name_any();
     let api: Api<FederatedTypeConfig> =
         Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);

@@ -65,16 +65,31 @@ async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    init_logging(&args.log_format);
+    match serve(args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "hubfed-controller stopped");
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if args.log_format == "json" {
+    if format == "json" {
         builder.json().init();
     } else {
         builder.init();
     }
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
     let client = hub_client(&args).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn({
@@ -114,17 +129,25 @@ async fn main() -> anyhow::Result<()> {
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
     };
+    let controller = run_with(client, config, health, shutdown.clone());
+    tokio::pin!(controller);
     let result = tokio::select! {
-        result = run_with(client, config, health, shutdown.clone()) => result,
-        served = admin => Err(served.map_err(anyhow::Error::from).and_then(|r| r).err()
-            .unwrap_or_else(|| anyhow::anyhow!("the admin server stopped"))),
+        result = &mut controller => result,
+        served = admin => match served {
+            // The admin server ends first on a normal shutdown: let the controllers finish.
+            Ok(Ok(())) if shutdown.is_cancelled() => controller.await,
+            Ok(Ok(())) => Err(anyhow::anyhow!("the admin server stopped")),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(e.into()),
+        },
     };
     shutdown.cancel();
     if let Some(webhook) = webhook {
-        let _ = webhook.await;
-    }
-    if let Err(e) = &result {
-        tracing::error!(error = %format!("{e:#}"), "hubfed-controller stopped");
+        match webhook.await {
+            Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "webhook server failed"),
+            Err(e) => tracing::error!(error = %e, "webhook server task failed"),
+            Ok(Ok(())) => {}
+        }
     }
     result
 }

@@ -79,6 +79,16 @@ pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>) -> Verdict 
             Ok(None) | Err(_) => Verdict::Allow,
         },
         "/validate-federated" => {
+            // Never stand in the way of finalizer, label or annotation changes (the
+            // controller's own patches) or of deletion: only spec changes are judged, so an
+            // object created before the webhook existed can still be cleaned up.
+            let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+            let spec_unchanged = old
+                .as_ref()
+                .is_some_and(|old| old.get("spec") == object.get("spec"));
+            if deleting || spec_unchanged {
+                return Verdict::Allow;
+            }
             let kind = request.kind.kind.clone();
             verdict(
                 validation::validate_federated_object(&object),

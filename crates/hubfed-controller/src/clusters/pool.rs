@@ -783,7 +783,15 @@ fn start_probe(name: &str, entry: &mut Entry, timeout: Duration, tasks: &mut Joi
     tasks.spawn(async move {
         let probe_time = now();
         let outcome = match client {
-            Some(client) => probe_cluster(&client, timeout).await,
+            Some(client) => {
+                let started = std::time::Instant::now();
+                let outcome = probe_cluster(&client, timeout).await;
+                crate::metrics::METRICS
+                    .cluster_health_status_duration
+                    .with_label_values::<&str>(&[])
+                    .observe(started.elapsed().as_secs_f64());
+                outcome
+            }
             None => ProbeOutcome::ConfigMalformed,
         };
         TaskDone::Probed {

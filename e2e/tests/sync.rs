@@ -1068,7 +1068,33 @@ async fn bad_placements_get_status_and_do_not_stall_others() -> anyhow::Result<(
             "{cluster} holds bad-selector"
         );
     }
-    Ok(())
+    // Both problems are also Warning events on their objects.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(fed.hub().await?, &ns);
+    wait_for(
+        "Warning events for both bad placements",
+        TIMEOUT,
+        async || {
+            let seen: Vec<(String, String)> = events
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| e.type_.as_deref() == Some("Warning"))
+                .filter_map(|e| Some((e.regarding?.name?, e.reason?)))
+                .collect();
+            let want = [
+                ("unknown-cluster", "UnknownClusters"),
+                ("bad-selector", "ComputePlacementFailed"),
+            ];
+            let missing: Vec<String> = want
+                .iter()
+                .filter(|(n, r)| !seen.iter().any(|(sn, sr)| sn == n && sr == r))
+                .map(|(n, r)| format!("no {r} event for {n}"))
+                .collect();
+            Ok(Wait::all_or_pending(missing))
+        },
+    )
+    .await
 }
 
 #[tokio::test]

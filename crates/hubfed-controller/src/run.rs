@@ -64,6 +64,14 @@ async fn load_kubefed_config(hub: &Client, namespace: &str) -> anyhow::Result<Ku
         }
     };
     spec.apply_defaults();
+    // As KubeFed: an invalid configuration stops the controller with a clear message.
+    let errors = hubfed_core::validation::validate_kubefed_config(&spec, None);
+    if !errors.is_empty() {
+        anyhow::bail!(
+            "KubeFedConfig {namespace}/{KUBEFED_CONFIG_NAME} is invalid: {}",
+            hubfed_core::validation::summary(&errors)
+        );
+    }
     Ok(spec)
 }
 

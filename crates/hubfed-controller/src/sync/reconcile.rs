@@ -386,6 +386,28 @@ async fn reconcile_object(
     );
     if update.changed {
         write_status(&ctx, &obj, &update.status).await?;
+        // Placement problems are the user's to fix: say so once per change, as an Event.
+        if let Some(message) = &plan.reason_message {
+            publish(
+                &ctx,
+                &reference,
+                EventType::Warning,
+                plan.reason.as_str(),
+                message,
+            );
+        }
+        if !plan.placement.unknown_clusters.is_empty() {
+            publish(
+                &ctx,
+                &reference,
+                EventType::Warning,
+                "UnknownClusters",
+                &format!(
+                    "placement names clusters that are not joined: {}",
+                    plan.placement.unknown_clusters.join(", ")
+                ),
+            );
+        }
     }
 
     if let Some(versions) = update_propagated_version(

@@ -51,6 +51,10 @@ struct ClusterResult {
     outcome: Option<ClusterOutcome>,
     version: Option<String>,
     wrote: bool,
+    /// A successful write to report: (event reason, verb). Reported once per reconcile for
+    /// all clusters, not per cluster: at scale one Event per member write doubles the hub's
+    /// write load.
+    done: Option<(&'static str, &'static str)>,
 }
 
 fn outcome(
@@ -164,12 +168,17 @@ pub async fn execute(
                     ),
                     version: None,
                     wrote: false,
+                    done: None,
                 },
             }
         }
     });
     let mut result = DispatchResult::default();
+    let mut done: BTreeMap<(&'static str, &'static str), Vec<&str>> = BTreeMap::new();
     for (cp, r) in plan.clusters.iter().zip(join_all(tasks).await) {
+        if let Some(key) = r.done {
+            done.entry(key).or_default().push(&cp.cluster);
+        }
         if let Some(o) = &r.outcome {
             if o.status.is_recoverable() {
                 result.recoverable_failure = true;
@@ -183,6 +192,20 @@ pub async fn execute(
         }
         result.wrote |= r.wrote;
         result.outcomes.extend(r.outcome);
+    }
+    if !done.is_empty() {
+        let reference = federated_reference(ctx, object);
+        let what = kind_and_key(ctx, object);
+        for ((reason, verb), clusters) in done {
+            let clusters: Vec<String> = clusters.iter().map(|c| format!("{c:?}")).collect();
+            let noun = if clusters.len() == 1 {
+                "cluster"
+            } else {
+                "clusters"
+            };
+            let message = format!("{verb} {what} in {noun} {}", clusters.join(", "));
+            publish(ctx, &reference, EventType::Normal, reason, &message);
+        }
     }
     result
 }
@@ -205,6 +228,7 @@ async fn dispatch_one(
         ),
         version: None,
         wrote: false,
+        done: None,
     };
     let needs_io = matches!(
         cp.action,
@@ -222,6 +246,8 @@ async fn dispatch_one(
             ),
             version: None,
             wrote: false,
+
+            done: None,
         };
     };
     let _permit = match cluster {
@@ -232,7 +258,7 @@ async fn dispatch_one(
     match &cp.action {
         ClusterAction::Apply(apply) => apply_to_cluster(ctx, object, cp, &api, apply).await,
         ClusterAction::Delete(delete) => delete_in_cluster(ctx, object, cp, &api, delete).await,
-        ClusterAction::RemoveManagedLabel => remove_label_in_cluster(ctx, object, cp, &api).await,
+        ClusterAction::RemoveManagedLabel => remove_label_in_cluster(object, cp, &api).await,
         other => passive(other),
     }
 }
@@ -272,6 +298,8 @@ async fn apply_to_cluster(
         outcome: outcome(cluster, status, Some(message)),
         version: None,
         wrote: false,
+
+        done: None,
     };
 
     // The member cache holds managed objects only: before creating, look for an unmanaged
@@ -394,18 +422,13 @@ async fn apply_to_cluster(
             } else {
                 ("UpdateInCluster", "Updating")
             };
-            publish(
-                ctx,
-                &reference,
-                EventType::Normal,
-                reason,
-                &format!("{verb} {what} in cluster {cluster:?}"),
-            );
+
             debug!(cluster, object = %what, version = %version, "applied");
             ClusterResult {
                 outcome: outcome(cluster, Some(PropagationStatus::Ok), None),
                 version: Some(version),
                 wrote: true,
+                done: Some((reason, verb)),
             }
         }
         Err(e) => {
@@ -545,24 +568,18 @@ async fn delete_in_cluster(
         .unwrap_or_else(|e| e.into_inner())
         .remove(&(owner, cluster.to_string()));
     match deleted {
-        Ok(_) => {
-            publish(
-                ctx,
-                &reference,
-                EventType::Normal,
-                "DeleteInCluster",
-                &format!("Deleting {what} in cluster {cluster:?}"),
-            );
-            ClusterResult {
-                outcome: outcome(cluster, cp.action.status_on_success(), None),
-                version: None,
-                wrote: true,
-            }
-        }
+        Ok(_) => ClusterResult {
+            outcome: outcome(cluster, cp.action.status_on_success(), None),
+            version: None,
+            wrote: true,
+            done: Some(("DeleteInCluster", "Deleting")),
+        },
         Err(e) if is_not_found(&e) => ClusterResult {
             outcome: None,
             version: None,
             wrote: false,
+
+            done: None,
         },
         Err(e) => {
             let message = error_message(&e);
@@ -577,20 +594,19 @@ async fn delete_in_cluster(
                 outcome: outcome(cluster, cp.action.status_on_failure(), Some(message)),
                 version: None,
                 wrote: false,
+
+                done: None,
             }
         }
     }
 }
 
 async fn remove_label_in_cluster(
-    ctx: &TypeContext,
     object: &FederatedObject,
     cp: &ClusterPlan,
     api: &Api<DynamicObject>,
 ) -> ClusterResult {
     let cluster = cp.cluster.as_str();
-    let what = kind_and_key(ctx, object);
-    let reference = federated_reference(ctx, object);
     let patch = json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
     let started = std::time::Instant::now();
     let patched = api
@@ -603,24 +619,21 @@ async fn remove_label_in_cluster(
         patched.is_ok() || patched.as_ref().is_err_and(is_not_found),
     );
     match patched {
-        Ok(_) => {
-            publish(
-                ctx,
-                &reference,
-                EventType::Normal,
+        Ok(_) => ClusterResult {
+            outcome: outcome(cluster, cp.action.status_on_success(), None),
+            version: None,
+            wrote: true,
+            done: Some((
                 "RemoveManagedLabelFromInCluster",
-                &format!("Removing managed label from {what} in cluster {cluster:?}"),
-            );
-            ClusterResult {
-                outcome: outcome(cluster, cp.action.status_on_success(), None),
-                version: None,
-                wrote: true,
-            }
-        }
+                "Removing the managed label from",
+            )),
+        },
         Err(e) if is_not_found(&e) => ClusterResult {
             outcome: None,
             version: None,
             wrote: false,
+
+            done: None,
         },
         Err(e) => ClusterResult {
             outcome: outcome(
@@ -630,6 +643,8 @@ async fn remove_label_in_cluster(
             ),
             version: None,
             wrote: false,
+
+            done: None,
         },
     }
 }

@@ -1,0 +1,395 @@
+//! The `hubfed-controller` process under test: started from its release binary with leader
+//! election off, stopped by its guardian even if the benchmark dies, observed through
+//! `/proc` and its `/metrics`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hubfed_testenv::TestEnv;
+use hubfed_testenv::process::{GuardedProcess, Spawn};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::procstat;
+
+/// Member requests that change something (`hubfed_member_operations_total{operation}`).
+pub const WRITE_OPERATIONS: [&str; 4] = ["create", "update", "delete", "remove_label"];
+
+/// How the controller is started.
+pub struct ControllerSettings {
+    pub binary: PathBuf,
+    pub member_write_concurrency: usize,
+    pub reconcile_concurrency: u16,
+    pub log_dir: PathBuf,
+    /// Extra environment (`KEY=VALUE`), e.g. allocator settings for a diagnosis.
+    pub env: Vec<(String, String)>,
+}
+
+/// A running controller.
+pub struct ControllerProcess {
+    process: GuardedProcess,
+    pub pid: u32,
+    pub admin_port: u16,
+    pub started: Instant,
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl ControllerProcess {
+    /// Starts the controller against the hub of `env`; `label` names its log file.
+    pub fn start(
+        env: &TestEnv,
+        settings: &ControllerSettings,
+        label: &str,
+    ) -> anyhow::Result<Self> {
+        let admin_port = free_port()?;
+        let pid_dir = env.dir().join("bench-pids");
+        std::fs::create_dir_all(&pid_dir)?;
+        let log_file = settings.log_dir.join(format!("controller-{label}.log"));
+        let mut environment = vec![(
+            "RUST_LOG",
+            std::env::var("HUBFED_BENCH_CONTROLLER_LOG")
+                .unwrap_or_else(|_| "info,kube_runtime=warn".to_owned()),
+        )];
+        environment.extend(settings.env.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let started = Instant::now();
+        let process = GuardedProcess::spawn(Spawn {
+            name: &format!("hubfed-controller-{label}"),
+            program: &settings.binary,
+            args: vec![
+                format!("--kubeconfig={}", env.kubeconfig_path().display()),
+                "--context=hub".to_owned(),
+                format!("--admin-addr=127.0.0.1:{admin_port}"),
+                "--leader-elect=false".to_owned(),
+                format!(
+                    "--member-write-concurrency={}",
+                    settings.member_write_concurrency
+                ),
+                format!("--reconcile-concurrency={}", settings.reconcile_concurrency),
+            ],
+            env: environment,
+            pid_dir: &pid_dir,
+            log_file,
+            grace_seconds: 10,
+            outlive_others: false,
+            remove_dir_after: None,
+        })?;
+        let pid = process.pid().with_context(|| {
+            format!(
+                "the controller did not start; log:\n{}",
+                process.log_tail(20)
+            )
+        })?;
+        Ok(Self {
+            process,
+            pid,
+            admin_port,
+            started,
+        })
+    }
+
+    /// Fails with the end of the log when the controller has exited.
+    pub fn ensure_running(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.process.is_alive(),
+            "the controller exited; last log lines:\n{}",
+            self.process.log_tail(30)
+        );
+        Ok(())
+    }
+
+    /// Resident memory now, in bytes.
+    pub fn rss(&self) -> u64 {
+        procstat::status_bytes(self.pid, "VmRSS").unwrap_or(0)
+    }
+
+    /// Peak resident memory, in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        procstat::status_bytes(self.pid, "VmHWM").unwrap_or(0)
+    }
+
+    /// Polls `/readyz` until it answers 200.
+    pub async fn wait_ready(&self, timeout: Duration) -> anyhow::Result<Duration> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.ensure_running()?;
+            if let Some((status, _)) = http_get(self.admin_port, "/readyz").await
+                && status == 200
+            {
+                return Ok(self.started.elapsed());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the controller was not ready within {}s",
+                timeout.as_secs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The current metrics.
+    pub async fn metrics(&self) -> anyhow::Result<Metrics> {
+        let (status, body) = http_get(self.admin_port, "/metrics")
+            .await
+            .context("scraping the controller's /metrics")?;
+        anyhow::ensure!(status == 200, "/metrics answered {status}");
+        Ok(Metrics::parse(&body))
+    }
+
+    /// Waits until the controller has nothing left to do: no reconcile queued or running and
+    /// the reconcile count unchanged for `quiet`. Returns how long that took.
+    pub async fn wait_settled(
+        &self,
+        quiet: Duration,
+        timeout: Duration,
+    ) -> anyhow::Result<Duration> {
+        let began = Instant::now();
+        let mut last = (f64::NAN, Instant::now());
+        loop {
+            self.ensure_running()?;
+            let metrics = self.metrics().await?;
+            let reconciles = metrics.sum("controller_runtime_reconcile_total", &[]);
+            let depth = metrics.sum("hubfed_workqueue_depth", &[]);
+            if reconciles != last.0 || depth > 0.0 {
+                last = (reconciles, Instant::now());
+            } else if last.1.elapsed() >= quiet {
+                return Ok(last.1.duration_since(began));
+            }
+            anyhow::ensure!(
+                began.elapsed() < timeout,
+                "the controller did not settle within {}s",
+                timeout.as_secs()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until at least `count` reconciles have run (a fresh controller is quiet while
+    /// its caches fill, which must not pass for settled).
+    pub async fn wait_reconciles(&self, count: f64, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.ensure_running()?;
+            let done = self
+                .metrics()
+                .await?
+                .sum("controller_runtime_reconcile_total", &[]);
+            if done >= count {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "only {done} of {count} reconciles within {}s",
+                timeout.as_secs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops the controller (SIGTERM, SIGKILL after 10 s) and waits for it.
+    pub fn stop(mut self) {
+        self.process.stop();
+    }
+}
+
+/// One plain HTTP/1.0 GET on loopback: (status, body).
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, body.to_owned()))
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// One Prometheus sample.
+#[derive(Clone, Debug)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+/// A parsed text exposition.
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    samples: Vec<Sample>,
+}
+
+impl Metrics {
+    pub fn parse(text: &str) -> Self {
+        let samples = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|line| {
+                let (series, value) = line.rsplit_once(' ')?;
+                let value: f64 = value.parse().ok()?;
+                let (name, labels) = match series.split_once('{') {
+                    Some((name, rest)) => (name, rest.trim_end_matches('}')),
+                    None => (series, ""),
+                };
+                let labels = labels
+                    .split(',')
+                    .filter_map(|pair| {
+                        let (k, v) = pair.split_once('=')?;
+                        Some((k.trim().to_owned(), v.trim().trim_matches('"').to_owned()))
+                    })
+                    .collect();
+                Some(Sample {
+                    name: name.to_owned(),
+                    labels,
+                    value,
+                })
+            })
+            .collect();
+        Self { samples }
+    }
+
+    /// Sum of the series of `name` carrying every label pair of `with`.
+    pub fn sum(&self, name: &str, with: &[(&str, &str)]) -> f64 {
+        self.samples
+            .iter()
+            .filter(|s| s.name == name)
+            .filter(|s| {
+                with.iter()
+                    .all(|(k, v)| s.labels.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|s| s.value)
+            .sum::<f64>()
+            // An empty float sum is -0.0, which prints as "-0".
+            + 0.0
+    }
+
+    /// Mean of histogram `name` (from `<name>_sum` / `<name>_count`), in milliseconds.
+    pub fn mean_ms(&self, name: &str, with: &[(&str, &str)]) -> f64 {
+        let count = self.sum(&format!("{name}_count"), with);
+        if count == 0.0 {
+            return 0.0;
+        }
+        self.sum(&format!("{name}_sum"), with) / count * 1e3
+    }
+
+    /// Member requests that change something, over all clusters and results.
+    pub fn member_writes(&self) -> f64 {
+        WRITE_OPERATIONS
+            .iter()
+            .map(|op| self.sum("hubfed_member_operations_total", &[("operation", op)]))
+            .sum()
+    }
+
+    /// `hubfed_member_operations_total` by `operation/result`.
+    pub fn member_operations(&self) -> std::collections::BTreeMap<String, f64> {
+        let mut by = std::collections::BTreeMap::new();
+        for s in self
+            .samples
+            .iter()
+            .filter(|s| s.name == "hubfed_member_operations_total")
+        {
+            let label = |k: &str| {
+                s.labels
+                    .iter()
+                    .find(|(lk, _)| lk == k)
+                    .map_or("", |(_, v)| v.as_str())
+            };
+            *by.entry(format!("{}/{}", label("operation"), label("result")))
+                .or_insert(0.0) += s.value;
+        }
+        by
+    }
+}
+
+/// Write requests an API server has served, by `VERB resource[/subresource]`
+/// (`apiserver_request_total`), from its `/metrics`.
+pub async fn apiserver_writes(
+    client: &kube::Client,
+) -> anyhow::Result<std::collections::BTreeMap<String, f64>> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client
+        .request_text(request)
+        .await
+        .context("scraping the hub API server's /metrics")?;
+    let metrics = Metrics::parse(&text);
+    let mut by = std::collections::BTreeMap::new();
+    for s in metrics
+        .samples
+        .iter()
+        .filter(|s| s.name == "apiserver_request_total")
+    {
+        let label = |k: &str| {
+            s.labels
+                .iter()
+                .find(|(lk, _)| lk == k)
+                .map_or("", |(_, v)| v.as_str())
+        };
+        let verb = label("verb");
+        // Leases: the API server's own identity heartbeat (the controller runs without
+        // leader election).
+        if matches!(verb, "GET" | "LIST" | "WATCH" | "CONNECT" | "")
+            || label("resource") == "leases"
+        {
+            continue;
+        }
+        let subresource = label("subresource");
+        let mut key = if subresource.is_empty() {
+            format!("{verb} {}", label("resource"))
+        } else {
+            format!("{verb} {}/{subresource}", label("resource"))
+        };
+        // Refused writes (e.g. 409 for a create of an existing object) are told apart.
+        let code = label("code");
+        if !code.starts_with('2') {
+            key = format!("{key} ({code})");
+        }
+        *by.entry(key).or_insert(0.0) += s.value;
+    }
+    Ok(by)
+}
+
+/// Differences `after - before` of two `member_operations` maps, dropping zeros.
+pub fn operations_delta(
+    before: &std::collections::BTreeMap<String, f64>,
+    after: &std::collections::BTreeMap<String, f64>,
+) -> std::collections::BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v != 0.0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_sums_samples() {
+        let m = Metrics::parse(
+            "# HELP x\n\
+             hubfed_member_operations_total{cluster=\"member1\",operation=\"create\",result=\"success\"} 3\n\
+             hubfed_member_operations_total{cluster=\"member2\",operation=\"create\",result=\"success\"} 4\n\
+             hubfed_member_operations_total{cluster=\"member2\",operation=\"get\",result=\"success\"} 7\n\
+             hubfed_member_operations_total{cluster=\"member2\",operation=\"update\",result=\"error\"} 1\n\
+             hubfed_leader 1\n",
+        );
+        assert_eq!(m.member_writes(), 8.0);
+        assert_eq!(m.sum("hubfed_leader", &[]), 1.0);
+        assert_eq!(m.member_operations()["create/success"], 7.0);
+        assert_eq!(m.member_operations()["get/success"], 7.0);
+    }
+}

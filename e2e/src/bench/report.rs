@@ -1,0 +1,649 @@
+//! The result of one run: `result.json` (everything measured) and `result.md` (the tables
+//! docs/benchmarks.md quotes).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use super::procstat::{CpuUsage, Machine};
+use super::raw::RawResult;
+use super::stats::Percentiles;
+
+/// Target: cold start at least this share of the raw apply limit.
+pub const TARGET_COLD_START_RATIO: f64 = 0.70;
+/// Target: propagation p99 at most this (10 clusters × 2,000 objects, 20 updates/s).
+pub const TARGET_PROPAGATION_P99_MS: f64 = 250.0;
+/// Target: controller RSS at most this per object×cluster pair.
+pub const TARGET_BYTES_PER_PAIR: f64 = 8.0 * 1024.0;
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Parameters {
+    pub members: usize,
+    pub objects: usize,
+    pub pairs: usize,
+    pub updates: usize,
+    pub rate: f64,
+    pub idle_seconds: u64,
+    pub namespaces: usize,
+    pub raw_concurrency: usize,
+    pub raw_per_member: usize,
+    pub member_write_concurrency: usize,
+    pub reconcile_concurrency: u16,
+    pub controller_manager: bool,
+    pub kube_version: String,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Setup {
+    pub clusters_start_seconds: f64,
+    pub join_seconds: f64,
+    /// Controller RSS with every member joined and the namespaces federated, no objects.
+    pub baseline_rss_bytes: u64,
+    pub hub_create_seconds: f64,
+    pub hub_creates_per_second: f64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ColdStart {
+    pub pairs: usize,
+    /// Controller process started → last member object present.
+    pub seconds: f64,
+    /// Controller started → `/readyz` answers 200.
+    pub ready_seconds: f64,
+    /// Controller started → first member object present.
+    pub first_object_seconds: f64,
+    /// First → last member object.
+    pub write_phase_seconds: f64,
+    /// pairs / seconds.
+    pub objects_per_second: f64,
+    /// objects_per_second / raw writes per second.
+    pub ratio_to_raw: f64,
+    /// pairs / write_phase_seconds over raw writes per second.
+    pub ratio_to_raw_write_phase: f64,
+    /// CPU per raw write over CPU per cold-start pair, both without other processes' CPU:
+    /// the ratio on a quiet machine where both phases are CPU-bound.
+    pub ratio_cpu_normalised: f64,
+    /// Controller started → no reconcile queued and none for 3 s (statuses written).
+    pub settled_seconds: f64,
+    pub member_operations: BTreeMap<String, f64>,
+    /// Member requests (reads included) per object×cluster pair.
+    pub member_requests_per_pair: f64,
+    /// Mean duration of member requests by operation, in milliseconds.
+    pub member_request_mean_ms: BTreeMap<String, f64>,
+    /// Reconciles until settled, and their mean duration.
+    pub reconciles: f64,
+    pub reconcile_mean_ms: f64,
+    /// Writes the hub API server served until settled, by `VERB resource`, and per object.
+    pub hub_writes: BTreeMap<String, f64>,
+    pub hub_writes_per_object: f64,
+    /// Events recorded on the hub in the benchmark namespaces.
+    pub hub_events: usize,
+    pub cpu: CpuUsage,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Latency {
+    pub updates: usize,
+    pub rate: f64,
+    pub converged: usize,
+    pub missing: usize,
+    /// Hub write sent → the last placed member shows the new revision.
+    pub propagation: Percentiles,
+    /// Duration of the hub write itself (the PATCH request).
+    pub hub_write: Percentiles,
+    pub member_operations: BTreeMap<String, f64>,
+    pub cpu: CpuUsage,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Resources {
+    pub rss_after_cold_start_bytes: u64,
+    pub rss_after_updates_bytes: u64,
+    pub rss_at_rest_bytes: u64,
+    pub peak_rss_bytes: u64,
+    /// RSS at rest / objects and / pairs.
+    pub bytes_per_object: f64,
+    pub bytes_per_pair: f64,
+    /// (RSS at rest − baseline without objects) / objects and / pairs.
+    pub marginal_bytes_per_object: f64,
+    pub marginal_bytes_per_pair: f64,
+    /// Controller CPU seconds for the cold start.
+    pub cold_start_cpu_seconds: f64,
+    /// Controller cores used during the at-rest window.
+    pub cores_at_rest: f64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Idle {
+    pub seconds: f64,
+    /// Quiet time waited for before the window (no reconcile for 3 s).
+    pub settle_seconds: f64,
+    pub member_writes: f64,
+    pub member_writes_per_minute: f64,
+    pub member_operations: BTreeMap<String, f64>,
+    /// Changes to benchmark objects the member watches saw.
+    pub member_watch_events: u64,
+    /// Writes the hub API server served in the window, by `VERB resource`.
+    pub hub_writes: BTreeMap<String, f64>,
+    pub reconciles: f64,
+    /// Hub objects (federated objects, FederatedNamespaces, PropagatedVersions) whose
+    /// resourceVersion changed in the window.
+    pub hub_objects_changed: usize,
+    pub cpu: CpuUsage,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Restart {
+    /// Controller started → every object reconciled and no reconcile for 3 s.
+    pub settled_seconds: f64,
+    pub member_writes: f64,
+    pub member_operations: BTreeMap<String, f64>,
+    pub member_watch_events: u64,
+    /// Of those: older revisions written back, and spec (generation) changes.
+    pub member_regressions: u64,
+    pub member_generation_changes: u64,
+    pub member_deletions: u64,
+    pub hub_writes: BTreeMap<String, f64>,
+    pub reconciles: f64,
+    /// Status writes with a `Propagation` condition other than `True` (a flap on a converged
+    /// federation), and one of them.
+    pub propagation_flaps: usize,
+    pub propagation_flap_example: Option<serde_json::Value>,
+    /// PropagatedVersions recording fewer clusters than placed before the restart (the
+    /// restarted controller cannot tell those members are current), and one of them.
+    pub incomplete_versions: usize,
+    pub incomplete_example: Option<serde_json::Value>,
+    /// Federated objects whose status the restarted controller rewrote, and one of them.
+    pub status_changes: usize,
+    pub status_change_example: Option<serde_json::Value>,
+    pub rss_bytes: u64,
+    pub bytes_per_pair: f64,
+    pub marginal_bytes_per_pair: f64,
+    pub cpu: CpuUsage,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Verification {
+    pub checked: usize,
+    pub matching: usize,
+    pub wrong: usize,
+    pub missing: usize,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Target {
+    pub name: String,
+    pub goal: String,
+    pub measured: String,
+    pub met: Option<bool>,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BenchResult {
+    pub date: String,
+    pub command: String,
+    pub commit: String,
+    pub machine: Machine,
+    pub parameters: Parameters,
+    pub setup: Setup,
+    pub raw: Option<RawResult>,
+    pub raw_cpu: Option<CpuUsage>,
+    pub cold_start: Option<ColdStart>,
+    pub latency: Option<Latency>,
+    pub resources: Resources,
+    pub idle: Option<Idle>,
+    pub verification: Option<Verification>,
+    pub restart: Option<Restart>,
+    pub targets: Vec<Target>,
+    pub error: Option<String>,
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1024.0 / 1024.0)
+}
+
+fn kib(bytes: f64) -> String {
+    format!("{:.2} KiB", bytes / 1024.0)
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl BenchResult {
+    /// Fills `targets` from the figures.
+    pub fn judge(&mut self) {
+        let p = &self.parameters;
+        let mut targets = Vec::new();
+        targets.push(match (&self.cold_start, &self.raw) {
+            (Some(cold), Some(raw)) => Target {
+                name: "Cold start throughput vs raw apply limit".into(),
+                goal: format!("≥ {:.0} %", TARGET_COLD_START_RATIO * 100.0),
+                measured: format!(
+                    "{:.0} % ({:.0} vs {:.0} objects/s; write phase alone {:.0} %; by CPU per object {:.0} %)",
+                    cold.ratio_to_raw * 100.0,
+                    cold.objects_per_second,
+                    raw.writes_per_second,
+                    cold.ratio_to_raw_write_phase * 100.0,
+                    cold.ratio_cpu_normalised * 100.0
+                ),
+                met: Some(cold.ratio_to_raw >= TARGET_COLD_START_RATIO),
+            },
+            _ => not_run("Cold start throughput vs raw apply limit"),
+        });
+        targets.push(match &self.latency {
+            Some(l) => Target {
+                name: "Propagation latency p99".into(),
+                goal: format!(
+                    "≤ {TARGET_PROPAGATION_P99_MS:.0} ms (10 clusters × 2,000 objects, 20 updates/s)"
+                ),
+                measured: format!(
+                    "{:.0} ms (p50 {:.0}, p90 {:.0}; {} clusters × {} objects, {} updates/s{})",
+                    l.propagation.p99_ms,
+                    l.propagation.p50_ms,
+                    l.propagation.p90_ms,
+                    p.members,
+                    thousands(p.objects),
+                    p.rate,
+                    if l.missing > 0 {
+                        format!(", {} updates never converged", l.missing)
+                    } else {
+                        String::new()
+                    }
+                ),
+                met: Some(l.propagation.p99_ms <= TARGET_PROPAGATION_P99_MS && l.missing == 0),
+            },
+            None => not_run("Propagation latency p99"),
+        });
+        let r = &self.resources;
+        targets.push(if r.rss_at_rest_bytes > 0 {
+            Target {
+                name: "Controller RSS per object×cluster pair".into(),
+                goal: format!(
+                    "≤ {} (≤ 150 MB at 20 clusters × 1,000 objects)",
+                    kib(TARGET_BYTES_PER_PAIR)
+                ),
+                measured: format!(
+                    "{} ({} RSS at rest after the cold start for {} pairs; {} above the no-object baseline){}",
+                    kib(r.bytes_per_pair),
+                    mib(r.rss_at_rest_bytes),
+                    thousands(p.pairs),
+                    kib(r.marginal_bytes_per_pair),
+                    self.restart.as_ref().map_or(String::new(), |restart| format!(
+                        "; after a warm restart {} ({} per pair)",
+                        mib(restart.rss_bytes),
+                        kib(restart.bytes_per_pair)
+                    ))
+                ),
+                met: Some(r.bytes_per_pair <= TARGET_BYTES_PER_PAIR),
+            }
+        } else {
+            not_run("Controller RSS per object×cluster pair")
+        });
+        targets.push(match &self.idle {
+            Some(idle) => Target {
+                name: "Member writes at rest".into(),
+                goal: "0".into(),
+                measured: format!(
+                    "{:.0} in {:.0} s ({:.1}/min; {} member watch events, {} hub objects changed)",
+                    idle.member_writes,
+                    idle.seconds,
+                    idle.member_writes_per_minute,
+                    idle.member_watch_events,
+                    idle.hub_objects_changed
+                ),
+                met: Some(idle.member_writes == 0.0 && idle.member_watch_events == 0),
+            },
+            None => not_run("Member writes at rest"),
+        });
+        self.targets = targets;
+    }
+
+    pub fn markdown(&self) -> String {
+        let p = &self.parameters;
+        let mut md = String::new();
+        let _ = writeln!(
+            md,
+            "## hubfed benchmark: {} members × {} objects ({} object×cluster pairs)\n",
+            p.members,
+            thousands(p.objects),
+            thousands(p.pairs)
+        );
+        let _ = writeln!(
+            md,
+            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd (tmpfs), {}\n",
+            self.date,
+            self.machine.cores,
+            self.machine.cpu_model,
+            self.machine.memory_gib,
+            self.machine.kernel,
+            self.command,
+            self.commit,
+            p.kube_version,
+            if p.controller_manager {
+                "kube-controller-manager per cluster"
+            } else {
+                "no kube-controller-manager"
+            }
+        );
+        if let Some(error) = &self.error {
+            let _ = writeln!(md, "**The run stopped early:** {error}\n");
+        }
+        md.push_str("| target | goal | measured | met |\n| --- | --- | --- | --- |\n");
+        for t in &self.targets {
+            let met = match t.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "not run",
+            };
+            let _ = writeln!(md, "| {} | {} | {} | {met} |", t.name, t.goal, t.measured);
+        }
+        md.push('\n');
+
+        md.push_str("| phase | figure |\n| --- | --- |\n");
+        let mut row = |phase: &str, figure: String| {
+            let _ = writeln!(md, "| {phase} | {figure} |");
+        };
+        if let Some(raw) = &self.raw {
+            row(
+                "raw apply limit",
+                format!(
+                    "{} SSA writes in {:.1} s = **{:.0} objects/s**; per write p50 {:.1} ms, p99 {:.1} ms ({} in flight, ≤ {} per member, {} errors)",
+                    thousands(raw.writes),
+                    raw.seconds,
+                    raw.writes_per_second,
+                    raw.write_latency.p50_ms,
+                    raw.write_latency.p99_ms,
+                    raw.concurrency,
+                    raw.per_member_concurrency,
+                    raw.errors
+                ),
+            );
+        }
+        if let Some(c) = &self.cold_start {
+            row(
+                "cold start",
+                format!(
+                    "{} member objects in **{:.1} s** = {:.0} objects/s ({:.0} % of raw); ready after {:.1} s, first object {:.1} s, write phase {:.1} s ({:.0} % of raw); statuses settled after {:.1} s",
+                    thousands(c.pairs),
+                    c.seconds,
+                    c.objects_per_second,
+                    c.ratio_to_raw * 100.0,
+                    c.ready_seconds,
+                    c.first_object_seconds,
+                    c.write_phase_seconds,
+                    c.ratio_to_raw_write_phase * 100.0,
+                    c.settled_seconds
+                ),
+            );
+            row(
+                "cold start member requests",
+                format!(
+                    "{} ({:.2} per pair); mean duration {}",
+                    ops(&c.member_operations),
+                    c.member_requests_per_pair,
+                    c.member_request_mean_ms
+                        .iter()
+                        .map(|(op, ms)| format!("{op} {ms:.0} ms"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            row(
+                "cold start hub writes",
+                format!(
+                    "{} ({:.1} per object); {} Events left on the hub; {:.0} reconciles, mean {:.0} ms",
+                    ops(&c.hub_writes),
+                    c.hub_writes_per_object,
+                    thousands(c.hub_events),
+                    c.reconciles,
+                    c.reconcile_mean_ms
+                ),
+            );
+        }
+        if let Some(l) = &self.latency {
+            row(
+                "propagation latency",
+                format!(
+                    "{} updates at {}/s: p50 **{:.0} ms**, p90 {:.0} ms, p99 **{:.0} ms**, max {:.0} ms ({} converged, {} missing); hub PATCH p50 {:.1} ms, p99 {:.1} ms",
+                    l.updates,
+                    l.rate,
+                    l.propagation.p50_ms,
+                    l.propagation.p90_ms,
+                    l.propagation.p99_ms,
+                    l.propagation.max_ms,
+                    l.converged,
+                    l.missing,
+                    l.hub_write.p50_ms,
+                    l.hub_write.p99_ms
+                ),
+            );
+            row("update member requests", ops(&l.member_operations));
+        }
+        let r = &self.resources;
+        if r.rss_at_rest_bytes > 0 {
+            row(
+                "controller memory",
+                format!(
+                    "RSS {} without objects, {} after cold start, {} after updates, **{} at rest** (peak {}); {} per object, **{} per pair** ({} / {} above baseline)",
+                    mib(self.setup.baseline_rss_bytes),
+                    mib(r.rss_after_cold_start_bytes),
+                    mib(r.rss_after_updates_bytes),
+                    mib(r.rss_at_rest_bytes),
+                    mib(r.peak_rss_bytes),
+                    kib(r.bytes_per_object),
+                    kib(r.bytes_per_pair),
+                    kib(r.marginal_bytes_per_object),
+                    kib(r.marginal_bytes_per_pair)
+                ),
+            );
+            row(
+                "controller CPU",
+                format!(
+                    "{:.1} CPU-s for the cold start ({:.2} cores); {:.2} cores during updates; {:.3} cores at rest",
+                    r.cold_start_cpu_seconds,
+                    self.cold_start
+                        .as_ref()
+                        .map_or(0.0, |c| c.cpu.cores_used("controller")),
+                    self.latency
+                        .as_ref()
+                        .map_or(0.0, |l| l.cpu.cores_used("controller")),
+                    r.cores_at_rest
+                ),
+            );
+        }
+        if let Some(i) = &self.idle {
+            row(
+                "at rest",
+                format!(
+                    "{:.0} s window after {:.1} s quiet: {:.0} member writes, {} member watch events, {:.0} reconciles, {} hub objects changed, hub API writes: {}",
+                    i.seconds,
+                    i.settle_seconds,
+                    i.member_writes,
+                    i.member_watch_events,
+                    i.reconciles,
+                    i.hub_objects_changed,
+                    ops(&i.hub_writes)
+                ),
+            );
+        }
+        if let Some(w) = &self.restart {
+            row(
+                "warm restart",
+                format!(
+                    "{} PropagatedVersions incomplete before; settled after {:.1} s, {:.0} reconciles; member requests: {}; {} member watch events ({} older revisions, {} spec changes, {} deletions); hub writes: {} ({} statuses changed, {} written without Propagation=True); RSS **{}** ({} per pair, {} above baseline)",
+                    w.incomplete_versions,
+                    w.settled_seconds,
+                    w.reconciles,
+                    ops(&w.member_operations),
+                    w.member_watch_events,
+                    w.member_regressions,
+                    w.member_generation_changes,
+                    w.member_deletions,
+                    ops(&w.hub_writes),
+                    w.status_changes,
+                    w.propagation_flaps,
+                    mib(w.rss_bytes),
+                    kib(w.bytes_per_pair),
+                    kib(w.marginal_bytes_per_pair)
+                ),
+            );
+        }
+        if let Some(v) = &self.verification {
+            row(
+                "final check",
+                format!(
+                    "{} member objects read back: {} match their template, {} differ, {} missing",
+                    thousands(v.checked),
+                    thousands(v.matching),
+                    v.wrong,
+                    v.missing
+                ),
+            );
+        }
+        row(
+            "set-up",
+            format!(
+                "clusters started in {:.1} s, joined in {:.1} s; {} federated objects created in {:.1} s ({:.0}/s)",
+                self.setup.clusters_start_seconds,
+                self.setup.join_seconds,
+                thousands(p.objects),
+                self.setup.hub_create_seconds,
+                self.setup.hub_creates_per_second
+            ),
+        );
+        md.push('\n');
+
+        let phases: Vec<(&str, &CpuUsage)> = [
+            ("raw apply", self.raw_cpu.as_ref()),
+            ("cold start", self.cold_start.as_ref().map(|c| &c.cpu)),
+            ("updates", self.latency.as_ref().map(|l| &l.cpu)),
+            ("at rest", self.idle.as_ref().map(|i| &i.cpu)),
+            ("warm restart", self.restart.as_ref().map(|w| &w.cpu)),
+        ]
+        .into_iter()
+        .filter_map(|(name, cpu)| cpu.map(|c| (name, c)))
+        .collect();
+        if let Some((_, first)) = phases.first() {
+            let groups: Vec<&str> = first.cpu_seconds.keys().copied().collect();
+            let _ = writeln!(
+                md,
+                "CPU by process group (cores used on average; the machine has {}):\n",
+                first.cores
+            );
+            let _ = writeln!(
+                md,
+                "| phase | seconds | machine busy | {} |",
+                groups.join(" | ")
+            );
+            let _ = writeln!(md, "| --- | --- | --- |{}", " --- |".repeat(groups.len()));
+            for (name, cpu) in &phases {
+                let cells: Vec<String> = groups
+                    .iter()
+                    .map(|g| format!("{:.2}", cpu.cores_used(g)))
+                    .collect();
+                let _ = writeln!(
+                    md,
+                    "| {name} | {:.1} | {:.0} % | {} |",
+                    cpu.wall_seconds,
+                    cpu.machine_busy * 100.0,
+                    cells.join(" | ")
+                );
+            }
+            // The same CPU per member object written: why a phase is slower than another
+            // on a machine that is busy in both.
+            let per_object: Vec<(&str, &CpuUsage, usize)> = [
+                (
+                    "raw apply",
+                    self.raw_cpu.as_ref(),
+                    self.raw.as_ref().map(|r| r.writes),
+                ),
+                (
+                    "cold start",
+                    self.cold_start.as_ref().map(|c| &c.cpu),
+                    self.cold_start.as_ref().map(|c| c.pairs),
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(name, cpu, n)| Some((name, cpu?, n?)))
+            .filter(|(_, _, n)| *n > 0)
+            .collect();
+            if !per_object.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "\nCPU milliseconds per member object written:\n\n| phase | total | {} |",
+                    groups.join(" | ")
+                );
+                let _ = writeln!(md, "| --- | --- |{}", " --- |".repeat(groups.len()));
+                for (name, cpu, n) in per_object {
+                    let ms = |seconds: f64| seconds * 1e3 / n as f64;
+                    let total: f64 = cpu.cpu_seconds.values().sum();
+                    let cells: Vec<String> = groups
+                        .iter()
+                        .map(|g| {
+                            format!("{:.2}", ms(cpu.cpu_seconds.get(g).copied().unwrap_or(0.0)))
+                        })
+                        .collect();
+                    let _ = writeln!(md, "| {name} | {:.2} | {} |", ms(total), cells.join(" | "));
+                }
+            }
+        }
+        md
+    }
+
+    /// Writes `result.json` and `result.md` into `dir`.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(
+            dir.join("result.json"),
+            serde_json::to_string_pretty(self)? + "\n",
+        )?;
+        std::fs::write(dir.join("result.md"), self.markdown())?;
+        Ok(())
+    }
+}
+
+fn not_run(name: &str) -> Target {
+    Target {
+        name: name.into(),
+        goal: String::new(),
+        measured: "not measured".into(),
+        met: None,
+    }
+}
+
+/// `create/success 20,000, get/success 20,000`.
+fn ops(operations: &BTreeMap<String, f64>) -> String {
+    if operations.is_empty() {
+        return "none".into();
+    }
+    operations
+        .iter()
+        .map(|(k, v)| format!("{k} {}", thousands(*v as usize)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(20000), "20,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+}

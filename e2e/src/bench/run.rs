@@ -1,0 +1,1005 @@
+//! One benchmark run, phase by phase. See the binary's documentation for what each phase
+//! measures.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hubfed_api::propagatedversion::PropagatedVersion;
+use hubfed_testenv::{TestEnv, TestEnvConfig};
+use k8s_openapi::api::core::v1::Event;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use tokio_util::sync::CancellationToken;
+
+use super::controller::{
+    ControllerProcess, ControllerSettings, Metrics, apiserver_writes, operations_delta,
+};
+use super::procstat::{CpuSnapshot, CpuUsage, Groups, Machine};
+use super::report::{
+    BenchResult, ColdStart, Idle, Latency, Parameters, Resources, Restart, Setup, Verification,
+};
+use super::stats::Percentiles;
+use super::tracker::Tracker;
+use super::workload::{KINDS, Workload, federated_object, federated_update, member_matches};
+use super::{Args, progress, setup};
+
+/// No reconcile for this long: the controller has nothing left to do.
+const QUIET: Duration = Duration::from_secs(3);
+/// Hub writes in flight while creating the federated objects.
+const HUB_CREATE_CONCURRENCY: usize = 32;
+/// Revision the latency phase moves objects to.
+const UPDATED_REV: u32 = 1;
+
+/// The clusters and clients of a run.
+struct Federation {
+    env: TestEnv,
+    hub: Client,
+    members: Vec<Client>,
+    names: Vec<String>,
+}
+
+impl Federation {
+    fn names(&self) -> Vec<&str> {
+        self.names.iter().map(String::as_str).collect()
+    }
+
+    /// CPU groups: the controller, the member API servers, the hub, etcd and this process.
+    fn groups(&self, controller: Option<&ControllerProcess>) -> Groups {
+        let member_pids: Vec<u32> = self.env.members().iter().flat_map(|c| c.pids()).collect();
+        let hub_pids = self.env.hub().pids();
+        let etcd: Vec<u32> = self
+            .env
+            .pids()
+            .into_iter()
+            .filter(|p| !member_pids.contains(p) && !hub_pids.contains(p))
+            .collect();
+        let mut groups = BTreeMap::new();
+        groups.insert(
+            "controller",
+            controller.map(|c| vec![c.pid]).unwrap_or_default(),
+        );
+        groups.insert("member apiservers", member_pids);
+        groups.insert("hub apiserver", hub_pids);
+        groups.insert("etcd", etcd);
+        groups.insert("bench", vec![std::process::id()]);
+        Groups(groups)
+    }
+}
+
+fn parameters(args: &Args) -> Parameters {
+    Parameters {
+        members: args.members,
+        objects: args.objects,
+        pairs: args.members * args.objects,
+        updates: args.updates,
+        rate: args.rate,
+        idle_seconds: args.idle_seconds,
+        namespaces: args.namespaces,
+        raw_concurrency: args.raw_concurrency,
+        raw_per_member: args.raw_per_member,
+        member_write_concurrency: args.member_write_concurrency,
+        reconcile_concurrency: args.reconcile_concurrency,
+        controller_manager: args.controller_manager,
+        kube_version: hubfed_testenv::kube_version().to_owned(),
+    }
+}
+
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(head) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{head} (with uncommitted changes)")
+            } else {
+                head
+            }
+        }
+        None => "unknown".to_owned(),
+    }
+}
+
+/// Runs every phase; what was measured before a failure is kept in the result.
+pub async fn run(args: &Args, controller_binary: std::path::PathBuf) -> BenchResult {
+    let mut result = BenchResult {
+        date: k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%d %H:%M UTC")
+            .to_string(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        commit: commit(),
+        machine: Machine::describe(),
+        parameters: parameters(args),
+        setup: Setup::default(),
+        raw: None,
+        raw_cpu: None,
+        cold_start: None,
+        latency: None,
+        resources: Resources::default(),
+        idle: None,
+        verification: None,
+        restart: None,
+        targets: Vec::new(),
+        error: None,
+    };
+    if let Err(e) = phases(args, controller_binary, &mut result).await {
+        progress(format_args!("the run failed: {e:#}"));
+        result.error = Some(format!("{e:#}"));
+    }
+    result.judge();
+    result
+}
+
+async fn phases(
+    args: &Args,
+    controller_binary: std::path::PathBuf,
+    result: &mut BenchResult,
+) -> anyhow::Result<()> {
+    let timeout = Duration::from_secs(args.timeout_seconds);
+    let workload = Workload {
+        objects: args.objects,
+        namespaces: args.namespaces,
+    };
+    let settings = ControllerSettings {
+        binary: controller_binary,
+        member_write_concurrency: args.member_write_concurrency,
+        reconcile_concurrency: args.reconcile_concurrency,
+        log_dir: args.output_dir.clone(),
+        env: args.controller_env.clone(),
+    };
+
+    // Clusters.
+    progress(format_args!(
+        "starting a hub and {} members (Kubernetes {})",
+        args.members,
+        hubfed_testenv::kube_version()
+    ));
+    let config = TestEnvConfig {
+        members: args.members,
+        controller_manager: args.controller_manager,
+        dir: None,
+        ready_timeout: timeout,
+    };
+    let env = tokio::task::spawn_blocking(move || TestEnv::start(config))
+        .await
+        .context("the cluster start-up thread")??;
+    result.setup.clusters_start_seconds = env.startup_time().as_secs_f64();
+    progress(format_args!(
+        "clusters ready in {:.1}s ({})",
+        result.setup.clusters_start_seconds,
+        env.dir().display()
+    ));
+    let hub = env.hub().client().await?;
+    let mut members = Vec::new();
+    let mut names = Vec::new();
+    for cluster in env.members() {
+        members.push(cluster.client().await?);
+        names.push(cluster.name().to_owned());
+    }
+    let fed = Federation {
+        env,
+        hub,
+        members,
+        names,
+    };
+
+    // Control plane, joins, federated namespaces, with a first controller (baseline memory).
+    let began = Instant::now();
+    setup::install_control_plane(&fed.hub).await?;
+    for (name, cluster) in fed.names.iter().zip(fed.env.members()) {
+        setup::join(&fed.hub, name, cluster).await?;
+    }
+    let first = ControllerProcess::start(&fed.env, &settings, "setup")?;
+    first.wait_ready(timeout).await?;
+    setup::wait_clusters_ready(&fed.hub, &fed.names, timeout).await?;
+    result.setup.join_seconds = began.elapsed().as_secs_f64();
+    progress(format_args!(
+        "{} members joined and Ready in {:.1}s",
+        fed.names.len(),
+        result.setup.join_seconds
+    ));
+    let namespaces = workload.namespace_names();
+    setup::federate_namespaces(&fed.hub, &namespaces, &fed.names()).await?;
+    setup::wait_member_namespaces(&fed.members, &namespaces, timeout).await?;
+    first.wait_settled(QUIET, timeout).await?;
+    result.setup.baseline_rss_bytes = first.rss();
+    progress(format_args!(
+        "namespaces {} federated; controller RSS without objects {:.1} MiB; stopping it",
+        namespaces.join(", "),
+        result.setup.baseline_rss_bytes as f64 / 1048576.0
+    ));
+    first.stop();
+
+    // 1. Raw apply limit.
+    setup::create_member_namespaces(&fed.members, &workload.raw_namespace_names()).await?;
+    progress(format_args!(
+        "raw apply limit: {} SSA writes straight to the members ({} in flight, ≤ {} per member)",
+        args.objects * args.members,
+        args.raw_concurrency,
+        args.raw_per_member
+    ));
+    let cpu_before = CpuSnapshot::take(&fed.groups(None));
+    let raw = super::raw::run(
+        &fed.members,
+        &workload,
+        args.raw_concurrency,
+        args.raw_per_member,
+    )
+    .await?;
+    let raw_cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(&fed.groups(None)));
+    progress(format_args!(
+        "raw apply limit: {:.0} objects/s, p50 {:.1} ms, p99 {:.1} ms; {}",
+        raw.writes_per_second,
+        raw.write_latency.p50_ms,
+        raw.write_latency.p99_ms,
+        raw_cpu.summary()
+    ));
+    result.raw = Some(raw.clone());
+    result.raw_cpu = Some(raw_cpu.clone());
+
+    // The federated objects, with no controller running.
+    let began = Instant::now();
+    let placement = fed.names();
+    setup::for_each_concurrent(workload.ids(), HUB_CREATE_CONCURRENCY, |id| {
+        let api =
+            hubfed_e2e::dynamic_api(fed.hub.clone(), &id.kind.federated(), Some(&id.namespace));
+        let object = federated_object(&id, 0, &placement);
+        async move {
+            api.create(&PostParams::default(), &object)
+                .await
+                .with_context(|| format!("creating Federated{} {}", id.kind.name(), id.name))?;
+            Ok(())
+        }
+    })
+    .await?;
+    result.setup.hub_create_seconds = began.elapsed().as_secs_f64();
+    result.setup.hub_creates_per_second = args.objects as f64 / result.setup.hub_create_seconds;
+    progress(format_args!(
+        "{} federated objects created in the hub in {:.1}s",
+        args.objects, result.setup.hub_create_seconds
+    ));
+
+    // 2. Cold start.
+    let stop_watches = CancellationToken::new();
+    let _stop_watches = stop_watches.clone().drop_guard();
+    let tracker = Tracker::new(workload.clone(), fed.members.len());
+    tracker
+        .watch_members(&fed.members, &stop_watches, timeout)
+        .await?;
+    let pairs = args.objects * args.members;
+    progress(format_args!(
+        "cold start: starting the controller; waiting for {pairs} member objects"
+    ));
+    let hub_writes_before = apiserver_writes(&fed.hub).await?;
+    // Taken before the controller exists: its CPU counts from zero.
+    let cpu_before = CpuSnapshot::take(&fed.groups(None));
+    let controller = ControllerProcess::start(&fed.env, &settings, "run")?;
+    let groups = fed.groups(Some(&controller));
+    let ready = controller.wait_ready(timeout).await?;
+    let mut last_report = (Instant::now(), 0usize);
+    let converged_at = loop {
+        let (present, last) = {
+            let state = tracker.state();
+            (state.present, state.last_arrival)
+        };
+        if present >= pairs {
+            break last.unwrap_or_else(Instant::now);
+        }
+        controller.ensure_running()?;
+        anyhow::ensure!(
+            controller.started.elapsed() < timeout,
+            "cold start: only {present} of {pairs} member objects after {}s",
+            timeout.as_secs()
+        );
+        if last_report.0.elapsed() >= Duration::from_secs(5) {
+            let rate = (present - last_report.1.min(present)) as f64
+                / last_report.0.elapsed().as_secs_f64();
+            let writes = controller
+                .metrics()
+                .await
+                .map(|m| m.member_writes())
+                .unwrap_or(0.0);
+            progress(format_args!(
+                "cold start: {present}/{pairs} member objects ({:.0} %), {rate:.0}/s, {writes:.0} member writes",
+                present as f64 * 100.0 / pairs as f64
+            ));
+            last_report = (Instant::now(), present);
+        }
+        tracker.changed(Duration::from_millis(500)).await;
+    };
+    let cold_cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(&groups));
+    result.resources.rss_after_cold_start_bytes = controller.rss();
+    let first_arrival = tracker.state().first_arrival.unwrap_or(converged_at);
+    let seconds = converged_at
+        .duration_since(controller.started)
+        .as_secs_f64();
+    let write_phase = converged_at.duration_since(first_arrival).as_secs_f64();
+    progress(format_args!(
+        "cold start: {pairs} member objects in {seconds:.1}s ({:.0}/s); {}",
+        pairs as f64 / seconds,
+        cold_cpu.summary()
+    ));
+    let settle_began = controller.started.elapsed();
+    let settled = controller.wait_settled(QUIET, timeout).await?;
+    let settled_seconds = (settle_began + settled).as_secs_f64();
+    // Counted once settled: a member write can show in a member watch before the controller
+    // has counted it.
+    let cold_metrics = controller.metrics().await?;
+    let hub_writes = operations_delta(&hub_writes_before, &apiserver_writes(&fed.hub).await?);
+    let hub_events = count_hub_events(&fed.hub, &namespaces).await?;
+    let operations = cold_metrics.member_operations();
+    let requests: f64 = operations.values().sum();
+    let member_request_mean_ms = ["get", "create", "update"]
+        .iter()
+        .map(|op| {
+            let ms = cold_metrics.mean_ms(
+                "hubfed_member_operation_duration_seconds",
+                &[("operation", op)],
+            );
+            ((*op).to_owned(), ms)
+        })
+        .filter(|(_, ms)| *ms > 0.0)
+        .collect();
+    result.resources.cold_start_cpu_seconds = cold_cpu
+        .cpu_seconds
+        .get("controller")
+        .copied()
+        .unwrap_or(0.0);
+    result.cold_start = Some(ColdStart {
+        pairs,
+        seconds,
+        ready_seconds: ready.as_secs_f64(),
+        first_object_seconds: first_arrival
+            .duration_since(controller.started)
+            .as_secs_f64(),
+        write_phase_seconds: write_phase,
+        objects_per_second: pairs as f64 / seconds,
+        ratio_to_raw: pairs as f64 / seconds / raw.writes_per_second,
+        ratio_cpu_normalised: cpu_normalised_ratio(&raw_cpu, raw.writes, &cold_cpu, pairs),
+        ratio_to_raw_write_phase: if write_phase > 0.0 {
+            pairs as f64 / write_phase / raw.writes_per_second
+        } else {
+            0.0
+        },
+        settled_seconds,
+        member_operations: operations,
+        member_requests_per_pair: requests / pairs as f64,
+        member_request_mean_ms,
+        reconciles: cold_metrics.sum("controller_runtime_reconcile_total", &[]),
+        reconcile_mean_ms: cold_metrics.mean_ms("controller_runtime_reconcile_time_seconds", &[]),
+        hub_writes_per_object: hub_writes.values().sum::<f64>() / args.objects as f64,
+        hub_writes,
+        hub_events,
+        cpu: cold_cpu,
+    });
+    progress(format_args!(
+        "cold start: controller settled (statuses written) {settled_seconds:.1}s after start; RSS {:.1} MiB",
+        result.resources.rss_after_cold_start_bytes as f64 / 1048576.0
+    ));
+
+    // 3. Propagation latency under a steady stream of template updates.
+    result.latency = Some(
+        latency_phase(
+            args,
+            &fed,
+            &workload,
+            &controller,
+            &tracker,
+            &groups,
+            timeout,
+        )
+        .await?,
+    );
+    result.resources.rss_after_updates_bytes = controller.rss();
+
+    // 4 and 5. At rest.
+    let idle = idle_phase(
+        args,
+        &fed,
+        &namespaces,
+        &controller,
+        &tracker,
+        &groups,
+        timeout,
+    )
+    .await?;
+    result.resources.rss_at_rest_bytes = controller.rss();
+    result.resources.peak_rss_bytes = controller.peak_rss();
+    result.resources.cores_at_rest = idle.cpu.cores_used("controller");
+    let rest = result.resources.rss_at_rest_bytes as f64;
+    let marginal = rest - result.setup.baseline_rss_bytes as f64;
+    result.resources.bytes_per_object = rest / args.objects as f64;
+    result.resources.bytes_per_pair = rest / pairs as f64;
+    result.resources.marginal_bytes_per_object = marginal / args.objects as f64;
+    result.resources.marginal_bytes_per_pair = marginal / pairs as f64;
+    result.idle = Some(idle);
+
+    // What the members hold, read back in full.
+    let mut updated = updated_objects(args.updates, args.objects);
+    updated.sort_unstable();
+    result.verification = Some(verify(&fed, &workload, &updated).await?);
+    controller.stop();
+
+    // 6. Warm restart on the converged federation.
+    let restart = restart_phase(args, &fed, &settings, &tracker, timeout).await?;
+    result.restart = Some(Restart {
+        bytes_per_pair: restart.rss_bytes as f64 / pairs as f64,
+        marginal_bytes_per_pair: (restart.rss_bytes as f64
+            - result.setup.baseline_rss_bytes as f64)
+            / pairs as f64,
+        ..restart
+    });
+    stop_watches.cancel();
+    progress(format_args!("stopping the clusters"));
+    let env = fed.env;
+    tokio::task::spawn_blocking(move || env.shutdown()).await?;
+    Ok(())
+}
+
+/// CPU per raw write over CPU per cold-start pair, other processes' CPU left out.
+fn cpu_normalised_ratio(raw: &CpuUsage, writes: usize, cold: &CpuUsage, pairs: usize) -> f64 {
+    let ours = |cpu: &CpuUsage| -> f64 {
+        cpu.cpu_seconds
+            .iter()
+            .filter(|(group, _)| **group != super::procstat::OTHER)
+            .map(|(_, seconds)| seconds)
+            .sum()
+    };
+    let raw_per_write = ours(raw) / writes.max(1) as f64;
+    let cold_per_pair = ours(cold) / pairs.max(1) as f64;
+    if cold_per_pair > 0.0 {
+        raw_per_write / cold_per_pair
+    } else {
+        0.0
+    }
+}
+
+/// The objects the latency phase updates, in update order: `updates` of them, the kinds in
+/// turn, each kind's share spread evenly over that kind's objects (so over every namespace).
+fn updated_objects(updates: usize, objects: usize) -> Vec<usize> {
+    let kinds = KINDS.len();
+    (0..updates)
+        .map(|j| {
+            let kind = j % kinds;
+            let nth = j / kinds;
+            // Updates of this kind, and objects of this kind (indices kind, kind + 3, ...).
+            let of_kind = (objects - kind).div_ceil(kinds);
+            let updates_of_kind = (updates - kind).div_ceil(kinds);
+            kind + kinds * (nth * of_kind / updates_of_kind)
+        })
+        .collect()
+}
+
+async fn latency_phase(
+    args: &Args,
+    fed: &Federation,
+    workload: &Workload,
+    controller: &ControllerProcess,
+    tracker: &Arc<Tracker>,
+    groups: &Groups,
+    timeout: Duration,
+) -> anyhow::Result<Latency> {
+    let objects = updated_objects(args.updates, args.objects);
+    progress(format_args!(
+        "propagation latency: {} template updates at {}/s",
+        objects.len(),
+        args.rate
+    ));
+    let before = controller.metrics().await?;
+    let cpu_before = CpuSnapshot::take(groups);
+    let period = Duration::from_secs_f64(1.0 / args.rate);
+    let mut ticks = tokio::time::interval(period);
+    let mut writes = Vec::with_capacity(objects.len());
+    for &index in &objects {
+        ticks.tick().await;
+        let id = workload.id(index);
+        let api =
+            hubfed_e2e::dynamic_api(fed.hub.clone(), &id.kind.federated(), Some(&id.namespace));
+        let patch = federated_update(&id, UPDATED_REV);
+        let sent = Instant::now();
+        tracker.expect(index, UPDATED_REV, sent);
+        let tracker = Arc::clone(tracker);
+        writes.push(tokio::spawn(async move {
+            let written = api
+                .patch(&id.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+            match written {
+                Ok(_) => Ok(sent.elapsed()),
+                Err(e) => {
+                    tracker.cancel(index);
+                    Err(anyhow::anyhow!(
+                        "updating Federated{} {}: {e}",
+                        id.kind.name(),
+                        id.name
+                    ))
+                }
+            }
+        }));
+    }
+    let mut hub_writes = Vec::new();
+    for write in writes {
+        hub_writes.push(write.await??);
+    }
+    let deadline = Instant::now() + timeout.min(Duration::from_secs(120));
+    loop {
+        let in_flight = tracker.state().in_flight();
+        if in_flight == 0 || Instant::now() >= deadline {
+            break;
+        }
+        controller.ensure_running()?;
+        tracker.changed(Duration::from_millis(500)).await;
+    }
+    let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(groups));
+    controller.wait_settled(QUIET, timeout).await?;
+    let after = controller.metrics().await?;
+    let (latencies, missing) = {
+        let state = tracker.state();
+        (state.latencies.clone(), state.in_flight())
+    };
+    let propagation = Percentiles::of(&latencies);
+    progress(format_args!(
+        "propagation latency: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms; {missing} missing; {}",
+        propagation.p50_ms,
+        propagation.p90_ms,
+        propagation.p99_ms,
+        propagation.max_ms,
+        cpu.summary()
+    ));
+    Ok(Latency {
+        updates: objects.len(),
+        rate: args.rate,
+        converged: latencies.len(),
+        missing,
+        propagation,
+        hub_write: Percentiles::of(&hub_writes),
+        member_operations: operations_delta(
+            &before.member_operations(),
+            &after.member_operations(),
+        ),
+        cpu,
+    })
+}
+
+async fn idle_phase(
+    args: &Args,
+    fed: &Federation,
+    namespaces: &[String],
+    controller: &ControllerProcess,
+    tracker: &Arc<Tracker>,
+    groups: &Groups,
+    timeout: Duration,
+) -> anyhow::Result<Idle> {
+    let settle = controller.wait_settled(QUIET, timeout).await?;
+    progress(format_args!(
+        "at rest: watching member writes for {}s",
+        args.idle_seconds
+    ));
+    let before: Metrics = controller.metrics().await?;
+    let events_before = tracker.state().events;
+    let hub_before = hub_versions(&fed.hub, namespaces).await?;
+    let hub_writes_before = apiserver_writes(&fed.hub).await?;
+    let cpu_before = CpuSnapshot::take(groups);
+    let window = Duration::from_secs(args.idle_seconds);
+    let began = Instant::now();
+    // The window itself is the measurement: sleeping is what it is for.
+    loop {
+        controller.ensure_running()?;
+        let left = window.saturating_sub(began.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        tokio::time::sleep(left.min(Duration::from_secs(15))).await;
+        if began.elapsed() < window {
+            let writes = controller.metrics().await?.member_writes() - before.member_writes();
+            progress(format_args!(
+                "at rest: {:.0}s, {writes:.0} member writes so far",
+                began.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(groups));
+    let after = controller.metrics().await?;
+    let events = tracker.state().events - events_before;
+    let hub_writes = operations_delta(&hub_writes_before, &apiserver_writes(&fed.hub).await?);
+    let hub_after = hub_versions(&fed.hub, namespaces).await?;
+    let hub_changed = hub_after
+        .iter()
+        .filter(|(key, version)| hub_before.get(*key) != Some(*version))
+        .count()
+        + hub_before
+            .keys()
+            .filter(|k| !hub_after.contains_key(*k))
+            .count();
+    let seconds = cpu.wall_seconds;
+    let member_writes = after.member_writes() - before.member_writes();
+    let reconciles = after.sum("controller_runtime_reconcile_total", &[])
+        - before.sum("controller_runtime_reconcile_total", &[]);
+    progress(format_args!(
+        "at rest: {member_writes:.0} member writes, {events} member watch events, {reconciles:.0} reconciles, {hub_changed} hub objects changed in {seconds:.0}s; controller {:.3} cores",
+        cpu.cores_used("controller")
+    ));
+    Ok(Idle {
+        seconds,
+        settle_seconds: settle.as_secs_f64(),
+        member_writes,
+        member_writes_per_minute: member_writes * 60.0 / seconds,
+        member_operations: operations_delta(
+            &before.member_operations(),
+            &after.member_operations(),
+        ),
+        member_watch_events: events,
+        hub_writes,
+        reconciles,
+        hub_objects_changed: hub_changed,
+        cpu,
+    })
+}
+
+/// Restarts the controller on the converged federation and waits until it has reconciled
+/// everything and gone quiet.
+async fn restart_phase(
+    args: &Args,
+    fed: &Federation,
+    settings: &ControllerSettings,
+    tracker: &Arc<Tracker>,
+    timeout: Duration,
+) -> anyhow::Result<Restart> {
+    progress(format_args!("warm restart: starting a new controller"));
+    let namespaces: Vec<String> = (0..args.namespaces)
+        .map(|n| format!("{}{n}", super::workload::NAMESPACE_PREFIX))
+        .collect();
+    let statuses_before = federated_statuses(&fed.hub, &namespaces).await?;
+    let (incomplete_versions, incomplete_example) =
+        incomplete_propagated_versions(&fed.hub, &namespaces, fed.members.len()).await?;
+    if let Some(example) = &incomplete_example {
+        progress(format_args!(
+            "warm restart: {incomplete_versions} PropagatedVersions record fewer than {} clusters, e.g. {example}",
+            fed.members.len()
+        ));
+    }
+    let (events_before, regressions_before, generations_before, deletions_before) = {
+        let state = tracker.state();
+        (
+            state.events,
+            state.regressions,
+            state.generation_changes,
+            state.deletions,
+        )
+    };
+    let hub_writes_before = apiserver_writes(&fed.hub).await?;
+    let stop_flaps = CancellationToken::new();
+    let _stop_flaps = stop_flaps.clone().drop_guard();
+    let flaps = watch_propagation_flaps(&fed.hub, &stop_flaps).await?;
+    let cpu_before = CpuSnapshot::take(&fed.groups(None));
+    let controller = ControllerProcess::start(&fed.env, settings, "restart")?;
+    let groups = fed.groups(Some(&controller));
+    controller.wait_ready(timeout).await?;
+    // Every federated object and FederatedNamespace is reconciled at least once.
+    let objects = (args.objects + args.namespaces) as f64;
+    controller.wait_reconciles(objects, timeout).await?;
+    let settle_began = controller.started.elapsed();
+    let settled = controller.wait_settled(QUIET, timeout).await?;
+    let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(&groups));
+    let metrics = controller.metrics().await?;
+    let hub_writes = operations_delta(&hub_writes_before, &apiserver_writes(&fed.hub).await?);
+    let (member_watch_events, member_regressions, member_generation_changes, member_deletions) = {
+        let state = tracker.state();
+        (
+            state.events - events_before,
+            state.regressions - regressions_before,
+            state.generation_changes - generations_before,
+            state.deletions - deletions_before,
+        )
+    };
+    let statuses_after = federated_statuses(&fed.hub, &namespaces).await?;
+    let changed: Vec<&String> = statuses_after
+        .iter()
+        .filter(|(key, status)| statuses_before.get(*key) != Some(*status))
+        .map(|(key, _)| key)
+        .collect();
+    let status_change_example = changed.first().map(|key| {
+        serde_json::json!({
+            "object": key,
+            "before": statuses_before.get(*key),
+            "after": statuses_after.get(*key),
+        })
+    });
+    if let Some(example) = &status_change_example {
+        progress(format_args!(
+            "warm restart: {} federated object statuses rewritten, e.g. {example}",
+            changed.len()
+        ));
+    }
+    stop_flaps.cancel();
+    let (propagation_flaps, propagation_flap_example) = {
+        let flaps = flaps.lock().unwrap_or_else(|e| e.into_inner());
+        (flaps.0, flaps.1.clone())
+    };
+    if let Some(example) = &propagation_flap_example {
+        progress(format_args!(
+            "warm restart: {propagation_flaps} status writes without Propagation=True, e.g. {example}"
+        ));
+    }
+    let restart = Restart {
+        propagation_flaps,
+        propagation_flap_example,
+        incomplete_versions,
+        incomplete_example,
+        status_changes: changed.len(),
+        status_change_example,
+        settled_seconds: (settle_began + settled).as_secs_f64(),
+        member_writes: metrics.member_writes(),
+        member_operations: metrics.member_operations(),
+        member_watch_events,
+        member_regressions,
+        member_generation_changes,
+        member_deletions,
+        hub_writes,
+        reconciles: metrics.sum("controller_runtime_reconcile_total", &[]),
+        rss_bytes: controller.rss(),
+        bytes_per_pair: 0.0,
+        marginal_bytes_per_pair: 0.0,
+        cpu,
+    };
+    progress(format_args!(
+        "warm restart: settled after {:.1}s; {:.0} member writes, {} member watch events; RSS {:.1} MiB",
+        restart.settled_seconds,
+        restart.member_writes,
+        restart.member_watch_events,
+        restart.rss_bytes as f64 / 1048576.0
+    ));
+    controller.stop();
+    Ok(restart)
+}
+
+/// Status writes seen on the hub whose `Propagation` condition is not `True`, and one of them.
+type Flaps = Arc<std::sync::Mutex<(usize, Option<serde_json::Value>)>>;
+
+/// Watches the federated objects of the benchmark kinds on the hub and counts status writes
+/// whose `Propagation` condition is not `True` (on a converged federation: a flap). Returns
+/// once every watch has listed, so later events are new writes.
+async fn watch_propagation_flaps(hub: &Client, stop: &CancellationToken) -> anyhow::Result<Flaps> {
+    use futures::StreamExt as _;
+    use kube::runtime::watcher;
+
+    let flaps: Flaps = Arc::default();
+    let mut listed = Vec::new();
+    for kind in KINDS {
+        let api: Api<DynamicObject> = Api::all_with(hub.clone(), &kind.federated());
+        let (ready, done) = tokio::sync::oneshot::channel::<()>();
+        listed.push(done);
+        let flaps = Arc::clone(&flaps);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let stream = watcher::watcher(api, watcher::Config::default());
+            let mut stream = std::pin::pin!(stream);
+            let mut ready = Some(ready);
+            loop {
+                let event = tokio::select! {
+                    () = stop.cancelled() => break,
+                    event = stream.next() => event,
+                };
+                match event {
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        if let Some(ready) = ready.take() {
+                            let _ = ready.send(());
+                        }
+                    }
+                    Some(Ok(watcher::Event::Apply(object))) => {
+                        let propagation = object
+                            .data
+                            .pointer("/status/conditions")
+                            .and_then(serde_json::Value::as_array)
+                            .and_then(|c| c.iter().find(|c| c["type"] == "Propagation"))
+                            .cloned();
+                        let flapped = propagation.as_ref().is_some_and(|c| c["status"] != "True");
+                        if flapped {
+                            let mut flaps = flaps.lock().unwrap_or_else(|e| e.into_inner());
+                            flaps.0 += 1;
+                            flaps.1.get_or_insert_with(|| {
+                                serde_json::json!({
+                                    "object": format!(
+                                        "{}/{}",
+                                        object.metadata.namespace.clone().unwrap_or_default(),
+                                        object.metadata.name.clone().unwrap_or_default()
+                                    ),
+                                    "status": object.data.get("status"),
+                                })
+                            });
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) => tokio::time::sleep(Duration::from_secs(1)).await,
+                    None => break,
+                }
+            }
+        });
+    }
+    for done in listed {
+        done.await
+            .context("a hub watch of federated objects ended")?;
+    }
+    Ok(flaps)
+}
+
+/// PropagatedVersions in the benchmark namespaces recording fewer than `clusters` member
+/// versions (every object is placed on every member), and one of them.
+async fn incomplete_propagated_versions(
+    hub: &Client,
+    namespaces: &[String],
+    clusters: usize,
+) -> anyhow::Result<(usize, Option<serde_json::Value>)> {
+    let mut count = 0;
+    let mut example = None;
+    for ns in namespaces {
+        let api: Api<PropagatedVersion> = Api::namespaced(hub.clone(), ns);
+        for item in api.list(&ListParams::default()).await?.items {
+            let recorded = item.status.as_ref().map_or(0, |s| s.cluster_versions.len());
+            if recorded < clusters {
+                count += 1;
+                example.get_or_insert_with(|| {
+                    serde_json::json!({
+                        "name": format!("{ns}/{}", item.metadata.name.clone().unwrap_or_default()),
+                        "status": item.status,
+                    })
+                });
+            }
+        }
+    }
+    Ok((count, example))
+}
+
+/// `status` of every federated object and FederatedNamespace in the benchmark namespaces.
+async fn federated_statuses(
+    hub: &Client,
+    namespaces: &[String],
+) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
+    let mut statuses = BTreeMap::new();
+    let mut resources: Vec<_> = KINDS.iter().map(|k| k.federated()).collect();
+    resources.push(hubfed_e2e::federated("Namespace"));
+    for ns in namespaces {
+        for resource in &resources {
+            let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), ns, resource);
+            for item in api.list(&ListParams::default()).await?.items {
+                statuses.insert(
+                    format!(
+                        "{}/{ns}/{}",
+                        resource.kind,
+                        item.metadata.name.unwrap_or_default()
+                    ),
+                    item.data.get("status").cloned().unwrap_or_default(),
+                );
+            }
+        }
+    }
+    Ok(statuses)
+}
+
+/// Events on the hub in the benchmark namespaces.
+async fn count_hub_events(hub: &Client, namespaces: &[String]) -> anyhow::Result<usize> {
+    let mut count = 0;
+    for ns in namespaces {
+        let events: Api<Event> = Api::namespaced(hub.clone(), ns);
+        count += events
+            .list_metadata(&ListParams::default())
+            .await?
+            .items
+            .len();
+    }
+    Ok(count)
+}
+
+/// resourceVersion of every hub object the controller writes in the benchmark namespaces:
+/// federated objects (their status), FederatedNamespaces and PropagatedVersions.
+async fn hub_versions(
+    hub: &Client,
+    namespaces: &[String],
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut versions = BTreeMap::new();
+    let mut resources: Vec<_> = KINDS.iter().map(|k| k.federated()).collect();
+    resources.push(hubfed_e2e::federated("Namespace"));
+    for ns in namespaces {
+        for resource in &resources {
+            let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), ns, resource);
+            for item in api.list_metadata(&ListParams::default()).await?.items {
+                versions.insert(
+                    format!(
+                        "{}/{ns}/{}",
+                        resource.kind,
+                        item.metadata.name.unwrap_or_default()
+                    ),
+                    item.metadata.resource_version.unwrap_or_default(),
+                );
+            }
+        }
+        let api: Api<PropagatedVersion> = Api::namespaced(hub.clone(), ns);
+        for item in api.list_metadata(&ListParams::default()).await?.items {
+            versions.insert(
+                format!(
+                    "PropagatedVersion/{ns}/{}",
+                    item.metadata.name.unwrap_or_default()
+                ),
+                item.metadata.resource_version.unwrap_or_default(),
+            );
+        }
+    }
+    Ok(versions)
+}
+
+/// Reads every managed member object in full and compares it with its template.
+async fn verify(
+    fed: &Federation,
+    workload: &Workload,
+    updated: &[usize],
+) -> anyhow::Result<Verification> {
+    let mut verification = Verification::default();
+    let selector =
+        ListParams::default().labels(&format!("{}=true", hubfed_api::names::MANAGED_LABEL));
+    for member in &fed.members {
+        let mut found = vec![false; workload.objects];
+        for kind in KINDS {
+            let api: Api<DynamicObject> = Api::all_with(member.clone(), &kind.target());
+            for item in api.list(&selector).await?.items {
+                let Some(index) = workload.index_of(
+                    kind,
+                    item.metadata.namespace.as_deref(),
+                    item.metadata.name.as_deref().unwrap_or_default(),
+                ) else {
+                    continue;
+                };
+                found[index] = true;
+                verification.checked += 1;
+                let rev = if updated.binary_search(&index).is_ok() {
+                    UPDATED_REV
+                } else {
+                    0
+                };
+                if member_matches(&workload.id(index), rev, &serde_json::to_value(&item)?) {
+                    verification.matching += 1;
+                } else {
+                    verification.wrong += 1;
+                }
+            }
+        }
+        verification.missing += found.iter().filter(|f| !**f).count();
+    }
+    progress(format_args!(
+        "final check: {} member objects read back, {} match, {} differ, {} missing",
+        verification.checked, verification.matching, verification.wrong, verification.missing
+    ));
+    Ok(verification)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_cover_every_kind_once_per_object() {
+        for (updates, objects) in [(200, 2000), (50, 300), (10, 10), (7, 11), (1, 1), (3, 5)] {
+            let chosen = updated_objects(updates, objects);
+            assert_eq!(chosen.len(), updates);
+            let mut distinct = chosen.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(
+                distinct.len(),
+                updates,
+                "{updates} of {objects}: {chosen:?}"
+            );
+            assert!(chosen.iter().all(|i| *i < objects));
+            for (j, index) in chosen.iter().enumerate() {
+                assert_eq!(index % KINDS.len(), j % KINDS.len());
+            }
+        }
+    }
+}

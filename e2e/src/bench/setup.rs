@@ -1,0 +1,278 @@
+//! The federation under test: the KubeFed CRDs and default FederatedTypeConfigs in the hub,
+//! N members joined with TokenRequest tokens (as the e2e harness joins two), and the
+//! benchmark namespaces federated onto every member.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::{StreamExt as _, TryStreamExt as _};
+use hubfed_api::defaulttypes::{default_federated_crds, default_federated_type_configs};
+use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
+use hubfed_api::kubefedcluster::{KubeFedCluster, KubeFedClusterSpec, LocalSecretReference};
+use hubfed_api::names::{CLUSTER_SECRET_TOKEN_KEY, MANAGED_LABEL};
+use hubfed_api::render::core_crds;
+use hubfed_e2e::{KUBEFED_NAMESPACE, apply, federated, install_crds};
+use hubfed_testenv::Cluster;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+
+/// Lifetime of the member tokens: longer than any run.
+const TOKEN_SECONDS: i64 = 365 * 24 * 3600;
+
+fn named(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// CRDs, the control-plane namespace and the default FTCs.
+pub async fn install_control_plane(hub: &Client) -> anyhow::Result<()> {
+    let mut crds = core_crds();
+    crds.extend(default_federated_crds()?);
+    install_crds(hub, &crds).await?;
+    let namespaces: Api<Namespace> = Api::all(hub.clone());
+    apply(
+        &namespaces,
+        &Namespace {
+            metadata: named(KUBEFED_NAMESPACE),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    for ftc in default_federated_type_configs(KUBEFED_NAMESPACE) {
+        apply(&ftcs, &ftc).await?;
+    }
+    Ok(())
+}
+
+/// Joins `cluster` as `name`: a cluster-admin ServiceAccount in the member and a token for
+/// it, then the token Secret and the KubeFedCluster in the hub.
+pub async fn join(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
+    let member = cluster.client().await?;
+    let account = format!("hubfed-{name}");
+    let namespaces: Api<Namespace> = Api::all(member.clone());
+    apply(
+        &namespaces,
+        &Namespace {
+            metadata: named(KUBEFED_NAMESPACE),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(member.clone(), KUBEFED_NAMESPACE);
+    apply(
+        &accounts,
+        &ServiceAccount {
+            metadata: named(&account),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let bindings: Api<ClusterRoleBinding> = Api::all(member.clone());
+    apply(
+        &bindings,
+        &ClusterRoleBinding {
+            metadata: named(&account),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".to_owned()),
+                kind: "ClusterRole".to_owned(),
+                name: "cluster-admin".to_owned(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: account.clone(),
+                namespace: Some(KUBEFED_NAMESPACE.to_owned()),
+                ..Default::default()
+            }]),
+        },
+    )
+    .await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(TOKEN_SECONDS),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(&account, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("requesting a token for {account} in {name}"))?
+        .status
+        .and_then(|status| status.token)
+        .filter(|token| !token.is_empty())
+        .with_context(|| format!("the token request in {name} returned no token"))?;
+
+    let secret_name = format!("{name}-secret");
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    apply(
+        &secrets,
+        &Secret {
+            metadata: ObjectMeta {
+                namespace: Some(KUBEFED_NAMESPACE.to_owned()),
+                ..named(&secret_name)
+            },
+            data: Some(BTreeMap::from([(
+                CLUSTER_SECRET_TOKEN_KEY.to_owned(),
+                ByteString(token.into_bytes()),
+            )])),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let mut object = KubeFedCluster::new(
+        name,
+        KubeFedClusterSpec {
+            api_endpoint: cluster.server_url(),
+            ca_bundle: Some(ByteString(cluster.ca_pem().as_bytes().to_vec())),
+            secret_ref: LocalSecretReference { name: secret_name },
+            disabled_tls_validations: Vec::new(),
+            proxy_url: String::new(),
+        },
+    );
+    object.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
+    apply(&clusters, &object).await?;
+    Ok(())
+}
+
+/// Waits until every KubeFedCluster of `names` is Ready.
+pub async fn wait_clusters_ready(
+    hub: &Client,
+    names: &[String],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let ready: Vec<String> = clusters
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(KubeFedCluster::is_ready)
+            .map(|c| c.name_any())
+            .collect();
+        let missing: Vec<&String> = names.iter().filter(|n| !ready.contains(n)).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "KubeFedClusters not Ready after {}s: {missing:?}",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Creates the hub namespaces and their FederatedNamespaces placed on `clusters`.
+pub async fn federate_namespaces(
+    hub: &Client,
+    namespaces: &[String],
+    clusters: &[&str],
+) -> anyhow::Result<()> {
+    let hub_namespaces: Api<Namespace> = Api::all(hub.clone());
+    let resource = federated("Namespace");
+    for ns in namespaces {
+        apply(
+            &hub_namespaces,
+            &Namespace {
+                metadata: named(ns),
+                ..Default::default()
+            },
+        )
+        .await?;
+        let api = hubfed_e2e::dynamic_api(hub.clone(), &resource, Some(ns));
+        let object = hubfed_e2e::federated_object(
+            &resource,
+            Some(ns),
+            ns,
+            json!({"template": {}, "placement": hubfed_e2e::placement(clusters)}),
+        );
+        api.create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating FederatedNamespace {ns}"))?;
+    }
+    Ok(())
+}
+
+/// Waits until every member holds every namespace of `namespaces`, managed.
+pub async fn wait_member_namespaces(
+    members: &[Client],
+    namespaces: &[String],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let selector = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
+    loop {
+        let mut missing = 0;
+        for member in members {
+            let present: Vec<String> = Api::<Namespace>::all(member.clone())
+                .list_metadata(&selector)
+                .await?
+                .items
+                .into_iter()
+                .map(|n| n.name_any())
+                .collect();
+            missing += namespaces.iter().filter(|n| !present.contains(n)).count();
+        }
+        if missing == 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{missing} member namespaces still missing after {}s",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Creates plain (unfederated) namespaces in every member, for the raw phase.
+pub async fn create_member_namespaces(
+    members: &[Client],
+    namespaces: &[String],
+) -> anyhow::Result<()> {
+    for member in members {
+        let api: Api<Namespace> = Api::all(member.clone());
+        for ns in namespaces {
+            apply(
+                &api,
+                &Namespace {
+                    metadata: named(ns),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work` over `items` with at most `concurrency` in flight; fails on the first error.
+pub async fn for_each_concurrent<T, F, Fut>(
+    items: impl IntoIterator<Item = T>,
+    concurrency: usize,
+    work: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    futures::stream::iter(items)
+        .map(work)
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! `hubfed-bench` (`make bench`): hubfed's performance on real API servers, in one run.
+//!
+//! It starts a hub and N members (hubfed-testenv: real kube-apiservers, one etcd on tmpfs),
+//! joins the members, federates a few namespaces onto all of them, then measures:
+//!
+//! 1. **Raw apply limit**: the member objects applied (server-side apply) straight to the
+//!    members by a plain client, many in flight — objects/s and per-write p50/p99. The ceiling.
+//! 2. **Cold start**: M federated objects (ConfigMaps, Secrets, Deployments in turn) placed on
+//!    every member already in the hub; a `hubfed-controller` process started → every member
+//!    object present (metadata watches of `kubefed.io/managed=true` in each member).
+//! 3. **Propagation latency under load**: K template updates at a fixed rate → from sending
+//!    the hub write to the last placed member showing the new revision.
+//! 4. **Memory and CPU** of the controller process (`/proc`), and of every other process
+//!    group, which tells what limits each phase on a small machine.
+//! 5. **Writes at rest**: member writes during a quiet window (from the controller's
+//!    `hubfed_member_operations_total`, and from the member watches).
+//! 6. **Warm restart**: the controller restarted on the converged federation — member writes
+//!    (expected none), time to settle, and its RSS without cold-start leftovers.
+//!
+//! Results: `<output-dir>/result.json`, `<output-dir>/result.md` (also printed), and the
+//! controller logs. Performance is reported, never asserted.
+
+#[path = "../bench/controller.rs"]
+mod controller;
+#[path = "../bench/procstat.rs"]
+mod procstat;
+#[path = "../bench/raw.rs"]
+mod raw;
+#[path = "../bench/report.rs"]
+mod report;
+#[path = "../bench/run.rs"]
+mod run;
+#[path = "../bench/setup.rs"]
+mod setup;
+#[path = "../bench/stats.rs"]
+mod stats;
+#[path = "../bench/tracker.rs"]
+mod tracker;
+#[path = "../bench/workload.rs"]
+mod workload;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    version,
+    about = "hubfed benchmark: raw apply limit, cold start, propagation latency, memory, writes at rest"
+)]
+pub struct Args {
+    /// Member clusters.
+    #[arg(long, env = "HUBFED_BENCH_MEMBERS", default_value_t = 10)]
+    pub members: usize,
+    /// Federated objects (ConfigMaps, Secrets and Deployments in turn), each placed on every
+    /// member.
+    #[arg(long, env = "HUBFED_BENCH_OBJECTS", default_value_t = 2000)]
+    pub objects: usize,
+    /// Template updates in the latency phase (distinct objects, spread over all of them).
+    #[arg(long, env = "HUBFED_BENCH_UPDATES", default_value_t = 200)]
+    pub updates: usize,
+    /// Template updates per second in the latency phase.
+    #[arg(long, env = "HUBFED_BENCH_RATE", default_value_t = 20.0)]
+    pub rate: f64,
+    /// Length of the at-rest window, in seconds.
+    #[arg(long, env = "HUBFED_BENCH_IDLE_SECONDS", default_value_t = 60)]
+    pub idle_seconds: u64,
+    /// Where result.json, result.md and the controller logs go.
+    #[arg(long, env = "HUBFED_BENCH_OUTPUT_DIR", default_value = "target/bench")]
+    pub output_dir: PathBuf,
+    /// Federated namespaces the objects are spread over.
+    #[arg(long, env = "HUBFED_BENCH_NAMESPACES", default_value_t = 4)]
+    pub namespaces: usize,
+    /// Raw apply limit: requests in flight across all members.
+    #[arg(long, env = "HUBFED_BENCH_RAW_CONCURRENCY", default_value_t = 64)]
+    pub raw_concurrency: usize,
+    /// Raw apply limit: requests in flight per member (as the controller's default
+    /// --member-write-concurrency).
+    #[arg(long, env = "HUBFED_BENCH_RAW_PER_MEMBER", default_value_t = 16)]
+    pub raw_per_member: usize,
+    /// The controller's --member-write-concurrency.
+    #[arg(
+        long,
+        env = "HUBFED_BENCH_MEMBER_WRITE_CONCURRENCY",
+        default_value_t = 16
+    )]
+    pub member_write_concurrency: usize,
+    /// The controller's --reconcile-concurrency.
+    #[arg(long, env = "HUBFED_BENCH_RECONCILE_CONCURRENCY", default_value_t = 16)]
+    pub reconcile_concurrency: u16,
+    /// The controller binary; default: `hubfed-controller` next to this binary (build both
+    /// with `--release`; `make bench` does).
+    #[arg(long, env = "HUBFED_BENCH_CONTROLLER")]
+    pub controller_bin: Option<PathBuf>,
+    /// Run a kube-controller-manager per cluster too (Deployments then get ReplicaSets and
+    /// Pods, which costs the API servers CPU unrelated to hubfed).
+    #[arg(long, env = "HUBFED_BENCH_CONTROLLER_MANAGER", default_value_t = false, action = clap::ArgAction::Set)]
+    pub controller_manager: bool,
+    /// Extra environment for the controller process, `KEY=VALUE`, repeatable (e.g.
+    /// `MALLOC_ARENA_MAX=2` to see how much of its RSS is allocator arenas).
+    #[arg(long = "controller-env", value_parser = parse_key_value)]
+    pub controller_env: Vec<(String, String)>,
+    /// Deadline of each wait (cluster start-up, cold start, settling), in seconds.
+    #[arg(long, env = "HUBFED_BENCH_TIMEOUT_SECONDS", default_value_t = 1800)]
+    pub timeout_seconds: u64,
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {text:?}"))
+}
+
+impl Args {
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.members >= 1, "--members must be at least 1");
+        anyhow::ensure!(self.objects >= 1, "--objects must be at least 1");
+        anyhow::ensure!(self.namespaces >= 1, "--namespaces must be at least 1");
+        anyhow::ensure!(
+            self.updates >= 1 && self.updates <= self.objects,
+            "--updates must be between 1 and --objects ({})",
+            self.objects
+        );
+        anyhow::ensure!(
+            self.rate > 0.0 && self.rate.is_finite(),
+            "--rate must be positive"
+        );
+        anyhow::ensure!(
+            self.objects < 100_000,
+            "--objects must stay below 100,000 (object names have 5 digits)"
+        );
+        Ok(())
+    }
+
+    fn controller_binary(&self) -> anyhow::Result<PathBuf> {
+        let binary = match &self.controller_bin {
+            Some(path) => path.clone(),
+            None => std::env::current_exe()?
+                .parent()
+                .context("the benchmark binary has no directory")?
+                .join("hubfed-controller"),
+        };
+        anyhow::ensure!(
+            binary.is_file(),
+            "{} is missing: build it with `cargo build --release -p hubfed-controller` (`make bench` does) or pass --controller-bin",
+            binary.display()
+        );
+        Ok(binary)
+    }
+}
+
+/// When the run began, for progress lines.
+fn began() -> Instant {
+    static BEGAN: OnceLock<Instant> = OnceLock::new();
+    *BEGAN.get_or_init(Instant::now)
+}
+
+/// A progress line on stderr: `[  12.3s] what happened`.
+pub fn progress(line: impl std::fmt::Display) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "[{:>7.1}s] {line}",
+        began().elapsed().as_secs_f64()
+    );
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    args.validate()?;
+    began();
+    let controller = args.controller_binary()?;
+    std::fs::create_dir_all(&args.output_dir)
+        .with_context(|| format!("creating {}", args.output_dir.display()))?;
+    // GOMAXPROCS stays unset: the API servers use every core, as they would in production.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(run::run(&args, controller));
+    result.write(&args.output_dir)?;
+    let markdown = result.markdown();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\n{markdown}")?;
+    writeln!(
+        out,
+        "results: {}, {}",
+        args.output_dir.join("result.json").display(),
+        args.output_dir.join("result.md").display()
+    )?;
+    drop(out);
+    match result.error {
+        Some(error) => Err(anyhow::anyhow!("the benchmark did not complete: {error}")),
+        None => Ok(()),
+    }
+}

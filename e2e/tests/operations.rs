@@ -148,7 +148,7 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
     let ports: Vec<u16> = controllers.iter().map(|c| c.admin_port).collect();
     let leader = wait_for(
         "exactly one replica leading",
-        Duration::from_secs(60),
+        Duration::from_secs(180),
         || {
             let leases = leases.clone();
             let ports = ports.clone();
@@ -226,7 +226,7 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
         async move {
             wait_for(
                 &format!("round {round} in both members"),
-                Duration::from_secs(60),
+                Duration::from_secs(120),
                 || {
                     let members = members.clone();
                     async move {
@@ -301,7 +301,7 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
     let port = survivor.admin_port;
     wait_for(
         "the standby to take over",
-        Duration::from_secs(60),
+        Duration::from_secs(180),
         || async move {
             Ok(match leader_flag(port).await {
                 Some(1.0) => Wait::Done(()),

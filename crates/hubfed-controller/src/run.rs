@@ -129,14 +129,30 @@ pub async fn run_with(
     let lease_duration = seconds(leader_elect.lease_duration.as_ref(), 15);
     let renew_deadline = seconds(leader_elect.renew_deadline.as_ref(), 10).min(lease_duration - 1);
     let identity = identity(&config);
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(hub.clone(), LEASE_NAME)
-        .with_namespace(&config.kubefed_namespace)
-        .with_identity(&identity)
-        .with_duration(lease_duration)
-        .with_grace(lease_duration - renew_deadline)
-        .with_field_manager("hubfed-leader-election")
-        .build()
-        .await?;
+    // Replicas starting together race to create the Lease; the loser's build fails with a
+    // conflict. Retry (also covers transient API errors) instead of exiting.
+    let mut delay = std::time::Duration::from_millis(200);
+    let manager = loop {
+        let built = kube_lease_manager::LeaseManagerBuilder::new(hub.clone(), LEASE_NAME)
+            .with_namespace(&config.kubefed_namespace)
+            .with_identity(&identity)
+            .with_duration(lease_duration)
+            .with_grace(lease_duration - renew_deadline)
+            .with_field_manager("hubfed-leader-election")
+            .build()
+            .await;
+        match built {
+            Ok(manager) => break manager,
+            Err(e) => {
+                tracing::warn!(error = %e, "setting up leader election failed; retrying");
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(std::time::Duration::from_secs(5));
+            }
+        }
+    };
     let (mut leading, lease_task) = manager.watch().await;
     info!(identity = %identity, lease = %format!("{}/{LEASE_NAME}", config.kubefed_namespace), "waiting for the leader lease");
     METRICS.leader.with_label_values::<&str>(&[]).set(0);

@@ -437,6 +437,23 @@ pub async fn run_type(
         futures::stream::unfold(shared.settings.subscribe(), |mut rx| async move {
             rx.changed().await.ok().map(|()| ((), rx))
         });
+    // Never plan from caches that have not loaded: a FederatedNamespace not yet seen would
+    // read as "namespace not federated" and the plan would delete the member objects; a
+    // PropagatedVersion not yet seen would re-apply what is already in place.
+    let stores_ready = async {
+        if let Some(fns) = &ctx.federated_namespaces {
+            fns.wait_until_ready().await?;
+        }
+        shared.propagated_versions.wait_until_ready().await?;
+        shared.cluster_propagated_versions.wait_until_ready().await
+    };
+    tokio::select! {
+        () = stop.cancelled() => {
+            let _ = members_task.await;
+            return Ok(());
+        }
+        ready = stores_ready => ready.map_err(|e| anyhow::anyhow!("hub cache stopped: {e}"))?,
+    }
     info!(kind = %federated.kind, "starting sync controller");
     let stop_signal = stop.clone();
     controller

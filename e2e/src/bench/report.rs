@@ -151,10 +151,13 @@ pub struct Restart {
     /// federation), and one of them.
     pub propagation_flaps: usize,
     pub propagation_flap_example: Option<serde_json::Value>,
-    /// PropagatedVersions recording fewer clusters than placed before the restart (the
-    /// restarted controller cannot tell those members are current), and one of them.
+    /// Before the restart: PropagatedVersions recording fewer clusters than placed, with a
+    /// templateVersion other than the template's hash, and recorded cluster versions behind
+    /// the member object (each makes a restarted controller apply again); one of them.
     pub incomplete_versions: usize,
-    pub incomplete_example: Option<serde_json::Value>,
+    pub template_mismatched_versions: usize,
+    pub stale_cluster_versions: usize,
+    pub version_example: Option<serde_json::Value>,
     /// Federated objects whose status the restarted controller rewrote, and one of them.
     pub status_changes: usize,
     pub status_change_example: Option<serde_json::Value>,
@@ -481,8 +484,10 @@ impl BenchResult {
             row(
                 "warm restart",
                 format!(
-                    "{} PropagatedVersions incomplete before; settled after {:.1} s, {:.0} reconciles; member requests: {}; {} member watch events ({} older revisions, {} spec changes, {} deletions); hub writes: {} ({} statuses changed, {} written without Propagation=True); RSS **{}** ({} per pair, {} above baseline)",
+                    "PropagatedVersions before: {} incomplete, {} with another template hash, {} cluster versions behind the member; settled after {:.1} s, {:.0} reconciles; member requests: {}; {} member watch events ({} older revisions, {} spec changes, {} deletions); hub writes: {} ({} statuses changed, {} written without Propagation=True); RSS **{}** ({} per pair, {} above baseline)",
                     w.incomplete_versions,
+                    w.template_mismatched_versions,
+                    w.stale_cluster_versions,
                     w.settled_seconds,
                     w.reconciles,
                     ops(&w.member_operations),

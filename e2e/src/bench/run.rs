@@ -26,27 +26,27 @@ use super::workload::{KINDS, Workload, federated_object, federated_update, membe
 use super::{Args, progress, setup};
 
 /// No reconcile for this long: the controller has nothing left to do.
-const QUIET: Duration = Duration::from_secs(3);
+pub const QUIET: Duration = Duration::from_secs(3);
 /// Hub writes in flight while creating the federated objects.
 const HUB_CREATE_CONCURRENCY: usize = 32;
 /// Revision the latency phase moves objects to.
 const UPDATED_REV: u32 = 1;
 
 /// The clusters and clients of a run.
-struct Federation {
-    env: TestEnv,
-    hub: Client,
-    members: Vec<Client>,
-    names: Vec<String>,
+pub struct Federation {
+    pub env: TestEnv,
+    pub hub: Client,
+    pub members: Vec<Client>,
+    pub names: Vec<String>,
 }
 
 impl Federation {
-    fn names(&self) -> Vec<&str> {
+    pub fn names(&self) -> Vec<&str> {
         self.names.iter().map(String::as_str).collect()
     }
 
     /// CPU groups: the controller, the member API servers, the hub, etcd and this process.
-    fn groups(&self, controller: Option<&ControllerProcess>) -> Groups {
+    pub fn groups(&self, controller: Option<&ControllerProcess>) -> Groups {
         let member_pids: Vec<u32> = self.env.members().iter().flat_map(|c| c.pids()).collect();
         let hub_pids = self.env.hub().pids();
         let etcd: Vec<u32> = self
@@ -430,7 +430,7 @@ async fn phases(
     controller.stop();
 
     // 6. Warm restart on the converged federation.
-    let restart = restart_phase(args, &fed, &settings, &tracker, timeout).await?;
+    let restart = super::restart::run(args, &fed, &settings, &tracker, timeout).await?;
     result.restart = Some(Restart {
         bytes_per_pair: restart.rss_bytes as f64 / pairs as f64,
         marginal_bytes_per_pair: (restart.rss_bytes as f64
@@ -642,246 +642,6 @@ async fn idle_phase(
         hub_objects_changed: hub_changed,
         cpu,
     })
-}
-
-/// Restarts the controller on the converged federation and waits until it has reconciled
-/// everything and gone quiet.
-async fn restart_phase(
-    args: &Args,
-    fed: &Federation,
-    settings: &ControllerSettings,
-    tracker: &Arc<Tracker>,
-    timeout: Duration,
-) -> anyhow::Result<Restart> {
-    progress(format_args!("warm restart: starting a new controller"));
-    let namespaces: Vec<String> = (0..args.namespaces)
-        .map(|n| format!("{}{n}", super::workload::NAMESPACE_PREFIX))
-        .collect();
-    let statuses_before = federated_statuses(&fed.hub, &namespaces).await?;
-    let (incomplete_versions, incomplete_example) =
-        incomplete_propagated_versions(&fed.hub, &namespaces, fed.members.len()).await?;
-    if let Some(example) = &incomplete_example {
-        progress(format_args!(
-            "warm restart: {incomplete_versions} PropagatedVersions record fewer than {} clusters, e.g. {example}",
-            fed.members.len()
-        ));
-    }
-    let (events_before, regressions_before, generations_before, deletions_before) = {
-        let state = tracker.state();
-        (
-            state.events,
-            state.regressions,
-            state.generation_changes,
-            state.deletions,
-        )
-    };
-    let hub_writes_before = apiserver_writes(&fed.hub).await?;
-    let stop_flaps = CancellationToken::new();
-    let _stop_flaps = stop_flaps.clone().drop_guard();
-    let flaps = watch_propagation_flaps(&fed.hub, &stop_flaps).await?;
-    let cpu_before = CpuSnapshot::take(&fed.groups(None));
-    let controller = ControllerProcess::start(&fed.env, settings, "restart")?;
-    let groups = fed.groups(Some(&controller));
-    controller.wait_ready(timeout).await?;
-    // Every federated object and FederatedNamespace is reconciled at least once.
-    let objects = (args.objects + args.namespaces) as f64;
-    controller.wait_reconciles(objects, timeout).await?;
-    let settle_began = controller.started.elapsed();
-    let settled = controller.wait_settled(QUIET, timeout).await?;
-    let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(&groups));
-    let metrics = controller.metrics().await?;
-    let hub_writes = operations_delta(&hub_writes_before, &apiserver_writes(&fed.hub).await?);
-    let (member_watch_events, member_regressions, member_generation_changes, member_deletions) = {
-        let state = tracker.state();
-        (
-            state.events - events_before,
-            state.regressions - regressions_before,
-            state.generation_changes - generations_before,
-            state.deletions - deletions_before,
-        )
-    };
-    let statuses_after = federated_statuses(&fed.hub, &namespaces).await?;
-    let changed: Vec<&String> = statuses_after
-        .iter()
-        .filter(|(key, status)| statuses_before.get(*key) != Some(*status))
-        .map(|(key, _)| key)
-        .collect();
-    let status_change_example = changed.first().map(|key| {
-        serde_json::json!({
-            "object": key,
-            "before": statuses_before.get(*key),
-            "after": statuses_after.get(*key),
-        })
-    });
-    if let Some(example) = &status_change_example {
-        progress(format_args!(
-            "warm restart: {} federated object statuses rewritten, e.g. {example}",
-            changed.len()
-        ));
-    }
-    stop_flaps.cancel();
-    let (propagation_flaps, propagation_flap_example) = {
-        let flaps = flaps.lock().unwrap_or_else(|e| e.into_inner());
-        (flaps.0, flaps.1.clone())
-    };
-    if let Some(example) = &propagation_flap_example {
-        progress(format_args!(
-            "warm restart: {propagation_flaps} status writes without Propagation=True, e.g. {example}"
-        ));
-    }
-    let restart = Restart {
-        propagation_flaps,
-        propagation_flap_example,
-        incomplete_versions,
-        incomplete_example,
-        status_changes: changed.len(),
-        status_change_example,
-        settled_seconds: (settle_began + settled).as_secs_f64(),
-        member_writes: metrics.member_writes(),
-        member_operations: metrics.member_operations(),
-        member_watch_events,
-        member_regressions,
-        member_generation_changes,
-        member_deletions,
-        hub_writes,
-        reconciles: metrics.sum("controller_runtime_reconcile_total", &[]),
-        rss_bytes: controller.rss(),
-        bytes_per_pair: 0.0,
-        marginal_bytes_per_pair: 0.0,
-        cpu,
-    };
-    progress(format_args!(
-        "warm restart: settled after {:.1}s; {:.0} member writes, {} member watch events; RSS {:.1} MiB",
-        restart.settled_seconds,
-        restart.member_writes,
-        restart.member_watch_events,
-        restart.rss_bytes as f64 / 1048576.0
-    ));
-    controller.stop();
-    Ok(restart)
-}
-
-/// Status writes seen on the hub whose `Propagation` condition is not `True`, and one of them.
-type Flaps = Arc<std::sync::Mutex<(usize, Option<serde_json::Value>)>>;
-
-/// Watches the federated objects of the benchmark kinds on the hub and counts status writes
-/// whose `Propagation` condition is not `True` (on a converged federation: a flap). Returns
-/// once every watch has listed, so later events are new writes.
-async fn watch_propagation_flaps(hub: &Client, stop: &CancellationToken) -> anyhow::Result<Flaps> {
-    use futures::StreamExt as _;
-    use kube::runtime::watcher;
-
-    let flaps: Flaps = Arc::default();
-    let mut listed = Vec::new();
-    for kind in KINDS {
-        let api: Api<DynamicObject> = Api::all_with(hub.clone(), &kind.federated());
-        let (ready, done) = tokio::sync::oneshot::channel::<()>();
-        listed.push(done);
-        let flaps = Arc::clone(&flaps);
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let stream = watcher::watcher(api, watcher::Config::default());
-            let mut stream = std::pin::pin!(stream);
-            let mut ready = Some(ready);
-            loop {
-                let event = tokio::select! {
-                    () = stop.cancelled() => break,
-                    event = stream.next() => event,
-                };
-                match event {
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        if let Some(ready) = ready.take() {
-                            let _ = ready.send(());
-                        }
-                    }
-                    Some(Ok(watcher::Event::Apply(object))) => {
-                        let propagation = object
-                            .data
-                            .pointer("/status/conditions")
-                            .and_then(serde_json::Value::as_array)
-                            .and_then(|c| c.iter().find(|c| c["type"] == "Propagation"))
-                            .cloned();
-                        let flapped = propagation.as_ref().is_some_and(|c| c["status"] != "True");
-                        if flapped {
-                            let mut flaps = flaps.lock().unwrap_or_else(|e| e.into_inner());
-                            flaps.0 += 1;
-                            flaps.1.get_or_insert_with(|| {
-                                serde_json::json!({
-                                    "object": format!(
-                                        "{}/{}",
-                                        object.metadata.namespace.clone().unwrap_or_default(),
-                                        object.metadata.name.clone().unwrap_or_default()
-                                    ),
-                                    "status": object.data.get("status"),
-                                })
-                            });
-                        }
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(_)) => tokio::time::sleep(Duration::from_secs(1)).await,
-                    None => break,
-                }
-            }
-        });
-    }
-    for done in listed {
-        done.await
-            .context("a hub watch of federated objects ended")?;
-    }
-    Ok(flaps)
-}
-
-/// PropagatedVersions in the benchmark namespaces recording fewer than `clusters` member
-/// versions (every object is placed on every member), and one of them.
-async fn incomplete_propagated_versions(
-    hub: &Client,
-    namespaces: &[String],
-    clusters: usize,
-) -> anyhow::Result<(usize, Option<serde_json::Value>)> {
-    let mut count = 0;
-    let mut example = None;
-    for ns in namespaces {
-        let api: Api<PropagatedVersion> = Api::namespaced(hub.clone(), ns);
-        for item in api.list(&ListParams::default()).await?.items {
-            let recorded = item.status.as_ref().map_or(0, |s| s.cluster_versions.len());
-            if recorded < clusters {
-                count += 1;
-                example.get_or_insert_with(|| {
-                    serde_json::json!({
-                        "name": format!("{ns}/{}", item.metadata.name.clone().unwrap_or_default()),
-                        "status": item.status,
-                    })
-                });
-            }
-        }
-    }
-    Ok((count, example))
-}
-
-/// `status` of every federated object and FederatedNamespace in the benchmark namespaces.
-async fn federated_statuses(
-    hub: &Client,
-    namespaces: &[String],
-) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
-    let mut statuses = BTreeMap::new();
-    let mut resources: Vec<_> = KINDS.iter().map(|k| k.federated()).collect();
-    resources.push(hubfed_e2e::federated("Namespace"));
-    for ns in namespaces {
-        for resource in &resources {
-            let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), ns, resource);
-            for item in api.list(&ListParams::default()).await?.items {
-                statuses.insert(
-                    format!(
-                        "{}/{ns}/{}",
-                        resource.kind,
-                        item.metadata.name.unwrap_or_default()
-                    ),
-                    item.data.get("status").cloned().unwrap_or_default(),
-                );
-            }
-        }
-    }
-    Ok(statuses)
 }
 
 /// Events on the hub in the benchmark namespaces.

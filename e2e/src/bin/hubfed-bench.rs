@@ -28,6 +28,8 @@ mod procstat;
 mod raw;
 #[path = "../bench/report.rs"]
 mod report;
+#[path = "../bench/restart.rs"]
+mod restart;
 #[path = "../bench/run.rs"]
 mod run;
 #[path = "../bench/setup.rs"]
@@ -102,7 +104,12 @@ pub struct Args {
     pub controller_manager: bool,
     /// Extra environment for the controller process, `KEY=VALUE`, repeatable (e.g.
     /// `MALLOC_ARENA_MAX=2` to see how much of its RSS is allocator arenas).
-    #[arg(long = "controller-env", value_parser = parse_key_value)]
+    #[arg(
+        long = "controller-env",
+        env = "HUBFED_BENCH_CONTROLLER_ENV",
+        value_delimiter = ',',
+        value_parser = parse_key_value
+    )]
     pub controller_env: Vec<(String, String)>,
     /// Deadline of each wait (cluster start-up, cold start, settling), in seconds.
     #[arg(long, env = "HUBFED_BENCH_TIMEOUT_SECONDS", default_value_t = 1800)]

@@ -603,7 +603,7 @@ pub async fn bootstrap(env: &TestEnv) -> anyhow::Result<()> {
 /// The join: in the cluster, a ServiceAccount bound to cluster-admin (least privilege is a
 /// later issue) and a long-lived token for it; in the hub, the token Secret and the
 /// KubeFedCluster.
-async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
+pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
     let member = cluster.client().await?;
     let account = format!("hubfed-{name}");
 

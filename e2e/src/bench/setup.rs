@@ -2,29 +2,22 @@
 //! N members joined with TokenRequest tokens (as the e2e harness joins two), and the
 //! benchmark namespaces federated onto every member.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use hubfed_api::defaulttypes::{default_federated_crds, default_federated_type_configs};
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
-use hubfed_api::kubefedcluster::{KubeFedCluster, KubeFedClusterSpec, LocalSecretReference};
-use hubfed_api::names::{CLUSTER_SECRET_TOKEN_KEY, MANAGED_LABEL};
+use hubfed_api::kubefedcluster::KubeFedCluster;
+use hubfed_api::names::MANAGED_LABEL;
 use hubfed_api::render::core_crds;
 use hubfed_e2e::{KUBEFED_NAMESPACE, apply, federated, install_crds};
 use hubfed_testenv::Cluster;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
-
-/// Lifetime of the member tokens: longer than any run.
-const TOKEN_SECONDS: i64 = 365 * 24 * 3600;
 
 fn named(name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -57,92 +50,7 @@ pub async fn install_control_plane(hub: &Client) -> anyhow::Result<()> {
 /// Joins `cluster` as `name`: a cluster-admin ServiceAccount in the member and a token for
 /// it, then the token Secret and the KubeFedCluster in the hub.
 pub async fn join(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
-    let member = cluster.client().await?;
-    let account = format!("hubfed-{name}");
-    let namespaces: Api<Namespace> = Api::all(member.clone());
-    apply(
-        &namespaces,
-        &Namespace {
-            metadata: named(KUBEFED_NAMESPACE),
-            ..Default::default()
-        },
-    )
-    .await?;
-    let accounts: Api<ServiceAccount> = Api::namespaced(member.clone(), KUBEFED_NAMESPACE);
-    apply(
-        &accounts,
-        &ServiceAccount {
-            metadata: named(&account),
-            ..Default::default()
-        },
-    )
-    .await?;
-    let bindings: Api<ClusterRoleBinding> = Api::all(member.clone());
-    apply(
-        &bindings,
-        &ClusterRoleBinding {
-            metadata: named(&account),
-            role_ref: RoleRef {
-                api_group: Some("rbac.authorization.k8s.io".to_owned()),
-                kind: "ClusterRole".to_owned(),
-                name: "cluster-admin".to_owned(),
-            },
-            subjects: Some(vec![Subject {
-                kind: "ServiceAccount".to_owned(),
-                name: account.clone(),
-                namespace: Some(KUBEFED_NAMESPACE.to_owned()),
-                ..Default::default()
-            }]),
-        },
-    )
-    .await?;
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(TOKEN_SECONDS),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(&account, &PostParams::default(), &request)
-        .await
-        .with_context(|| format!("requesting a token for {account} in {name}"))?
-        .status
-        .and_then(|status| status.token)
-        .filter(|token| !token.is_empty())
-        .with_context(|| format!("the token request in {name} returned no token"))?;
-
-    let secret_name = format!("{name}-secret");
-    let secrets: Api<Secret> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    apply(
-        &secrets,
-        &Secret {
-            metadata: ObjectMeta {
-                namespace: Some(KUBEFED_NAMESPACE.to_owned()),
-                ..named(&secret_name)
-            },
-            data: Some(BTreeMap::from([(
-                CLUSTER_SECRET_TOKEN_KEY.to_owned(),
-                ByteString(token.into_bytes()),
-            )])),
-            ..Default::default()
-        },
-    )
-    .await?;
-    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    let mut object = KubeFedCluster::new(
-        name,
-        KubeFedClusterSpec {
-            api_endpoint: cluster.server_url(),
-            ca_bundle: Some(ByteString(cluster.ca_pem().as_bytes().to_vec())),
-            secret_ref: LocalSecretReference { name: secret_name },
-            disabled_tls_validations: Vec::new(),
-            proxy_url: String::new(),
-        },
-    );
-    object.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
-    apply(&clusters, &object).await?;
-    Ok(())
+    hubfed_e2e::register_cluster(hub, name, cluster).await
 }
 
 /// Waits until every KubeFedCluster of `names` is Ready.

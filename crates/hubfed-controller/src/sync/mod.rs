@@ -46,6 +46,11 @@ pub struct Shared {
     pub reconcile_concurrency: u16,
     pub propagated_versions: Store<PropagatedVersion>,
     pub cluster_propagated_versions: Store<ClusterPropagatedVersion>,
+    /// Becomes `true` once both version caches have loaded. One task waits on the stores and
+    /// publishes here: kube-runtime's `Store::wait_until_ready` wakes only the last of several
+    /// concurrent waiters (its one-shot receiver keeps a single waker), so the sync
+    /// controllers must not each wait on the shared stores themselves.
+    hub_caches_ready: tokio::sync::watch::Receiver<bool>,
     /// Which member clusters are the hub itself, by cluster name (compared by the UID of
     /// `kube-system`). Cleared when the registry changes.
     hub_identity: Mutex<HashMap<String, bool>>,
@@ -84,6 +89,28 @@ where
     reader
 }
 
+/// A readiness flag any number of tasks can wait on, set once both stores have loaded.
+///
+/// kube-runtime's `Store::wait_until_ready` is backed by a one-shot receiver that keeps a
+/// single waker: of several tasks waiting on one store at once, only the last to poll is
+/// woken. So exactly one task waits on the stores here and publishes to a `watch` channel;
+/// its sender is dropped (waiters see an error) if a store's writer goes away first.
+fn readiness<A, B>(a: Store<A>, b: Store<B>) -> tokio::sync::watch::Receiver<bool>
+where
+    A: kube::Resource + Clone + Send + Sync + 'static,
+    A::DynamicType: std::hash::Hash + Eq + Clone + Send + Sync,
+    B: kube::Resource + Clone + Send + Sync + 'static,
+    B::DynamicType: std::hash::Hash + Eq + Clone + Send + Sync,
+{
+    let (ready_tx, ready_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if a.wait_until_ready().await.is_ok() && b.wait_until_ready().await.is_ok() {
+            let _ = ready_tx.send(true);
+        }
+    });
+    ready_rx
+}
+
 impl Shared {
     pub fn start(
         hub: Client,
@@ -114,9 +141,16 @@ impl Shared {
                 Api::all(hub.clone()),
             ),
         };
+        let propagated_versions = spawn_reflector(pv_api, shutdown.clone());
+        let cluster_propagated_versions = spawn_reflector(cpv_api, shutdown.clone());
+        let hub_caches_ready = readiness(
+            propagated_versions.clone(),
+            cluster_propagated_versions.clone(),
+        );
         let shared = Arc::new(Self {
-            propagated_versions: spawn_reflector(pv_api, shutdown.clone()),
-            cluster_propagated_versions: spawn_reflector(cpv_api, shutdown.clone()),
+            propagated_versions,
+            cluster_propagated_versions,
+            hub_caches_ready,
             hub,
             pool,
             kubefed_namespace: config.kubefed_namespace.clone(),
@@ -442,17 +476,24 @@ pub async fn run_type(
     // PropagatedVersion not yet seen would re-apply what is already in place.
     let stores_ready = async {
         if let Some(fns) = &ctx.federated_namespaces {
-            fns.wait_until_ready().await?;
+            // This task is the only waiter on its own FederatedNamespace store.
+            fns.wait_until_ready()
+                .await
+                .map_err(|e| anyhow::anyhow!("the FederatedNamespace cache stopped: {e}"))?;
         }
-        shared.propagated_versions.wait_until_ready().await?;
-        shared.cluster_propagated_versions.wait_until_ready().await
+        let mut hub_caches = shared.hub_caches_ready.clone();
+        hub_caches
+            .wait_for(|ready| *ready)
+            .await
+            .map(drop)
+            .map_err(|_| anyhow::anyhow!("the version caches stopped"))
     };
     tokio::select! {
         () = stop.cancelled() => {
             let _ = members_task.await;
             return Ok(());
         }
-        ready = stores_ready => ready.map_err(|e| anyhow::anyhow!("hub cache stopped: {e}"))?,
+        ready = stores_ready => ready?,
     }
     info!(kind = %federated.kind, "starting sync controller");
     let stop_signal = stop.clone();
@@ -532,5 +573,57 @@ pub(crate) fn action_after(recoverable_failure: bool, waiting: bool) -> Action {
         Action::requeue(Duration::from_secs(10))
     } else {
         Action::requeue(RESYNC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readiness;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::runtime::{reflector, watcher::Event};
+    use std::time::Duration;
+
+    /// Every waiter is released, however many wait at once (kube-runtime's own
+    /// `wait_until_ready` would wake only the last of them).
+    #[tokio::test]
+    async fn every_concurrent_waiter_sees_the_caches_ready() {
+        let (a, mut a_writer) = reflector::store::<ConfigMap>();
+        let (b, mut b_writer) = reflector::store::<Secret>();
+        let ready = readiness(a, b);
+        let waiters: Vec<_> = (0..10)
+            .map(|_| {
+                let mut ready = ready.clone();
+                tokio::spawn(async move { ready.wait_for(|r| *r).await.map(|r| *r) })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert!(!*ready.borrow(), "ready before any store loaded");
+        a_writer.apply_watcher_event(&Event::Init);
+        a_writer.apply_watcher_event(&Event::InitDone);
+        tokio::task::yield_now().await;
+        assert!(!*ready.borrow(), "ready with one store still loading");
+        b_writer.apply_watcher_event(&Event::Init);
+        b_writer.apply_watcher_event(&Event::InitDone);
+        for waiter in waiters {
+            let seen = tokio::time::timeout(Duration::from_secs(5), waiter)
+                .await
+                .expect("a waiter was never woken")
+                .expect("waiter task")
+                .expect("readiness sender dropped");
+            assert!(seen);
+        }
+    }
+
+    /// A store whose writer goes away before loading releases the waiters with an error.
+    #[tokio::test]
+    async fn a_dropped_writer_releases_the_waiters() {
+        let (a, a_writer) = reflector::store::<ConfigMap>();
+        let (b, _b_writer) = reflector::store::<Secret>();
+        let mut ready = readiness(a, b);
+        drop(a_writer);
+        let outcome = tokio::time::timeout(Duration::from_secs(5), ready.wait_for(|r| *r))
+            .await
+            .expect("the waiter was never released");
+        assert!(outcome.is_err());
     }
 }

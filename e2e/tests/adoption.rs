@@ -176,6 +176,59 @@ async fn adoption_follows_kubefed_config_at_run_time() -> anyhow::Result<()> {
         "member1's own ConfigMap was changed although adoptResources is Disabled: {untouched}"
     );
 
+    // Still Disabled: once the object in the way is deleted, the federation creates its own
+    // at once, woken by the member watch (an AlreadyExists verdict is otherwise only
+    // revisited by the 10-minute resync).
+    let blocked = "in-the-way";
+    pre_existing_then_federated(
+        fed,
+        &ns,
+        blocked,
+        json!({ "owner": "member1" }),
+        json!({ "data": { "owner": "federation" } }),
+        &["member1"],
+    )
+    .await?;
+    wait_for(
+        "member1 AlreadyExists for in-the-way",
+        TIMEOUT,
+        async || {
+            let object = get_value(&hub, blocked).await?;
+            Ok(
+                match object.as_ref().and_then(|o| cluster_status(o, "member1")) {
+                    Some(entry) if entry["status"] == "AlreadyExists" => Wait::Done(()),
+                    other => Wait::Pending(format!("status.clusters[member1] {}", show(other))),
+                },
+            )
+        },
+    )
+    .await?;
+    member1
+        .delete(blocked, &Default::default())
+        .await
+        .context("deleting member1's own in-the-way")?;
+    wait_for(
+        "in-the-way created by the federation once member1's own was deleted",
+        TIMEOUT,
+        async || {
+            let mut problems = Vec::new();
+            let in1 = get_value(&member1, blocked).await?;
+            problems.extend(member_mismatch(
+                "member1",
+                in1.as_ref(),
+                &[("/data/owner", Some(&federation))],
+            ));
+            let object = get_value(&hub, blocked)
+                .await?
+                .context("the FederatedConfigMap disappeared")?;
+            if let Wait::Pending(problem) = propagated_ok(&object, &["member1"]) {
+                problems.push(problem);
+            }
+            Ok(Wait::all_or_pending(problems))
+        },
+    )
+    .await?;
+
     // Enabled (the default, so this also restores it): the same object is adopted.
     set_adopt_resources(fed, "Enabled").await?;
     wait_for(

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use tracing::{debug, info};
 
 use super::TypeContext;
+use super::members::Unmanaged;
 use super::reconcile::publish;
 use crate::clusters::MemberCluster;
 use crate::metrics::METRICS;
@@ -302,10 +303,21 @@ async fn apply_to_cluster(
         done: None,
     };
 
-    // The member cache holds managed objects only: before creating, look for an unmanaged
-    // object of the same name (adoption, AlreadyExists, managed=false).
+    // The member cache holds managed objects only. Before creating, an unmanaged object of
+    // the same name must be looked at (adoption, AlreadyExists, managed=false). With
+    // adoption enabled, the cache of unmanaged names says whether there is one, so most
+    // creates need no GET; with adoption disabled, a GET rules out even an object created a
+    // moment ago whose watch event is still on its way. Handing retained fields over needs
+    // the live managedFields.
     let mut live: Option<DynamicObject> = None;
-    if apply.creates || !apply.released_fields.is_empty() {
+    let look = !apply.released_fields.is_empty()
+        || (apply.creates
+            && (apply.create_only
+                || ctx
+                    .members
+                    .unmanaged(cluster, &object.name, object.namespace.as_deref())
+                    != Unmanaged::Absent));
+    if look {
         let started = std::time::Instant::now();
         let found = api.get_opt(&object.name).await;
         record(cluster, "get", started, found.is_ok());

@@ -1,8 +1,13 @@
-//! Watches of managed objects in member clusters, one per (federated type, ready cluster).
+//! Watches of member clusters, two per (federated type, ready cluster).
 //!
-//! Only metadata is watched (`kubefed.io/managed=true` objects), and `managedFields` are
-//! dropped before caching: decisions need labels, annotations, versions and deletion state,
-//! nothing else. Each event queues the federated object the member object belongs to.
+//! Managed objects (`kubefed.io/managed=true`): only metadata is watched, and `managedFields`
+//! are dropped before caching: decisions need labels, annotations, versions and deletion
+//! state, nothing else. Each event queues the federated object the member object belongs to.
+//!
+//! Other objects of the type: only their names are kept (and whether they are labeled
+//! `kubefed.io/managed=false`), so that creating a member object needs no GET to find out
+//! whether an unmanaged object of that name is in the way (adoption, `AlreadyExists`). An
+//! unmanaged object that appears or goes away queues the federated object of its name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +32,11 @@ pub type MemberMeta = PartialObjectMeta<DynamicObject>;
 pub struct MemberCache {
     pub store: Store<MemberMeta>,
     pub synced: Arc<AtomicBool>,
+    /// Names (`namespace/name` or `name`) of the type's unmanaged objects in the cluster;
+    /// the value tells whether the object is labeled `kubefed.io/managed=false`. `None`
+    /// until the first list has completed.
+    unmanaged: std::sync::RwLock<Option<HashMap<String, bool>>>,
+    started: std::time::Instant,
     client_id: usize,
     stop: CancellationToken,
 }
@@ -45,9 +55,20 @@ pub struct MemberWatches {
 pub enum CacheView {
     /// No watch (cluster not ready or no client).
     Unavailable,
-    /// The initial list has not completed.
-    Syncing,
+    /// The initial list has not completed; the watch started this long ago.
+    Syncing(std::time::Duration),
     Ready(Store<MemberMeta>),
+}
+
+/// What the cache of unmanaged names knows of one name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unmanaged {
+    /// Not known (no watch, or its first list has not completed): look.
+    Unknown,
+    /// No unmanaged object of that name.
+    Absent,
+    /// An unmanaged object of that name exists.
+    Present,
 }
 
 impl MemberWatches {
@@ -72,8 +93,31 @@ impl MemberWatches {
         let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
         match caches.get(cluster) {
             None => CacheView::Unavailable,
-            Some(c) if !c.synced.load(Ordering::Acquire) => CacheView::Syncing,
+            Some(c) if !c.synced.load(Ordering::Acquire) => CacheView::Syncing(c.started.elapsed()),
             Some(c) => CacheView::Ready(c.store.clone()),
+        }
+    }
+
+    /// Whether an unmanaged object named `name` exists in `cluster`.
+    pub fn unmanaged(&self, cluster: &str, name: &str, namespace: Option<&str>) -> Unmanaged {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        let Some(cache) = caches.get(cluster) else {
+            return Unmanaged::Unknown;
+        };
+        let names = cache.unmanaged.read().unwrap_or_else(|e| e.into_inner());
+        match names.as_ref() {
+            None => Unmanaged::Unknown,
+            Some(names) => {
+                let key = match namespace {
+                    Some(ns) if self.target.namespaced => format!("{ns}/{name}"),
+                    _ => name.to_owned(),
+                };
+                if names.contains_key(&key) {
+                    Unmanaged::Present
+                } else {
+                    Unmanaged::Absent
+                }
+            }
         }
     }
 
@@ -152,13 +196,23 @@ impl MemberWatches {
             let cache = Arc::new(MemberCache {
                 store: writer.as_reader(),
                 synced: Arc::new(AtomicBool::new(false)),
+                unmanaged: std::sync::RwLock::new(None),
+                started: std::time::Instant::now(),
                 client_id: cluster.client_id,
                 stop: CancellationToken::new(),
             });
             caches.insert(cluster.name.clone(), Arc::clone(&cache));
             let this = Arc::clone(self);
             let name = cluster.name.clone();
+            let unmanaged_api = api.clone();
+            let unmanaged_cache = Arc::clone(&cache);
             tokio::spawn(async move { this.watch(name, api, writer, cache).await });
+            let this = Arc::clone(self);
+            let name = cluster.name.clone();
+            tokio::spawn(async move {
+                this.watch_unmanaged(name, unmanaged_api, unmanaged_cache)
+                    .await;
+            });
         }
     }
 
@@ -201,17 +255,123 @@ impl MemberWatches {
         }
     }
 
+    /// Keeps the names of the type's unmanaged objects in `cache.unmanaged`.
+    async fn watch_unmanaged(
+        self: Arc<Self>,
+        cluster: String,
+        api: Api<MemberMeta>,
+        cache: Arc<MemberCache>,
+    ) {
+        // `!=` also selects objects without the label.
+        let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}!=true"));
+        let stream = watcher(api, config).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        let mut listing: HashMap<String, bool> = HashMap::new();
+        loop {
+            let event = tokio::select! {
+                () = cache.stop.cancelled() => break,
+                event = stream.next() => event,
+            };
+            match event {
+                Some(Ok(watcher::Event::Init)) => listing = HashMap::new(),
+                Some(Ok(watcher::Event::InitApply(meta))) => {
+                    if let Some((key, labeled_false)) = self.unmanaged_entry(&meta) {
+                        listing.insert(key, labeled_false);
+                    }
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    let listed = std::mem::take(&mut listing);
+                    let previous = cache
+                        .unmanaged
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .replace(listed.clone());
+                    // After a re-list, requeue what changed while the watch was down.
+                    if let Some(previous) = previous {
+                        for key in previous.keys().filter(|k| !listed.contains_key(*k)) {
+                            self.queue_key(key);
+                        }
+                        for (key, labeled_false) in &listed {
+                            if previous.get(key) != Some(labeled_false) {
+                                self.queue_key(key);
+                            }
+                        }
+                    }
+                    debug!(cluster = %cluster, kind = %self.target.kind, "unmanaged names synced");
+                }
+                Some(Ok(watcher::Event::Apply(meta))) => {
+                    if let Some((key, labeled_false)) = self.unmanaged_entry(&meta) {
+                        let before = cache
+                            .unmanaged
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .as_mut()
+                            .and_then(|names| names.insert(key, labeled_false));
+                        if before != Some(labeled_false) {
+                            self.queue_owner(&meta);
+                        }
+                    }
+                }
+                Some(Ok(watcher::Event::Delete(meta))) => {
+                    if let Some((key, _)) = self.unmanaged_entry(&meta) {
+                        if let Some(names) = cache
+                            .unmanaged
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .as_mut()
+                        {
+                            names.remove(&key);
+                        }
+                        self.queue_owner(&meta);
+                    }
+                }
+                Some(Err(e)) => {
+                    warn!(cluster = %cluster, kind = %self.target.kind, error = %e, "member watch error (unmanaged objects)")
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// The key of an unmanaged object and whether it is labeled `kubefed.io/managed=false`.
+    fn unmanaged_entry(&self, meta: &MemberMeta) -> Option<(String, bool)> {
+        let name = meta.metadata.name.as_deref()?;
+        let key = match meta.metadata.namespace.as_deref() {
+            Some(ns) if self.target.namespaced => format!("{ns}/{name}"),
+            _ => name.to_owned(),
+        };
+        let labeled_false = meta
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_LABEL))
+            .is_some_and(|v| v == "false");
+        Some((key, labeled_false))
+    }
+
+    /// Queues the federated object of an unmanaged-name key.
+    fn queue_key(&self, key: &str) {
+        match key.split_once('/') {
+            Some((namespace, name)) => self.queue(name, Some(namespace)),
+            None => self.queue(key, None),
+        }
+    }
+
     /// Queues the federated object a member object belongs to.
     fn queue_owner(&self, meta: &MemberMeta) {
-        let Some(name) = meta.metadata.name.as_deref() else {
-            return;
-        };
+        if let Some(name) = meta.metadata.name.as_deref() {
+            self.queue(name, meta.metadata.namespace.as_deref());
+        }
+    }
+
+    /// Queues the federated object of a member object's name and namespace.
+    fn queue(&self, name: &str, namespace: Option<&str>) {
         let owner = ObjectRef::new_with(name, self.federated.clone());
         let owner = if self.target.is_namespace() {
             // FederatedNamespace `<ns>/<ns>`.
             owner.within(name)
         } else {
-            match meta.metadata.namespace.as_deref() {
+            match namespace {
                 Some(ns) => owner.within(ns),
                 None => owner,
             }

@@ -274,6 +274,18 @@ pub struct TypeContext {
     >,
     /// Generations being propagated, for the propagation latency metric.
     pub latency: std::sync::Mutex<LatencyTracker>,
+    /// PropagatedVersion statuses this controller wrote that the hub cache has not shown yet.
+    pub written_versions: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenVersions>>,
+}
+
+/// A PropagatedVersion status written by this controller, kept until the PropagatedVersion
+/// store shows a newer copy. Without it, a reconcile queued by the previous one's own writes
+/// reads the store before the watch has delivered them and writes the versions again.
+pub struct WrittenVersions {
+    /// The resourceVersion of the stored copy the write was computed from (`None`: no
+    /// PropagatedVersion was stored). While the store still holds it, the store is behind.
+    pub seen_resource_version: Option<String>,
+    pub status: hubfed_core::version::PropagatedVersionStatus,
 }
 
 /// When each federated object's current generation was first seen, until every placed
@@ -447,6 +459,7 @@ pub async fn run_type(
         members,
         applied: std::sync::Mutex::new(HashMap::new()),
         latency: std::sync::Mutex::new(LatencyTracker::default()),
+        written_versions: std::sync::Mutex::new(HashMap::new()),
     });
 
     let depth = crate::metrics::METRICS
@@ -510,7 +523,8 @@ pub async fn run_type(
     Ok(())
 }
 
-/// Refreshes `hubfed_managed_objects` and `hubfed_federated_objects` for one type.
+/// Refreshes `hubfed_managed_objects` and `hubfed_federated_objects` for one type, and
+/// forgets written PropagatedVersions once the hub cache shows them.
 async fn export_object_gauges(
     ctx: Arc<TypeContext>,
     federated: Store<DynamicObject>,
@@ -519,6 +533,7 @@ async fn export_object_gauges(
     let type_label = ctx.federated.kind.to_lowercase();
     let metrics = &crate::metrics::METRICS;
     loop {
+        reconcile::prune_written_versions(&ctx);
         let (mut propagated, mut failing) = (0_i64, 0_i64);
         for obj in federated.state() {
             let condition = obj

@@ -20,7 +20,7 @@ use hubfed_core::version::{
     overrides_version, propagated_version_name, recorded_cluster_versions, template_version,
     update_propagated_version,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
@@ -193,14 +193,22 @@ async fn reconcile_object(
     let member_ref = ctx.members.member_ref(&name, namespace.as_deref());
     let mut members = BTreeMap::new();
     let mut cache_pending = false;
+    // A cache that is still listing (just after a start or a join) is no failure to report:
+    // the status would flap to CachedRetrievalFailed and back on every restart.
+    let mut cache_warming = false;
     for cluster in clusters.iter().filter(|c| c.ready) {
         let observation = match ctx.members.view(&cluster.name) {
             CacheView::Ready(store) => match store.get(&member_ref) {
                 Some(meta) => MemberObservation::Present(member_object(&meta)),
                 None => MemberObservation::Absent,
             },
-            CacheView::Syncing | CacheView::Unavailable => {
+            view @ (CacheView::Syncing(_) | CacheView::Unavailable) => {
                 cache_pending = true;
+                if let CacheView::Syncing(elapsed) = view
+                    && elapsed < CACHE_SYNC_GRACE
+                {
+                    cache_warming = true;
+                }
                 MemberObservation::RetrievalFailed(format!(
                     "the cache of {} objects in cluster {:?} is not synced yet",
                     ctx.target.kind, cluster.name
@@ -236,7 +244,8 @@ async fn reconcile_object(
 
     let template_v = template_version(federated.spec.template.as_ref());
     let overrides_v = overrides_version(federated.spec.overrides.as_deref());
-    let stored_versions = stored_versions(&ctx, &name, namespace.as_deref());
+    let (stored_versions, stored_resource_version) =
+        stored_versions(&ctx, &object_ref, &name, namespace.as_deref());
     let recorded_versions =
         recorded_cluster_versions(stored_versions.as_ref(), &template_v, &overrides_v);
     let recorded: BTreeMap<String, RecordedApply> = {
@@ -329,6 +338,10 @@ async fn reconcile_object(
             let mut applied = ctx.applied.lock().unwrap_or_else(|e| e.into_inner());
             applied.retain(|(r, _), _| r != &object_ref);
         }
+        ctx.written_versions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&object_ref);
         ctx.latency
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -384,7 +397,7 @@ async fn reconcile_object(
             now: &now,
         },
     );
-    if update.changed {
+    if update.changed && !cache_warming {
         write_status(&ctx, &obj, &update.status).await?;
         // Placement problems are the user's to fix: say so once per change, as an Event.
         if let Some(message) = &plan.reason_message {
@@ -416,9 +429,29 @@ async fn reconcile_object(
         &overrides_v,
         &plan.placement.clusters,
         &result.new_versions,
-    ) && let Err(e) = write_versions(&ctx, &obj, &versions).await
-    {
-        warn!(name = %name, error = %e, "writing the propagated version failed");
+    ) {
+        match write_versions(
+            &ctx,
+            &obj,
+            stored_versions.is_some() || stored_resource_version.is_some(),
+            &versions,
+        )
+        .await
+        {
+            Ok(()) => {
+                ctx.written_versions
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(
+                        object_ref.clone(),
+                        super::WrittenVersions {
+                            seen_resource_version: stored_resource_version,
+                            status: versions,
+                        },
+                    );
+            }
+            Err(e) => warn!(name = %name, error = %e, "writing the propagated version failed"),
+        }
     }
 
     let converged = !cache_pending
@@ -445,23 +478,76 @@ async fn reconcile_object(
     Ok(action_after(result.recoverable_failure, result.waiting))
 }
 
+/// How long a member cache may take to list before the clusters it leaves unobserved are
+/// reported as `CachedRetrievalFailed`.
+const CACHE_SYNC_GRACE: Duration = Duration::from_secs(30);
+
+/// The PropagatedVersion status as last written, and the resourceVersion of the stored copy
+/// (`None`: not stored). A write of this controller's that the store does not show yet wins
+/// over the store's older copy.
 fn stored_versions(
     ctx: &TypeContext,
+    object_ref: &ObjectRef<DynamicObject>,
     name: &str,
     namespace: Option<&str>,
-) -> Option<PropagatedVersionStatus> {
+) -> (Option<PropagatedVersionStatus>, Option<String>) {
     let pv_name = propagated_version_name(&ctx.target.kind, name);
-    match namespace {
+    let (status, resource_version) = match namespace {
         Some(ns) => ctx
             .shared
             .propagated_versions
             .get(&ObjectRef::<PropagatedVersion>::new(&pv_name).within(ns))
-            .and_then(|pv| pv.status.as_ref().map(to_core_versions)),
+            .map(|pv| {
+                (
+                    pv.status.as_ref().map(to_core_versions),
+                    pv.metadata.resource_version.clone(),
+                )
+            }),
         None => ctx
             .shared
             .cluster_propagated_versions
             .get(&ObjectRef::<ClusterPropagatedVersion>::new(&pv_name))
-            .and_then(|pv| pv.status.as_ref().map(to_core_versions)),
+            .map(|pv| {
+                (
+                    pv.status.as_ref().map(to_core_versions),
+                    pv.metadata.resource_version.clone(),
+                )
+            }),
+    }
+    .unwrap_or_default();
+    let mut written = ctx
+        .written_versions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    match written.get(object_ref) {
+        Some(w) if w.seen_resource_version == resource_version => {
+            (Some(w.status.clone()), resource_version)
+        }
+        Some(_) => {
+            written.remove(object_ref);
+            (status, resource_version)
+        }
+        None => (status, resource_version),
+    }
+}
+
+/// Forgets written PropagatedVersions the store has caught up with.
+pub(crate) fn prune_written_versions(ctx: &TypeContext) {
+    let pending: Vec<ObjectRef<DynamicObject>> = ctx
+        .written_versions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .cloned()
+        .collect();
+    for object_ref in pending {
+        // `stored_versions` drops the entry once the store has moved on.
+        let _ = stored_versions(
+            ctx,
+            &object_ref,
+            &object_ref.name,
+            object_ref.namespace.as_deref(),
+        );
     }
 }
 
@@ -570,10 +656,11 @@ async fn write_invalid_status(
     Ok(())
 }
 
-/// Creates the (Cluster)PropagatedVersion if needed, then writes its status.
+/// Creates the (Cluster)PropagatedVersion unless it `exists`, then writes its status.
 async fn write_versions(
     ctx: &TypeContext,
     obj: &DynamicObject,
+    exists: bool,
     versions: &PropagatedVersionStatus,
 ) -> Result<(), Error> {
     let pv_name = propagated_version_name(&ctx.target.kind, &obj.name_any());
@@ -584,41 +671,50 @@ async fn write_versions(
         uid: obj.uid().unwrap_or_default(),
         ..Default::default()
     };
+    let metadata = ObjectMeta {
+        name: Some(pv_name.clone()),
+        namespace: obj.namespace(),
+        owner_references: Some(vec![owner]),
+        ..Default::default()
+    };
     let status = json!({ "status": to_api_versions(versions) });
     let hub = ctx.shared.hub.clone();
     match obj.namespace() {
         Some(ns) => {
-            let api: Api<PropagatedVersion> = Api::namespaced(hub, &ns);
-            if ctx
-                .shared
-                .propagated_versions
-                .get(&ObjectRef::new(&pv_name).within(&ns))
-                .is_none()
-            {
-                let mut pv = PropagatedVersion::new(&pv_name, Default::default());
-                pv.metadata.namespace = Some(ns.clone());
-                pv.metadata.owner_references = Some(vec![owner]);
-                create_ignoring_conflict(&api, &pv).await?;
-            }
-            api.patch_status(&pv_name, &PatchParams::default(), &Patch::Merge(&status))
-                .await?;
+            let pv = PropagatedVersion {
+                metadata,
+                ..PropagatedVersion::new(&pv_name, Default::default())
+            };
+            create_then_write_status(Api::namespaced(hub, &ns), exists, &pv, &status).await
         }
         None => {
-            let api: Api<ClusterPropagatedVersion> = Api::all(hub);
-            if ctx
-                .shared
-                .cluster_propagated_versions
-                .get(&ObjectRef::new(&pv_name))
-                .is_none()
-            {
-                let mut pv = ClusterPropagatedVersion::new(&pv_name, Default::default());
-                pv.metadata.owner_references = Some(vec![owner]);
-                create_ignoring_conflict(&api, &pv).await?;
-            }
-            api.patch_status(&pv_name, &PatchParams::default(), &Patch::Merge(&status))
-                .await?;
+            let pv = ClusterPropagatedVersion {
+                metadata,
+                ..ClusterPropagatedVersion::new(&pv_name, Default::default())
+            };
+            create_then_write_status(Api::all(hub), exists, &pv, &status).await
         }
     }
+}
+
+async fn create_then_write_status<K>(
+    api: Api<K>,
+    exists: bool,
+    object: &K,
+    status: &Value,
+) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if !exists {
+        create_ignoring_conflict(&api, object).await?;
+    }
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(status),
+    )
+    .await?;
     Ok(())
 }
 

@@ -19,6 +19,10 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
+/// The test's lease duration: short, so failover is quick to observe, with 2 s of slack for
+/// renewals on a loaded machine.
+const LEASE_SECONDS: i32 = 6;
+
 /// A controller process, killed when dropped.
 struct ControllerProcess {
     identity: String,
@@ -111,6 +115,23 @@ fn report(line: &str) {
     let _ = writeln!(std::io::stderr(), "hubfed-e2e: {line}");
 }
 
+/// On failure, the end of each controller's log goes to stderr (the test log is all CI keeps).
+fn print_controller_logs(env: &TestEnv) {
+    for identity in ["replica-a", "replica-b"] {
+        let path = env.dir().join(format!("logs/controller-{identity}.log"));
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
+        let _ = writeln!(
+            std::io::stderr(),
+            "--- last {} lines of {} ---\n{}",
+            tail.len(),
+            path.display(),
+            tail.join("\n")
+        );
+    }
+}
+
 #[tokio::test]
 async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
     let env = tokio::task::spawn_blocking(|| {
@@ -120,14 +141,22 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
         })
     })
     .await??;
-    bootstrap(&env).await?;
+    let outcome = failover(&env).await;
+    if outcome.is_err() {
+        print_controller_logs(&env);
+    }
+    outcome
+}
+
+async fn failover(env: &TestEnv) -> anyhow::Result<()> {
+    bootstrap(env).await?;
     let hub = env.hub().client().await?;
 
     // Short leases so failover is quick to observe.
     let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
     spec.leader_elect = Some(LeaderElectConfig {
-        lease_duration: Some("4s".into()),
-        renew_deadline: Some("3s".into()),
+        lease_duration: Some(format!("{LEASE_SECONDS}s")),
+        renew_deadline: Some(format!("{}s", LEASE_SECONDS - 2)),
         retry_period: Some("1s".into()),
         ..spec.leader_elect.clone().unwrap_or_default()
     });
@@ -138,8 +167,8 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
         .await?;
 
     let mut controllers = vec![
-        start_controller(&env, "replica-a"),
-        start_controller(&env, "replica-b"),
+        start_controller(env, "replica-a"),
+        start_controller(env, "replica-b"),
     ];
     wait_clusters_ready(&hub, &["member1", "member2"]).await?;
 
@@ -222,7 +251,6 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
             .iter()
             .map(|c| c.name().to_string())
             .collect::<Vec<_>>();
-        let env = &env;
         async move {
             wait_for(
                 &format!("round {round} in both members"),
@@ -341,6 +369,66 @@ async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
             member.name()
         );
     }
+
+    // The lease is taken away (another holder, as after a renewal that came too late): the
+    // leader stops its controllers and stays up as a standby, then leads again once the
+    // other holder's lease runs out.
+    let taken = std::time::Instant::now();
+    leases
+        .patch(
+            hubfed_controller::LEASE_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {
+                "holderIdentity": "intruder",
+                "leaseDurationSeconds": LEASE_SECONDS,
+                "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                    k8s_openapi::jiff::Timestamp::now()
+                ),
+            }})),
+        )
+        .await?;
+    let survivor = &mut controllers[0];
+    let port = survivor.admin_port;
+    wait_for(
+        "the replica to step down",
+        Duration::from_secs(60),
+        || async move {
+            Ok(match leader_flag(port).await {
+                Some(0.0) => Wait::Done(()),
+                other => Wait::Pending(format!("hubfed_leader {other:?}")),
+            })
+        },
+    )
+    .await?;
+    anyhow::ensure!(
+        survivor.child.try_wait()?.is_none(),
+        "{} exited after losing the lease instead of standing by",
+        survivor.identity
+    );
+    wait_for(
+        "the replica to lead again",
+        Duration::from_secs(60),
+        || async move {
+            Ok(match leader_flag(port).await {
+                Some(1.0) => Wait::Done(()),
+                other => Wait::Pending(format!("hubfed_leader {other:?}")),
+            })
+        },
+    )
+    .await?;
+    report(&format!(
+        "{} stepped down when its lease was taken and led again {:.1}s later",
+        survivor.identity,
+        taken.elapsed().as_secs_f64()
+    ));
+    fcm.patch(
+        "settings",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"data": {"round": "3"}}}})),
+    )
+    .await?;
+    wait_round("3").await?;
+
     drop(controllers);
     drop(leader_process);
     Ok(())

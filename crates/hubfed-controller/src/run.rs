@@ -104,9 +104,10 @@ fn seconds(value: Option<&String>, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Like [`run`], reporting readiness in `health`. With leader election, waits for the lease,
-/// runs the controllers while holding it, and fails when it is lost (the process then exits
-/// and restarts as a standby, as KubeFed's did).
+/// Like [`run`], reporting readiness in `health`. With leader election, waits for the lease
+/// and runs the controllers while holding it. A replica that loses the lease (it could not
+/// renew in time: an overloaded machine, a slow hub) stops its controllers and goes back to
+/// standby; it does not exit, so no supervisor is needed to bring it back.
 pub async fn run_with(
     hub: Client,
     config: ControllerConfig,
@@ -124,11 +125,36 @@ pub async fn run_with(
         METRICS.leader.with_label_values::<&str>(&[]).set(1);
         return control_plane(hub, config, kubefed_config, health, shutdown).await;
     }
+    loop {
+        match lead_once(&hub, &config, &kubefed_config, &health, &shutdown).await? {
+            Term::Done => return Ok(()),
+            Term::Lost => {
+                tracing::error!("lost the leader lease: controllers stopped, back to standby");
+            }
+        }
+    }
+}
 
+/// How one term as a candidate ended.
+enum Term {
+    /// Shut down.
+    Done,
+    /// Led, then lost the lease.
+    Lost,
+}
+
+/// Waits for the lease, then runs the controllers until the lease is lost or shutdown.
+async fn lead_once(
+    hub: &Client,
+    config: &ControllerConfig,
+    kubefed_config: &KubeFedConfigSpec,
+    health: &Arc<Health>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Term> {
     let leader_elect = kubefed_config.leader_elect.clone().unwrap_or_default();
     let lease_duration = seconds(leader_elect.lease_duration.as_ref(), 15);
     let renew_deadline = seconds(leader_elect.renew_deadline.as_ref(), 10).min(lease_duration - 1);
-    let identity = identity(&config);
+    let identity = identity(config);
     // Replicas starting together race to create the Lease; the loser's build fails with a
     // conflict. Retry (also covers transient API errors) instead of exiting.
     let mut delay = std::time::Duration::from_millis(200);
@@ -146,7 +172,7 @@ pub async fn run_with(
             Err(e) => {
                 tracing::warn!(error = %e, "setting up leader election failed; retrying");
                 tokio::select! {
-                    () = shutdown.cancelled() => return Ok(()),
+                    () = shutdown.cancelled() => return Ok(Term::Done),
                     () = tokio::time::sleep(delay) => {}
                 }
                 delay = (delay * 2).min(std::time::Duration::from_secs(5));
@@ -158,7 +184,7 @@ pub async fn run_with(
     METRICS.leader.with_label_values::<&str>(&[]).set(0);
     // A standby is ready: it serves webhooks and metrics and waits its turn.
     let standby_ready = tokio::spawn({
-        let health = Arc::clone(&health);
+        let health = Arc::clone(health);
         async move {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
             health.set_ready(true);
@@ -173,7 +199,7 @@ pub async fn run_with(
                 standby_ready.abort();
                 drop(leading);
                 let _ = lease_task.await;
-                return Ok(());
+                return Ok(Term::Done);
             }
             changed = leading.changed() => if changed.is_err() {
                 return Err(anyhow::anyhow!("leader election stopped"));
@@ -193,21 +219,35 @@ pub async fn run_with(
             }
         }
     };
-    let result = tokio::select! {
-        result = control_plane(hub, config, kubefed_config, Arc::clone(&health), controllers.clone()) => result,
+    let plane = control_plane(
+        hub.clone(),
+        config.clone(),
+        kubefed_config.clone(),
+        Arc::clone(health),
+        controllers.clone(),
+    );
+    tokio::pin!(plane);
+    let term = tokio::select! {
+        result = &mut plane => result.map(|()| Term::Done),
         () = lost => {
+            // Stop every controller and wait until they have: a standby must not write.
             controllers.cancel();
-            tracing::error!("leader election lost");
-            Err(anyhow::anyhow!("lost the leader lease"))
+            match tokio::time::timeout(std::time::Duration::from_secs(30), &mut plane).await {
+                Ok(_) => Ok(Term::Lost),
+                Err(_) => Err(anyhow::anyhow!(
+                    "lost the leader lease and the controllers did not stop within 30s"
+                )),
+            }
         }
     };
     METRICS.leader.with_label_values::<&str>(&[]).set(0);
+    health.set_ready(false);
     // Closing the channel stops renewing; releasing lets a standby take over at once.
     drop(leading);
     if let Ok(Ok(manager)) = lease_task.await {
         let _ = manager.release().await;
     }
-    result
+    term
 }
 
 /// The controllers proper: registry, shared caches and the FTC controller.

@@ -18,7 +18,6 @@ use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use tracing::{debug, info};
 
@@ -413,22 +412,15 @@ async fn apply_to_cluster(
                 applied.metadata.generation.unwrap_or(0),
                 applied.metadata.resource_version.as_deref().unwrap_or(""),
             );
-            let owner = ObjectRef::new_with(&object.name, ctx.federated.clone());
-            let owner = match &object.namespace {
-                Some(ns) => owner.within(ns),
-                None => owner,
-            };
-            let key = (owner, cluster.to_string());
-            ctx.applied
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(
-                    key,
-                    RecordedApply {
-                        version: version.clone(),
-                        desired_hash: Some(apply.desired_hash.clone()),
-                    },
-                );
+            ctx.applied.insert(
+                object.namespace.as_deref(),
+                &object.name,
+                cluster,
+                RecordedApply {
+                    version: version.clone(),
+                    desired_hash: Some(apply.desired_hash.clone()),
+                },
+            );
             let (reason, verb) = if creating {
                 ("CreateInCluster", "Creating")
             } else {
@@ -570,15 +562,8 @@ async fn delete_in_cluster(
         deleted.is_ok() || deleted.as_ref().is_err_and(is_not_found),
     );
     // A later re-placement must not count as drift against the deleted copy's version.
-    let owner = ObjectRef::new_with(&object.name, ctx.federated.clone());
-    let owner = match &object.namespace {
-        Some(ns) => owner.within(ns),
-        None => owner,
-    };
     ctx.applied
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&(owner, cluster.to_string()));
+        .remove(object.namespace.as_deref(), &object.name, cluster);
     match deleted {
         Ok(_) => ClusterResult {
             outcome: outcome(cluster, cp.action.status_on_success(), None),

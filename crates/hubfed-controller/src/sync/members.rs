@@ -1,8 +1,10 @@
 //! Watches of member clusters, two per (federated type, ready cluster).
 //!
-//! Managed objects (`kubefed.io/managed=true`): only metadata is watched, and `managedFields`
-//! are dropped before caching: decisions need labels, annotations, versions and deletion
-//! state, nothing else. Each event queues the federated object the member object belongs to.
+//! Managed objects (`kubefed.io/managed=true`): only metadata is watched, and only what
+//! decisions need is kept — the object version, deletion state, labels and annotations, in
+//! compact form (a few hundred bytes an object, against a couple of KiB for a cached
+//! `ObjectMeta` keyed by an `ObjectRef`). Each event queues the federated object the member
+//! object belongs to.
 //!
 //! Other objects of the type: only their names are kept (and whether they are labeled
 //! `kubefed.io/managed=false`), so that creating a member object needs no GET to find out
@@ -16,9 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::StreamExt;
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_core::desired::TargetType;
+use hubfed_core::plan::MemberObject;
+use hubfed_core::version::object_version;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::discovery::ApiResource;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -28,10 +33,61 @@ use super::Shared;
 
 pub type MemberMeta = PartialObjectMeta<DynamicObject>;
 
-/// One member cluster's cache of managed objects of the type.
+/// What is kept of one managed member object.
+struct Cached {
+    version: Box<str>,
+    terminating: bool,
+    labels: Box<[(Box<str>, Box<str>)]>,
+    annotations: Box<[(Box<str>, Box<str>)]>,
+}
+
+fn compact(
+    map: Option<&std::collections::BTreeMap<String, String>>,
+) -> Box<[(Box<str>, Box<str>)]> {
+    map.into_iter()
+        .flatten()
+        .map(|(k, v)| (Box::from(k.as_str()), Box::from(v.as_str())))
+        .collect()
+}
+
+fn expand(pairs: &[(Box<str>, Box<str>)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Cached {
+    fn new(meta: &ObjectMeta) -> Self {
+        Self {
+            version: object_version(
+                meta.generation.unwrap_or(0),
+                meta.resource_version.as_deref().unwrap_or(""),
+            )
+            .into(),
+            terminating: meta.deletion_timestamp.is_some(),
+            labels: compact(meta.labels.as_ref()),
+            annotations: compact(meta.annotations.as_ref()),
+        }
+    }
+
+    fn observation(&self) -> MemberObject {
+        let labels = expand(&self.labels);
+        MemberObject {
+            managed_label: labels.get(MANAGED_LABEL).cloned(),
+            terminating: self.terminating,
+            version: self.version.to_string(),
+            labels,
+            annotations: expand(&self.annotations),
+        }
+    }
+}
+
+/// One member cluster's caches of the type's objects.
 pub struct MemberCache {
-    pub store: Store<MemberMeta>,
-    pub synced: Arc<AtomicBool>,
+    /// Managed objects by key (`namespace/name` or `name`).
+    objects: std::sync::RwLock<HashMap<Box<str>, Cached>>,
+    synced: AtomicBool,
     /// Names (`namespace/name` or `name`) of the type's unmanaged objects in the cluster;
     /// the value tells whether the object is labeled `kubefed.io/managed=false`. `None`
     /// until the first list has completed.
@@ -57,7 +113,8 @@ pub enum CacheView {
     Unavailable,
     /// The initial list has not completed; the watch started this long ago.
     Syncing(std::time::Duration),
-    Ready(Store<MemberMeta>),
+    /// The managed object, if the cluster has one.
+    Ready(Option<MemberObject>),
 }
 
 /// What the cache of unmanaged names knows of one name.
@@ -89,12 +146,27 @@ impl MemberWatches {
         })
     }
 
-    pub fn view(&self, cluster: &str) -> CacheView {
+    /// What the cache of `cluster` holds of the managed object `name` in `namespace`.
+    pub fn view(&self, cluster: &str, name: &str, namespace: Option<&str>) -> CacheView {
         let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
         match caches.get(cluster) {
             None => CacheView::Unavailable,
             Some(c) if !c.synced.load(Ordering::Acquire) => CacheView::Syncing(c.started.elapsed()),
-            Some(c) => CacheView::Ready(c.store.clone()),
+            Some(c) => CacheView::Ready(
+                c.objects
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(self.key(name, namespace).as_str())
+                    .map(Cached::observation),
+            ),
+        }
+    }
+
+    /// The cache key of a member object: `namespace/name` for namespaced types, else `name`.
+    fn key(&self, name: &str, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.target.namespaced => format!("{ns}/{name}"),
+            _ => name.to_owned(),
         }
     }
 
@@ -108,11 +180,7 @@ impl MemberWatches {
         match names.as_ref() {
             None => Unmanaged::Unknown,
             Some(names) => {
-                let key = match namespace {
-                    Some(ns) if self.target.namespaced => format!("{ns}/{name}"),
-                    _ => name.to_owned(),
-                };
-                if names.contains_key(&key) {
+                if names.contains_key(&self.key(name, namespace)) {
                     Unmanaged::Present
                 } else {
                     Unmanaged::Absent
@@ -126,17 +194,11 @@ impl MemberWatches {
         let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
         caches
             .iter()
-            .map(|(name, cache)| (name.clone(), cache.store.state().len()))
+            .map(|(name, cache)| {
+                let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+                (name.clone(), objects.len())
+            })
             .collect()
-    }
-
-    /// The key of a member object in a member cache.
-    pub fn member_ref(&self, name: &str, namespace: Option<&str>) -> ObjectRef<MemberMeta> {
-        let r = ObjectRef::new_with(name, self.target_resource.clone());
-        match namespace {
-            Some(ns) if self.target.namespaced => r.within(ns),
-            _ => r,
-        }
     }
 
     /// Keeps one watch per ready cluster with a client, following the registry.
@@ -192,10 +254,9 @@ impl MemberWatches {
                 }
                 _ => Api::all_with(client, &self.target_resource),
             };
-            let writer = reflector::store::Writer::new(self.target_resource.clone());
             let cache = Arc::new(MemberCache {
-                store: writer.as_reader(),
-                synced: Arc::new(AtomicBool::new(false)),
+                objects: std::sync::RwLock::new(HashMap::new()),
+                synced: AtomicBool::new(false),
                 unmanaged: std::sync::RwLock::new(None),
                 started: std::time::Instant::now(),
                 client_id: cluster.client_id,
@@ -206,7 +267,7 @@ impl MemberWatches {
             let name = cluster.name.clone();
             let unmanaged_api = api.clone();
             let unmanaged_cache = Arc::clone(&cache);
-            tokio::spawn(async move { this.watch(name, api, writer, cache).await });
+            tokio::spawn(async move { this.watch(name, api, cache).await });
             let this = Arc::clone(self);
             let name = cluster.name.clone();
             tokio::spawn(async move {
@@ -220,33 +281,65 @@ impl MemberWatches {
         self: Arc<Self>,
         cluster: String,
         api: Api<MemberMeta>,
-        writer: reflector::store::Writer<MemberMeta>,
         cache: Arc<MemberCache>,
     ) {
         let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
-        let stream = watcher(api, config)
-            .default_backoff()
-            .modify(|meta| meta.metadata.managed_fields = None);
-        let stream = reflector::reflector(writer, stream);
+        let stream = watcher(api, config).default_backoff();
         let mut stream = std::pin::pin!(stream);
+        let mut listing: HashMap<Box<str>, Cached> = HashMap::new();
         loop {
             let event = tokio::select! {
                 () = cache.stop.cancelled() => break,
                 event = stream.next() => event,
             };
             match event {
-                Some(Ok(watcher::Event::InitDone)) => {
-                    cache.synced.store(true, Ordering::Release);
-                    debug!(cluster = %cluster, kind = %self.target.kind, "member cache synced");
-                    // Objects deleted while nobody watched: every federated object with a
-                    // copy expected there is requeued by the registry change that started
-                    // this watch.
-                }
-                Some(Ok(watcher::Event::Apply(meta) | watcher::Event::Delete(meta)))
-                | Some(Ok(watcher::Event::InitApply(meta))) => {
+                Some(Ok(watcher::Event::Init)) => listing = HashMap::new(),
+                Some(Ok(watcher::Event::InitApply(meta))) => {
+                    if let Some(name) = meta.metadata.name.as_deref() {
+                        let key = self.key(name, meta.metadata.namespace.as_deref());
+                        listing.insert(key.into(), Cached::new(&meta.metadata));
+                    }
                     self.queue_owner(&meta);
                 }
-                Some(Ok(watcher::Event::Init)) => {}
+                Some(Ok(watcher::Event::InitDone)) => {
+                    let listed = std::mem::take(&mut listing);
+                    let previous = std::mem::replace(
+                        &mut *cache.objects.write().unwrap_or_else(|e| e.into_inner()),
+                        listed,
+                    );
+                    // After a re-list, requeue what was deleted while the watch was down.
+                    // (On the first list, the registry change that started this watch has
+                    // queued every federated object.)
+                    let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+                    for key in previous.keys().filter(|k| !objects.contains_key(*k)) {
+                        self.queue_key(key);
+                    }
+                    drop(objects);
+                    cache.synced.store(true, Ordering::Release);
+                    debug!(cluster = %cluster, kind = %self.target.kind, "member cache synced");
+                }
+                Some(Ok(watcher::Event::Apply(meta))) => {
+                    if let Some(name) = meta.metadata.name.as_deref() {
+                        let key = self.key(name, meta.metadata.namespace.as_deref());
+                        cache
+                            .objects
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key.into(), Cached::new(&meta.metadata));
+                    }
+                    self.queue_owner(&meta);
+                }
+                Some(Ok(watcher::Event::Delete(meta))) => {
+                    if let Some(name) = meta.metadata.name.as_deref() {
+                        let key = self.key(name, meta.metadata.namespace.as_deref());
+                        cache
+                            .objects
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(key.as_str());
+                    }
+                    self.queue_owner(&meta);
+                }
                 Some(Err(e)) => {
                     warn!(cluster = %cluster, kind = %self.target.kind, error = %e, "member watch error")
                 }
@@ -336,10 +429,7 @@ impl MemberWatches {
     /// The key of an unmanaged object and whether it is labeled `kubefed.io/managed=false`.
     fn unmanaged_entry(&self, meta: &MemberMeta) -> Option<(String, bool)> {
         let name = meta.metadata.name.as_deref()?;
-        let key = match meta.metadata.namespace.as_deref() {
-            Some(ns) if self.target.namespaced => format!("{ns}/{name}"),
-            _ => name.to_owned(),
-        };
+        let key = self.key(name, meta.metadata.namespace.as_deref());
         let labeled_false = meta
             .metadata
             .labels
@@ -382,5 +472,50 @@ impl MemberWatches {
                 .with_label_values(&[&self.federated.kind.to_lowercase()])
                 .inc();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cached;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use std::collections::BTreeMap;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn the_compact_form_keeps_what_decisions_read() {
+        let meta = ObjectMeta {
+            name: Some("x".into()),
+            generation: Some(3),
+            resource_version: Some("41".into()),
+            labels: Some(map(&[("kubefed.io/managed", "true"), ("app", "web")])),
+            annotations: Some(map(&[("note", "n")])),
+            ..Default::default()
+        };
+        let member = Cached::new(&meta).observation();
+        assert_eq!(member.version, "gen:3");
+        assert_eq!(member.managed_label.as_deref(), Some("true"));
+        assert!(!member.terminating);
+        assert_eq!(
+            member.labels,
+            map(&[("kubefed.io/managed", "true"), ("app", "web")])
+        );
+        assert_eq!(member.annotations, map(&[("note", "n")]));
+
+        let terminating = ObjectMeta {
+            resource_version: Some("42".into()),
+            deletion_timestamp: Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            ..Default::default()
+        };
+        let member = Cached::new(&terminating).observation();
+        assert_eq!(member.version, "rv:42");
+        assert!(member.terminating);
+        assert!(member.labels.is_empty() && member.managed_label.is_none());
     }
 }

@@ -269,13 +269,82 @@ pub struct TypeContext {
     pub members: Arc<MemberWatches>,
     pub recorder: Recorder,
     /// What the last successful apply per (object, cluster) sent and got back.
-    pub applied: std::sync::Mutex<
-        HashMap<(ObjectRef<DynamicObject>, String), hubfed_core::version::RecordedApply>,
-    >,
+    pub applied: AppliedMap,
     /// Generations being propagated, for the propagation latency metric.
     pub latency: std::sync::Mutex<LatencyTracker>,
     /// PropagatedVersion statuses this controller wrote that the hub cache has not shown yet.
     pub written_versions: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenVersions>>,
+}
+
+/// What the last successful apply per (federated object, cluster) sent and got back.
+///
+/// Kept compact, one entry per object with a short list of clusters: it holds an entry for
+/// most object×cluster pairs.
+#[derive(Default)]
+pub struct AppliedMap(std::sync::Mutex<AppliedByObject>);
+
+/// Object key (`namespace/name` or `name`) → (cluster, recorded apply).
+type AppliedByObject = HashMap<Box<str>, Vec<(Box<str>, hubfed_core::version::RecordedApply)>>;
+
+impl AppliedMap {
+    fn key(namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_owned(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AppliedByObject> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The recorded applies of one object, by cluster.
+    pub fn get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> HashMap<String, hubfed_core::version::RecordedApply> {
+        self.lock()
+            .get(Self::key(namespace, name).as_str())
+            .into_iter()
+            .flatten()
+            .map(|(cluster, recorded)| (cluster.to_string(), recorded.clone()))
+            .collect()
+    }
+
+    pub fn insert(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        cluster: &str,
+        recorded: hubfed_core::version::RecordedApply,
+    ) {
+        let mut map = self.lock();
+        let clusters = map.entry(Self::key(namespace, name).into()).or_default();
+        match clusters.iter_mut().find(|(c, _)| &**c == cluster) {
+            Some((_, entry)) => *entry = recorded,
+            None => {
+                clusters.push((cluster.into(), recorded));
+                clusters.shrink_to_fit();
+            }
+        }
+    }
+
+    pub fn remove(&self, namespace: Option<&str>, name: &str, cluster: &str) {
+        let mut map = self.lock();
+        let key = Self::key(namespace, name);
+        if let Some(clusters) = map.get_mut(key.as_str()) {
+            clusters.retain(|(c, _)| &**c != cluster);
+            if clusters.is_empty() {
+                map.remove(key.as_str());
+            }
+        }
+    }
+
+    /// Forgets every cluster of one object.
+    pub fn forget(&self, namespace: Option<&str>, name: &str) {
+        self.lock().remove(Self::key(namespace, name).as_str());
+    }
 }
 
 /// A PropagatedVersion status written by this controller, kept until the PropagatedVersion
@@ -457,7 +526,7 @@ pub async fn run_type(
         federated_namespace,
         federated_namespaces,
         members,
-        applied: std::sync::Mutex::new(HashMap::new()),
+        applied: AppliedMap::default(),
         latency: std::sync::Mutex::new(LatencyTracker::default()),
         written_versions: std::sync::Mutex::new(HashMap::new()),
     });
@@ -593,7 +662,8 @@ pub(crate) fn action_after(recoverable_failure: bool, waiting: bool) -> Action {
 
 #[cfg(test)]
 mod tests {
-    use super::readiness;
+    use super::{AppliedMap, readiness};
+    use hubfed_core::version::RecordedApply;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use kube::runtime::{reflector, watcher::Event};
     use std::time::Duration;
@@ -640,5 +710,37 @@ mod tests {
             .await
             .expect("the waiter was never released");
         assert!(outcome.is_err());
+    }
+
+    fn recorded(version: &str) -> RecordedApply {
+        RecordedApply {
+            version: version.to_owned(),
+            desired_hash: Some("h".to_owned()),
+        }
+    }
+
+    #[test]
+    fn applied_map_keeps_clusters_per_object() {
+        let applied = AppliedMap::default();
+        applied.insert(Some("ns"), "a", "member1", recorded("gen:1"));
+        applied.insert(Some("ns"), "a", "member2", recorded("gen:1"));
+        applied.insert(Some("ns"), "a", "member1", recorded("gen:2"));
+        applied.insert(Some("other"), "a", "member1", recorded("rv:7"));
+        applied.insert(None, "a", "member1", recorded("rv:8"));
+        let a = applied.get(Some("ns"), "a");
+        assert_eq!(a.len(), 2);
+        assert_eq!(a["member1"].version, "gen:2");
+        assert_eq!(a["member2"].version, "gen:1");
+        assert_eq!(applied.get(Some("other"), "a")["member1"].version, "rv:7");
+        assert_eq!(applied.get(None, "a")["member1"].version, "rv:8");
+
+        applied.remove(Some("ns"), "a", "member1");
+        assert_eq!(
+            applied.get(Some("ns"), "a").keys().collect::<Vec<_>>(),
+            ["member2"]
+        );
+        applied.forget(Some("ns"), "a");
+        assert!(applied.get(Some("ns"), "a").is_empty());
+        assert_eq!(applied.get(Some("other"), "a").len(), 1);
     }
 }

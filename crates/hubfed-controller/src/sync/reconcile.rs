@@ -5,19 +5,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hubfed_api::federated::{FederatedStatus, Placement};
-use hubfed_api::names::{MANAGED_LABEL, SYNC_CONTROLLER_FINALIZER};
+use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
 use hubfed_api::propagatedversion::{
     ClusterObjectVersion as ApiClusterObjectVersion, ClusterPropagatedVersion, PropagatedVersion,
     PropagatedVersionStatus as ApiVersionStatus,
 };
 use hubfed_core::placement::{ClusterInfo, NamespaceFederation};
 use hubfed_core::plan::{
-    Disposition, FederatedObject, FinalizerAction, MemberObject, MemberObservation, PlanInput, plan,
+    Disposition, FederatedObject, FinalizerAction, MemberObservation, PlanInput, plan,
 };
 use hubfed_core::status::{StatusInput, compute_status};
 use hubfed_core::version::{
-    ClusterObjectVersion, PropagatedVersionStatus, RecordedApply, object_version,
-    overrides_version, propagated_version_name, recorded_cluster_versions, template_version,
+    ClusterObjectVersion, PropagatedVersionStatus, RecordedApply, overrides_version,
+    propagated_version_name, recorded_cluster_versions, template_version,
     update_propagated_version,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -29,7 +29,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
 
-use super::members::{CacheView, MemberMeta};
+use super::members::CacheView;
 use super::{TypeContext, action_after, dispatch};
 use crate::metrics::METRICS;
 
@@ -55,20 +55,6 @@ pub(crate) fn now_rfc3339() -> String {
 
 fn string_map(map: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
     map.cloned().unwrap_or_default()
-}
-
-pub(crate) fn member_object(meta: &MemberMeta) -> MemberObject {
-    let labels = string_map(meta.metadata.labels.as_ref());
-    MemberObject {
-        managed_label: labels.get(MANAGED_LABEL).cloned(),
-        terminating: meta.metadata.deletion_timestamp.is_some(),
-        version: object_version(
-            meta.metadata.generation.unwrap_or(0),
-            meta.metadata.resource_version.as_deref().unwrap_or(""),
-        ),
-        labels,
-        annotations: string_map(meta.metadata.annotations.as_ref()),
-    }
 }
 
 fn to_core_versions(status: &ApiVersionStatus) -> PropagatedVersionStatus {
@@ -190,18 +176,15 @@ async fn reconcile_object(
         })
         .collect();
 
-    let member_ref = ctx.members.member_ref(&name, namespace.as_deref());
     let mut members = BTreeMap::new();
     let mut cache_pending = false;
     // A cache that is still listing (just after a start or a join) is no failure to report:
     // the status would flap to CachedRetrievalFailed and back on every restart.
     let mut cache_warming = false;
     for cluster in clusters.iter().filter(|c| c.ready) {
-        let observation = match ctx.members.view(&cluster.name) {
-            CacheView::Ready(store) => match store.get(&member_ref) {
-                Some(meta) => MemberObservation::Present(member_object(&meta)),
-                None => MemberObservation::Absent,
-            },
+        let observation = match ctx.members.view(&cluster.name, &name, namespace.as_deref()) {
+            CacheView::Ready(Some(member)) => MemberObservation::Present(member),
+            CacheView::Ready(None) => MemberObservation::Absent,
             view @ (CacheView::Syncing(_) | CacheView::Unavailable) => {
                 cache_pending = true;
                 if let CacheView::Syncing(elapsed) = view
@@ -249,11 +232,11 @@ async fn reconcile_object(
     let recorded_versions =
         recorded_cluster_versions(stored_versions.as_ref(), &template_v, &overrides_v);
     let recorded: BTreeMap<String, RecordedApply> = {
-        let applied = ctx.applied.lock().unwrap_or_else(|e| e.into_inner());
+        let mut applied = ctx.applied.get(namespace.as_deref(), &name);
         infos
             .iter()
             .filter_map(|c| {
-                let remembered = applied.get(&(object_ref.clone(), c.name.clone())).cloned();
+                let remembered = applied.remove(&c.name);
                 let from_versions = recorded_versions.get(&c.name).map(|v| RecordedApply {
                     version: v.clone(),
                     desired_hash: None,
@@ -334,10 +317,7 @@ async fn reconcile_object(
     let result = dispatch::execute(&ctx, &federated, &plan, &clusters).await;
 
     if plan.disposition == Disposition::Delete {
-        {
-            let mut applied = ctx.applied.lock().unwrap_or_else(|e| e.into_inner());
-            applied.retain(|(r, _), _| r != &object_ref);
-        }
+        ctx.applied.forget(namespace.as_deref(), &name);
         ctx.written_versions
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use hubfed_api::names::MANAGED_LABEL;
@@ -34,6 +33,7 @@ use super::Shared;
 pub type MemberMeta = PartialObjectMeta<DynamicObject>;
 
 /// What is kept of one managed member object.
+#[derive(PartialEq, Eq)]
 struct Cached {
     version: Box<str>,
     terminating: bool,
@@ -83,15 +83,16 @@ impl Cached {
     }
 }
 
+/// A map kept equal to what one member watch selects, by key (`namespace/name` or `name`);
+/// `None` until the watch's first list has completed.
+type Mirror<V> = std::sync::RwLock<Option<HashMap<Box<str>, V>>>;
+
 /// One member cluster's caches of the type's objects.
 pub struct MemberCache {
-    /// Managed objects by key (`namespace/name` or `name`).
-    objects: std::sync::RwLock<HashMap<Box<str>, Cached>>,
-    synced: AtomicBool,
-    /// Names (`namespace/name` or `name`) of the type's unmanaged objects in the cluster;
-    /// the value tells whether the object is labeled `kubefed.io/managed=false`. `None`
-    /// until the first list has completed.
-    unmanaged: std::sync::RwLock<Option<HashMap<String, bool>>>,
+    /// Managed objects.
+    objects: Mirror<Cached>,
+    /// The type's unmanaged objects: whether each is labeled `kubefed.io/managed=false`.
+    unmanaged: Mirror<bool>,
     started: std::time::Instant,
     client_id: usize,
     stop: CancellationToken,
@@ -149,13 +150,14 @@ impl MemberWatches {
     /// What the cache of `cluster` holds of the managed object `name` in `namespace`.
     pub fn view(&self, cluster: &str, name: &str, namespace: Option<&str>) -> CacheView {
         let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
-        match caches.get(cluster) {
-            None => CacheView::Unavailable,
-            Some(c) if !c.synced.load(Ordering::Acquire) => CacheView::Syncing(c.started.elapsed()),
-            Some(c) => CacheView::Ready(
-                c.objects
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
+        let Some(cache) = caches.get(cluster) else {
+            return CacheView::Unavailable;
+        };
+        let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+        match objects.as_ref() {
+            None => CacheView::Syncing(cache.started.elapsed()),
+            Some(objects) => CacheView::Ready(
+                objects
                     .get(self.key(name, namespace).as_str())
                     .map(Cached::observation),
             ),
@@ -180,7 +182,7 @@ impl MemberWatches {
         match names.as_ref() {
             None => Unmanaged::Unknown,
             Some(names) => {
-                if names.contains_key(&self.key(name, namespace)) {
+                if names.contains_key(self.key(name, namespace).as_str()) {
                     Unmanaged::Present
                 } else {
                     Unmanaged::Absent
@@ -196,7 +198,7 @@ impl MemberWatches {
             .iter()
             .map(|(name, cache)| {
                 let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                (name.clone(), objects.len())
+                (name.clone(), objects.as_ref().map_or(0, HashMap::len))
             })
             .collect()
     }
@@ -255,8 +257,7 @@ impl MemberWatches {
                 _ => Api::all_with(client, &self.target_resource),
             };
             let cache = Arc::new(MemberCache {
-                objects: std::sync::RwLock::new(HashMap::new()),
-                synced: AtomicBool::new(false),
+                objects: std::sync::RwLock::new(None),
                 unmanaged: std::sync::RwLock::new(None),
                 started: std::time::Instant::now(),
                 client_id: cluster.client_id,
@@ -265,178 +266,108 @@ impl MemberWatches {
             caches.insert(cluster.name.clone(), Arc::clone(&cache));
             let this = Arc::clone(self);
             let name = cluster.name.clone();
-            let unmanaged_api = api.clone();
-            let unmanaged_cache = Arc::clone(&cache);
-            tokio::spawn(async move { this.watch(name, api, cache).await });
-            let this = Arc::clone(self);
-            let name = cluster.name.clone();
             tokio::spawn(async move {
-                this.watch_unmanaged(name, unmanaged_api, unmanaged_cache)
-                    .await;
+                // `!=` also selects objects without the label.
+                let managed = this.mirror(
+                    &name,
+                    api.clone(),
+                    format!("{MANAGED_LABEL}=true"),
+                    &cache.objects,
+                    &cache.stop,
+                    Cached::new,
+                );
+                let unmanaged = this.mirror(
+                    &name,
+                    api,
+                    format!("{MANAGED_LABEL}!=true"),
+                    &cache.unmanaged,
+                    &cache.stop,
+                    |meta| {
+                        meta.labels
+                            .as_ref()
+                            .and_then(|l| l.get(MANAGED_LABEL))
+                            .is_some_and(|v| v == "false")
+                    },
+                );
+                futures::join!(managed, unmanaged);
             });
         }
     }
 
-    async fn watch(
-        self: Arc<Self>,
-        cluster: String,
+    /// Keeps `map` equal to the objects `selector` selects in the cluster, each as
+    /// `value(metadata)`, and queues the federated object of every key whose value changes
+    /// (after a re-list, of every key that changed while the watch was down).
+    async fn mirror<V: PartialEq>(
+        &self,
+        cluster: &str,
         api: Api<MemberMeta>,
-        cache: Arc<MemberCache>,
+        selector: String,
+        map: &Mirror<V>,
+        stop: &CancellationToken,
+        value: impl Fn(&ObjectMeta) -> V,
     ) {
-        let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}=true"));
-        let stream = watcher(api, config).default_backoff();
+        let stream = watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
         let mut stream = std::pin::pin!(stream);
-        let mut listing: HashMap<Box<str>, Cached> = HashMap::new();
+        let mut listing: HashMap<Box<str>, V> = HashMap::new();
+        let key_of = |meta: &MemberMeta| {
+            let name = meta.metadata.name.as_deref()?;
+            Some(Box::<str>::from(
+                self.key(name, meta.metadata.namespace.as_deref()),
+            ))
+        };
         loop {
             let event = tokio::select! {
-                () = cache.stop.cancelled() => break,
+                () = stop.cancelled() => break,
                 event = stream.next() => event,
             };
             match event {
                 Some(Ok(watcher::Event::Init)) => listing = HashMap::new(),
                 Some(Ok(watcher::Event::InitApply(meta))) => {
-                    if let Some(name) = meta.metadata.name.as_deref() {
-                        let key = self.key(name, meta.metadata.namespace.as_deref());
-                        listing.insert(key.into(), Cached::new(&meta.metadata));
-                    }
-                    self.queue_owner(&meta);
-                }
-                Some(Ok(watcher::Event::InitDone)) => {
-                    let listed = std::mem::take(&mut listing);
-                    let previous = std::mem::replace(
-                        &mut *cache.objects.write().unwrap_or_else(|e| e.into_inner()),
-                        listed,
-                    );
-                    // After a re-list, requeue what was deleted while the watch was down.
-                    // (On the first list, the registry change that started this watch has
-                    // queued every federated object.)
-                    let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                    for key in previous.keys().filter(|k| !objects.contains_key(*k)) {
-                        self.queue_key(key);
-                    }
-                    drop(objects);
-                    cache.synced.store(true, Ordering::Release);
-                    debug!(cluster = %cluster, kind = %self.target.kind, "member cache synced");
-                }
-                Some(Ok(watcher::Event::Apply(meta))) => {
-                    if let Some(name) = meta.metadata.name.as_deref() {
-                        let key = self.key(name, meta.metadata.namespace.as_deref());
-                        cache
-                            .objects
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(key.into(), Cached::new(&meta.metadata));
-                    }
-                    self.queue_owner(&meta);
-                }
-                Some(Ok(watcher::Event::Delete(meta))) => {
-                    if let Some(name) = meta.metadata.name.as_deref() {
-                        let key = self.key(name, meta.metadata.namespace.as_deref());
-                        cache
-                            .objects
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(key.as_str());
-                    }
-                    self.queue_owner(&meta);
-                }
-                Some(Err(e)) => {
-                    warn!(cluster = %cluster, kind = %self.target.kind, error = %e, "member watch error")
-                }
-                None => break,
-            }
-        }
-    }
-
-    /// Keeps the names of the type's unmanaged objects in `cache.unmanaged`.
-    async fn watch_unmanaged(
-        self: Arc<Self>,
-        cluster: String,
-        api: Api<MemberMeta>,
-        cache: Arc<MemberCache>,
-    ) {
-        // `!=` also selects objects without the label.
-        let config = watcher::Config::default().labels(&format!("{MANAGED_LABEL}!=true"));
-        let stream = watcher(api, config).default_backoff();
-        let mut stream = std::pin::pin!(stream);
-        let mut listing: HashMap<String, bool> = HashMap::new();
-        loop {
-            let event = tokio::select! {
-                () = cache.stop.cancelled() => break,
-                event = stream.next() => event,
-            };
-            match event {
-                Some(Ok(watcher::Event::Init)) => listing = HashMap::new(),
-                Some(Ok(watcher::Event::InitApply(meta))) => {
-                    if let Some((key, labeled_false)) = self.unmanaged_entry(&meta) {
-                        listing.insert(key, labeled_false);
+                    if let Some(key) = key_of(&meta) {
+                        listing.insert(key, value(&meta.metadata));
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
-                    let listed = std::mem::take(&mut listing);
-                    let previous = cache
-                        .unmanaged
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .replace(listed.clone());
-                    // After a re-list, requeue what changed while the watch was down.
-                    if let Some(previous) = previous {
-                        for key in previous.keys().filter(|k| !listed.contains_key(*k)) {
+                    let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
+                    let previous = guard.replace(std::mem::take(&mut listing));
+                    if let (Some(previous), Some(current)) = (previous, guard.as_ref()) {
+                        for key in previous.keys().filter(|k| !current.contains_key(*k)) {
                             self.queue_key(key);
                         }
-                        for (key, labeled_false) in &listed {
-                            if previous.get(key) != Some(labeled_false) {
+                        for (key, v) in current {
+                            if previous.get(key) != Some(v) {
                                 self.queue_key(key);
                             }
                         }
                     }
-                    debug!(cluster = %cluster, kind = %self.target.kind, "unmanaged names synced");
+                    debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }
                 Some(Ok(watcher::Event::Apply(meta))) => {
-                    if let Some((key, labeled_false)) = self.unmanaged_entry(&meta) {
-                        let before = cache
-                            .unmanaged
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .as_mut()
-                            .and_then(|names| names.insert(key, labeled_false));
-                        if before != Some(labeled_false) {
+                    if let Some(key) = key_of(&meta) {
+                        let v = value(&meta.metadata);
+                        let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
+                        if let Some(map) = guard.as_mut()
+                            && map.get(&key) != Some(&v)
+                        {
+                            map.insert(key, v);
                             self.queue_owner(&meta);
                         }
                     }
                 }
                 Some(Ok(watcher::Event::Delete(meta))) => {
-                    if let Some((key, _)) = self.unmanaged_entry(&meta) {
-                        if let Some(names) = cache
-                            .unmanaged
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .as_mut()
-                        {
-                            names.remove(&key);
-                        }
-                        self.queue_owner(&meta);
+                    if let Some(key) = key_of(&meta)
+                        && let Some(map) = map.write().unwrap_or_else(|e| e.into_inner()).as_mut()
+                    {
+                        map.remove(&key);
                     }
+                    self.queue_owner(&meta);
                 }
                 Some(Err(e)) => {
-                    warn!(cluster = %cluster, kind = %self.target.kind, error = %e, "member watch error (unmanaged objects)")
+                    warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
                 }
                 None => break,
             }
         }
-    }
-
-    /// The key of an unmanaged object and whether it is labeled `kubefed.io/managed=false`.
-    fn unmanaged_entry(&self, meta: &MemberMeta) -> Option<(String, bool)> {
-        let name = meta.metadata.name.as_deref()?;
-        let key = self.key(name, meta.metadata.namespace.as_deref());
-        let labeled_false = meta
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(MANAGED_LABEL))
-            .is_some_and(|v| v == "false");
-        Some((key, labeled_false))
     }
 
     /// Queues the federated object of an unmanaged-name key.

@@ -429,6 +429,50 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     .await?;
     wait_round("3").await?;
 
+    // A KubeFedConfig change takes effect without a restart of the process: a longer lease
+    // shows in the Lease the (restarted) leader writes, and propagation goes on.
+    let longer = LEASE_SECONDS + 3;
+    Api::<KubeFedConfig>::namespaced(env.hub().client().await?, KUBEFED_NAMESPACE)
+        .patch(
+            hubfed_api::names::KUBEFED_CONFIG_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"leaderElect": {"leaseDuration": format!("{longer}s")}}}),
+            ),
+        )
+        .await?;
+    wait_for(
+        "the Lease to carry the new lease duration",
+        Duration::from_secs(60),
+        || {
+            let leases = leases.clone();
+            async move {
+                let lease = leases.get_opt(hubfed_controller::LEASE_NAME).await?;
+                let spec = lease.and_then(|l| l.spec);
+                let duration = spec.as_ref().and_then(|s| s.lease_duration_seconds);
+                let holder = spec.and_then(|s| s.holder_identity);
+                Ok(match (duration, holder.as_deref()) {
+                    (Some(d), Some("replica-a" | "replica-b")) if d == longer => Wait::Done(()),
+                    other => Wait::Pending(format!("leaseDurationSeconds, holder: {other:?}")),
+                })
+            }
+        },
+    )
+    .await?;
+    anyhow::ensure!(
+        controllers[0].child.try_wait()?.is_none(),
+        "{} exited on a KubeFedConfig change",
+        controllers[0].identity
+    );
+    fcm.patch(
+        "settings",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"data": {"round": "4"}}}})),
+    )
+    .await?;
+    wait_round("4").await?;
+    report("a KubeFedConfig change was applied without restarting the process");
+
     drop(controllers);
     drop(leader_process);
     Ok(())

@@ -108,25 +108,119 @@ fn seconds(value: Option<&String>, default: u64) -> u64 {
 /// and runs the controllers while holding it. A replica that loses the lease (it could not
 /// renew in time: an overloaded machine, a slow hub) stops its controllers and goes back to
 /// standby; it does not exit, so no supervisor is needed to bring it back.
+///
+/// A change of the KubeFedConfig restarts the controllers in the process with the new
+/// settings (scope, health checks, leader election, concurrency, feature gates); only
+/// `adoptResources` is applied without a restart. An invalid change is ignored with an error
+/// in the log: the admission webhook refuses those before they are stored.
 pub async fn run_with(
     hub: Client,
     config: ControllerConfig,
     health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let kubefed_config = load_kubefed_config(&hub, &config.kubefed_namespace).await?;
-    info!(
-        namespace = %config.kubefed_namespace,
-        "Using valid KubeFedConfig \"{}/{}\"",
-        config.kubefed_namespace,
-        KUBEFED_CONFIG_NAME
-    );
-    if !config.leader_elect {
-        METRICS.leader.with_label_values::<&str>(&[]).set(1);
-        return control_plane(hub, config, kubefed_config, health, shutdown).await;
-    }
     loop {
-        match lead_once(&hub, &config, &kubefed_config, &health, &shutdown).await? {
+        let kubefed_config = load_kubefed_config(&hub, &config.kubefed_namespace).await?;
+        info!(
+            namespace = %config.kubefed_namespace,
+            "Using valid KubeFedConfig \"{}/{}\"",
+            config.kubefed_namespace,
+            KUBEFED_CONFIG_NAME
+        );
+        let restart = shutdown.child_token();
+        let follower = tokio::spawn(follow_config(
+            hub.clone(),
+            config.kubefed_namespace.clone(),
+            kubefed_config.clone(),
+            restart.clone(),
+        ));
+        let result = if config.leader_elect {
+            campaign(&hub, &config, &kubefed_config, &health, &restart).await
+        } else {
+            METRICS.leader.with_label_values::<&str>(&[]).set(1);
+            control_plane(
+                hub.clone(),
+                config.clone(),
+                kubefed_config,
+                Arc::clone(&health),
+                restart.clone(),
+            )
+            .await
+        };
+        follower.abort();
+        result?;
+        if shutdown.is_cancelled() || !restart.is_cancelled() {
+            return Ok(());
+        }
+        info!("restarting the controllers with the changed KubeFedConfig");
+    }
+}
+
+/// Whether a KubeFedConfig change needs the controllers restarted: any change of the
+/// defaulted spec except `syncController.adoptResources`, which the sync controllers follow
+/// themselves.
+fn needs_restart(running: &KubeFedConfigSpec, changed: &KubeFedConfigSpec) -> bool {
+    let comparable = |spec: &KubeFedConfigSpec| {
+        let mut spec = spec.clone();
+        if let Some(sync) = spec.sync_controller.as_mut() {
+            sync.adopt_resources = None;
+        }
+        spec
+    };
+    comparable(running) != comparable(changed)
+}
+
+/// Cancels `restart` when the KubeFedConfig changes in a way [`needs_restart`].
+async fn follow_config(
+    hub: Client,
+    namespace: String,
+    running: KubeFedConfigSpec,
+    restart: CancellationToken,
+) {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let api: Api<KubeFedConfig> = Api::namespaced(hub, &namespace);
+    let selector = format!("metadata.name={KUBEFED_CONFIG_NAME}");
+    let stream = watcher(api, watcher::Config::default().fields(&selector))
+        .default_backoff()
+        .applied_objects();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        let mut spec = match item {
+            Ok(config) => config.spec,
+            Err(e) => {
+                tracing::warn!(error = %e, "KubeFedConfig watch error");
+                continue;
+            }
+        };
+        spec.apply_defaults();
+        if !needs_restart(&running, &spec) {
+            continue;
+        }
+        let errors = hubfed_core::validation::validate_kubefed_config(&spec, None);
+        if !errors.is_empty() {
+            tracing::error!(
+                "KubeFedConfig {namespace}/{KUBEFED_CONFIG_NAME} changed but is invalid, keeping the running settings: {}",
+                hubfed_core::validation::summary(&errors)
+            );
+            continue;
+        }
+        info!("KubeFedConfig changed");
+        restart.cancel();
+        return;
+    }
+}
+
+/// Stands for leader until `stop`: leads while holding the lease, stands by otherwise.
+async fn campaign(
+    hub: &Client,
+    config: &ControllerConfig,
+    kubefed_config: &KubeFedConfigSpec,
+    health: &Arc<Health>,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    loop {
+        match lead_once(hub, config, kubefed_config, health, stop).await? {
             Term::Done => return Ok(()),
             Term::Lost => {
                 tracing::error!("lost the leader lease: controllers stopped, back to standby");
@@ -323,5 +417,45 @@ async fn export_cluster_gauges(pool: Arc<MemberClientPool>, shutdown: Cancellati
             () = shutdown.cancelled() => return,
             changed = changes.changed() => if changed.is_err() { return },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::needs_restart;
+    use hubfed_api::federatedtypeconfig::ResourceScope;
+    use hubfed_api::kubefedconfig::{KubeFedConfigSpec, ResourceAdoption};
+
+    #[test]
+    fn every_setting_but_adoption_restarts_the_controllers() {
+        let running = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
+        assert!(!needs_restart(&running, &running.clone()));
+
+        let mut adoption = running.clone();
+        adoption
+            .sync_controller
+            .get_or_insert_with(Default::default)
+            .adopt_resources = Some(ResourceAdoption::Disabled);
+        assert!(
+            !needs_restart(&running, &adoption),
+            "adoptResources is followed live"
+        );
+
+        let mut health = running.clone();
+        health
+            .cluster_health_check
+            .get_or_insert_with(Default::default)
+            .failure_threshold = Some(7);
+        assert!(needs_restart(&running, &health));
+
+        let scope = KubeFedConfigSpec::with_defaults(ResourceScope::Namespaced);
+        assert!(needs_restart(&running, &scope));
+
+        let mut lease = running.clone();
+        lease
+            .leader_elect
+            .get_or_insert_with(Default::default)
+            .lease_duration = Some("31s".into());
+        assert!(needs_restart(&running, &lease));
     }
 }

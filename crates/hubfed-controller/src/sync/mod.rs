@@ -348,12 +348,13 @@ impl AppliedMap {
 }
 
 /// A PropagatedVersion status written by this controller, kept until the PropagatedVersion
-/// store shows a newer copy. Without it, a reconcile queued by the previous one's own writes
-/// reads the store before the watch has delivered them and writes the versions again.
+/// store shows that write or a later one. Without it, a reconcile queued by the previous
+/// one's own writes reads the store before the watch has delivered them (or has delivered
+/// only the creation of the PropagatedVersion, without its status) and writes the versions
+/// again.
 pub struct WrittenVersions {
-    /// The resourceVersion of the stored copy the write was computed from (`None`: no
-    /// PropagatedVersion was stored). While the store still holds it, the store is behind.
-    pub seen_resource_version: Option<String>,
+    /// The resourceVersion the status write returned.
+    pub resource_version: String,
     pub status: hubfed_core::version::PropagatedVersionStatus,
 }
 

@@ -418,14 +418,14 @@ async fn reconcile_object(
         )
         .await
         {
-            Ok(()) => {
+            Ok(resource_version) => {
                 ctx.written_versions
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(
                         object_ref.clone(),
                         super::WrittenVersions {
-                            seen_resource_version: stored_resource_version,
+                            resource_version,
                             status: versions,
                         },
                     );
@@ -500,7 +500,7 @@ fn stored_versions(
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     match written.get(object_ref) {
-        Some(w) if w.seen_resource_version == resource_version => {
+        Some(w) if store_is_behind(resource_version.as_deref(), &w.resource_version) => {
             (Some(w.status.clone()), resource_version)
         }
         Some(_) => {
@@ -508,6 +508,19 @@ fn stored_versions(
             (status, resource_version)
         }
         None => (status, resource_version),
+    }
+}
+
+/// Whether a cached copy at `cached` predates the write that returned `written`. Kubernetes
+/// resourceVersions are comparable decimal numbers (KEP-5504); anything else counts as
+/// caught up, which at worst costs one redundant write.
+fn store_is_behind(cached: Option<&str>, written: &str) -> bool {
+    let Ok(written) = written.parse::<u64>() else {
+        return false;
+    };
+    match cached {
+        None => true,
+        Some(cached) => cached.parse::<u64>().is_ok_and(|cached| cached < written),
     }
 }
 
@@ -636,13 +649,14 @@ async fn write_invalid_status(
     Ok(())
 }
 
-/// Creates the (Cluster)PropagatedVersion unless it `exists`, then writes its status.
+/// Creates the (Cluster)PropagatedVersion unless it `exists`, then writes its status;
+/// returns the resourceVersion of that write.
 async fn write_versions(
     ctx: &TypeContext,
     obj: &DynamicObject,
     exists: bool,
     versions: &PropagatedVersionStatus,
-) -> Result<(), Error> {
+) -> Result<String, Error> {
     let pv_name = propagated_version_name(&ctx.target.kind, &obj.name_any());
     let owner = OwnerReference {
         api_version: ctx.federated.api_version.clone(),
@@ -682,20 +696,21 @@ async fn create_then_write_status<K>(
     exists: bool,
     object: &K,
     status: &Value,
-) -> Result<(), Error>
+) -> Result<String, Error>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     if !exists {
         create_ignoring_conflict(&api, object).await?;
     }
-    api.patch_status(
-        &object.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(status),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(status),
+        )
+        .await?;
+    Ok(written.resource_version().unwrap_or_default())
 }
 
 async fn create_ignoring_conflict<K>(api: &Api<K>, object: &K) -> Result<(), Error>
@@ -731,4 +746,19 @@ pub(crate) fn publish(
             debug!(error = %e, "recording an event failed");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::store_is_behind;
+
+    #[test]
+    fn a_store_is_behind_until_it_shows_the_write() {
+        assert!(store_is_behind(None, "12"), "not stored yet");
+        assert!(store_is_behind(Some("11"), "12"), "only the creation seen");
+        assert!(!store_is_behind(Some("12"), "12"), "the write itself");
+        assert!(!store_is_behind(Some("13"), "12"), "a later write");
+        assert!(!store_is_behind(Some("9"), "x"), "opaque: caught up");
+        assert!(!store_is_behind(Some("x"), "12"), "opaque: caught up");
+    }
 }

@@ -1,9 +1,11 @@
 //! From a KubeFedCluster spec and its token to member client configurations (KubeFed's
 //! `BuildClusterConfig`). Pure: nothing here talks to a cluster.
 //!
-//! What `kube::Config` lets us honour of `disabledTLSValidations`: `*` turns verification off
-//! (`accept_invalid_certs`). `SubjectName` and `ValidityPeriod` alone would need a custom
-//! certificate verifier, which kube-rs does not expose; those connections stay fully verified.
+//! `disabledTLSValidations` is honoured as KubeFed does: `*` turns verification off
+//! (`accept_invalid_certs`); `SubjectName` and `ValidityPeriod` skip only the host-name check
+//! and only the notBefore/notAfter check, the chain still verified against `caBundle` (or the
+//! system roots). kube-rs has no setting for those two, so [`MemberConfigs::tls_relaxation`]
+//! tells the pool to build such a member's clients with the verifier of [`super::tls`].
 
 use std::fmt;
 use std::net::Ipv6Addr;
@@ -11,6 +13,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use hubfed_api::kubefedcluster::{KubeFedClusterSpec, TlsValidation};
+
+use super::tls::TlsRelaxation;
 
 /// Connecting, including the TLS handshake (KubeFed dials with 30s; a member that cannot
 /// complete a handshake in 10s is not usable anyway).
@@ -98,12 +102,16 @@ pub struct ClientInputs {
 pub struct MemberConfigs {
     pub request: kube::Config,
     pub watch: kube::Config,
+    /// TLS checks to skip that `kube::Config` cannot express; `None`: kube's own verification
+    /// (full, or none at all with `accept_invalid_certs`).
+    pub tls_relaxation: Option<TlsRelaxation>,
 }
 
 impl fmt::Debug for MemberConfigs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemberConfigs")
             .field("cluster_url", &self.request.cluster_url)
+            .field("tls_relaxation", &self.tls_relaxation)
             .finish_non_exhaustive()
     }
 }
@@ -153,18 +161,28 @@ pub fn member_configs(inputs: &ClientInputs) -> Result<MemberConfigs, ConfigErro
     // Count the read timeout from the request, not from when a pooled connection went idle.
     request.reset_reader_on_write = true;
     request.write_timeout = Some(WRITE_TIMEOUT);
-    Ok(MemberConfigs { request, watch })
+    Ok(MemberConfigs {
+        request,
+        watch,
+        tls_relaxation: tls_relaxation(&spec.disabled_tls_validations),
+    })
 }
 
-/// `*` anywhere disables every check (KubeFed returns early on it); other entries cannot be
-/// honoured individually and leave verification on.
+/// `*` anywhere disables every check (KubeFed returns early on it).
 pub fn tls_verification_disabled(disabled: &[TlsValidation]) -> bool {
     disabled.contains(&TlsValidation::All)
 }
 
-/// Whether the spec asks for partial TLS relaxation we verify fully instead.
-pub fn unsupported_tls_relaxation(disabled: &[TlsValidation]) -> bool {
-    !tls_verification_disabled(disabled) && !disabled.is_empty()
+/// The checks `SubjectName` and `ValidityPeriod` skip; `None` when nothing is skipped or `*`
+/// skips everything.
+pub fn tls_relaxation(disabled: &[TlsValidation]) -> Option<TlsRelaxation> {
+    if disabled.is_empty() || tls_verification_disabled(disabled) {
+        return None;
+    }
+    Some(TlsRelaxation {
+        skip_subject_name: disabled.contains(&TlsValidation::SubjectName),
+        skip_validity_period: disabled.contains(&TlsValidation::ValidityPeriod),
+    })
 }
 
 /// Normalises `apiEndpoint` (hostname, host:port, IP, IP:port or URL) to a URL, as client-go's
@@ -465,30 +483,42 @@ mod tests {
     }
 
     #[test]
-    fn tls_checks_are_skipped_only_for_star() {
+    fn star_turns_verification_off() {
         let mut star = spec("https://member");
         star.disabled_tls_validations = vec![TlsValidation::All];
-        assert!(
-            member_configs(&inputs(star))
-                .unwrap()
-                .request
-                .accept_invalid_certs
-        );
+        let configs = member_configs(&inputs(star)).unwrap();
+        assert!(configs.request.accept_invalid_certs);
+        assert!(configs.watch.accept_invalid_certs);
+        assert_eq!(configs.tls_relaxation, None);
 
-        let mut partial = spec("https://member");
-        partial.disabled_tls_validations =
-            vec![TlsValidation::SubjectName, TlsValidation::ValidityPeriod];
-        assert!(unsupported_tls_relaxation(
-            &partial.disabled_tls_validations
-        ));
-        assert!(
-            !member_configs(&inputs(partial))
-                .unwrap()
-                .request
-                .accept_invalid_certs
-        );
-        assert!(!unsupported_tls_relaxation(&[]));
-        assert!(!unsupported_tls_relaxation(&[TlsValidation::All]));
+        let configs = member_configs(&inputs(spec("https://member"))).unwrap();
+        assert!(!configs.request.accept_invalid_certs);
+        assert_eq!(configs.tls_relaxation, None);
+    }
+
+    #[test]
+    fn subject_name_and_validity_period_relax_single_checks() {
+        use TlsValidation::{SubjectName, ValidityPeriod};
+        let relaxation = |skip_subject_name, skip_validity_period| {
+            Some(TlsRelaxation {
+                skip_subject_name,
+                skip_validity_period,
+            })
+        };
+        for (disabled, expected) in [
+            (vec![SubjectName], relaxation(true, false)),
+            (vec![ValidityPeriod], relaxation(false, true)),
+            (vec![ValidityPeriod, SubjectName], relaxation(true, true)),
+        ] {
+            let mut partial = spec("https://member");
+            partial.disabled_tls_validations = disabled.clone();
+            let configs = member_configs(&inputs(partial)).unwrap();
+            assert!(!configs.request.accept_invalid_certs, "{disabled:?}");
+            assert!(!configs.watch.accept_invalid_certs, "{disabled:?}");
+            assert_eq!(configs.tls_relaxation, expected, "{disabled:?}");
+        }
+        assert_eq!(tls_relaxation(&[]), None);
+        assert_eq!(tls_relaxation(&[TlsValidation::All]), None);
     }
 
     #[test]

@@ -26,12 +26,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::config::{
-    ClientInputs, ConfigError, SecretToken, error_chain, member_configs, unsupported_tls_relaxation,
+    ClientInputs, ConfigError, MemberConfigs, SecretToken, error_chain, member_configs,
 };
 use super::health::{
     HealthTracker, ProbeOutcome, desired_conditions, healthz_ok, now, status_needs_write,
     status_patch,
 };
+use super::tls::relaxed_client;
 use super::{HealthCheckSettings, MemberCluster};
 
 /// Event source of KubeFed's cluster controller; kept for compatibility.
@@ -429,13 +430,6 @@ impl Registry {
         // Like KubeFed, a changed cluster starts its health history afresh.
         entry.tracker = HealthTracker::default();
         entry.probe_wanted = true;
-        if unsupported_tls_relaxation(&inputs.spec.disabled_tls_validations) {
-            warn!(
-                cluster = %name,
-                "disabledTLSValidations SubjectName/ValidityPeriod cannot be honoured without \"*\"; \
-                 the member's certificate is fully verified"
-            );
-        }
         let malformed = match build_clients(&inputs) {
             Ok(built) => {
                 info!(
@@ -443,6 +437,7 @@ impl Registry {
                     rebuild,
                     endpoint = %built.request_url,
                     proxy = proxy_scheme(&inputs.spec.proxy_url),
+                    disabled_tls_validations = ?inputs.spec.disabled_tls_validations,
                     "member client built"
                 );
                 entry.clients = ClientState::Built(built.clients);
@@ -760,12 +755,22 @@ struct BuiltClients {
 }
 
 fn build_clients(inputs: &ClientInputs) -> Result<BuiltClients, ConfigError> {
-    let configs = member_configs(inputs)?;
-    let request_url = configs.request.cluster_url.clone();
-    let request =
-        kube::Client::try_from(configs.request).map_err(|source| ConfigError::Client { source })?;
-    let watch =
-        kube::Client::try_from(configs.watch).map_err(|source| ConfigError::Client { source })?;
+    let MemberConfigs {
+        request,
+        watch,
+        tls_relaxation,
+    } = member_configs(inputs)?;
+    let request_url = request.cluster_url.clone();
+    // kube's own stack unless a check must be skipped that kube cannot skip on its own.
+    let build = |config: kube::Config| {
+        match tls_relaxation {
+            Some(relaxation) => relaxed_client(&config, relaxation),
+            None => kube::Client::try_from(config),
+        }
+        .map_err(|source| ConfigError::Client { source })
+    };
+    let request = build(request)?;
+    let watch = build(watch)?;
     Ok(BuiltClients {
         clients: MemberClients { request, watch },
         request_url,

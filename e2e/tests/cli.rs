@@ -1,8 +1,9 @@
 //! `hubfedctl` against real clusters, run in process through `hubfedctl::run_async` (the code
 //! the binary runs): join with least privilege and propagation through those credentials,
 //! idempotent re-join, unjoin with `--remove-managed-resources`, the hub joined to itself,
-//! `enable` of a CRD type and `federate` of its objects, `federate --contents`, offline
-//! `federate -f`, and the one-line error of each bad input.
+//! `enable` of a CRD type and `federate` of its objects, `enable` of a built-in type with its
+//! OpenAPI schema, `federate --contents`, offline `federate -f`, and the one-line error of
+//! each bad input.
 //!
 //! Not the shared harness federation: that one joins member1/member2 itself with admin-bound
 //! accounts. This binary has its own clusters and controller with nothing joined, so the joins
@@ -812,6 +813,151 @@ async fn enable_a_crd_type_and_federate_an_object_of_it() -> anyhow::Result<()> 
     ensure!(run.stdout.contains("propagation disabled"), "{run:#?}");
     wait_for("the widgets FTC to be deleted", TIMEOUT, async || {
         Ok(match ftcs.get_opt(&ftc_name).await? {
+            None => Wait::Done(()),
+            Some(ftc) => Wait::Pending(format!("finalizers {:?}", ftc.metadata.finalizers)),
+        })
+    })
+    .await
+}
+
+/// `enable` of a built-in type that is not a default one embeds the kind's schema from the
+/// hub's OpenAPI v3 document in the template: the API server accepts the CRD, refuses
+/// templates with wrongly typed fields, and keeps a correct template as written (no defaults,
+/// nothing pruned, nulls in pod template metadata kept). Deployments, printed only so the
+/// shared default CRD stays as it is, still offer `retainReplicas`.
+#[tokio::test]
+async fn enable_a_built_in_type_with_its_openapi_schema() -> anyhow::Result<()> {
+    let fixture = cli_env();
+    let kubeconfig = fixture.kubeconfig();
+    let hub = fixture.client("hub").await?;
+
+    let printed = hubfedctl(kubeconfig, &["enable", "deployments.apps", "-o", "json"])
+        .await
+        .ok()?;
+    ensure!(!printed.stderr.contains("warning"), "{printed:#?}");
+    let printed: Value = serde_json::from_str(&printed.stdout)?;
+    let spec = &printed["items"][0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+        ["spec"]["properties"];
+    ensure!(spec["retainReplicas"]["type"] == "boolean", "{spec}");
+    let template = &spec["template"]["properties"];
+    ensure!(
+        template["spec"]["properties"]["replicas"]["type"] == "integer"
+            && template["spec"]["properties"]["template"]["properties"]["spec"]["properties"]["containers"]
+                ["items"]["properties"]["image"]["type"]
+                == "string",
+        "the Deployment schema is not in the template: {template}"
+    );
+    ensure!(template.get("status").is_none(), "{template}");
+
+    let run = hubfedctl(kubeconfig, &["enable", "statefulsets.apps"])
+        .await
+        .ok()?;
+    ensure!(
+        run.stdout
+            .contains("hub: customresourcedefinition federatedstatefulsets.types.kubefed.io")
+            && !run.stderr.contains("warning"),
+        "{run:#?}"
+    );
+    let crd = Api::<CustomResourceDefinition>::all(hub.clone())
+        .get("federatedstatefulsets.types.kubefed.io")
+        .await?;
+    let established = crd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+    ensure!(established, "the CRD is not Established: {:?}", crd.status);
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema)?;
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let template = &spec["template"]["properties"];
+    ensure!(
+        template["spec"]["properties"]["replicas"]["type"] == "integer",
+        "the StatefulSet schema is not in the template: {schema}"
+    );
+    ensure!(spec["retainReplicas"]["type"] == "boolean", "{schema}");
+
+    let ns = unique_ns("statefulsets");
+    create_hub_namespace(&hub, &ns).await?;
+    let fsts = dynamic_api(hub.clone(), &federated("StatefulSet"), Some(&ns));
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let federated_sts = |template: &Value| -> anyhow::Result<DynamicObject> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "types.kubefed.io/v1beta1",
+            "kind": "FederatedStatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {"template": template, "placement": {"clusters": []}},
+        }))?)
+    };
+    let pod_spec = |port: Value| {
+        json!({"containers": [{
+            "name": "db",
+            "image": "db:1",
+            "ports": [{"containerPort": port}],
+            "resources": {"limits": {"cpu": 1, "memory": "64Mi"}},
+        }]})
+    };
+    for (field, template) in [
+        (
+            "spec.template.spec.replicas",
+            json!({"spec": {"replicas": "three"}}),
+        ),
+        (
+            "spec.template.spec.template.spec.containers[0].ports[0].containerPort",
+            json!({"spec": {"template": {"spec": pod_spec(json!("http"))}}}),
+        ),
+        (
+            "spec.template.spec.updateStrategy.rollingUpdate.maxUnavailable",
+            json!({"spec": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": true}}}}),
+        ),
+    ] {
+        match fsts.create(&dry_run, &federated_sts(&template)?).await {
+            Err(kube::Error::Api(status)) if status.code == 422 => ensure!(
+                status.message.contains(field),
+                "the refusal does not name {field}: {}",
+                status.message
+            ),
+            other => bail!("a wrongly typed {field} was not refused: {other:?}"),
+        }
+    }
+
+    let template = json!({
+        "metadata": {"labels": {"app": "db"}},
+        "spec": {
+            "replicas": 2,
+            "serviceName": "db",
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "50%"}},
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}, "creationTimestamp": null},
+                "spec": pod_spec(json!(5432)),
+            },
+            "notYetKnown": {"kept": true},
+        },
+    });
+    let created = fsts.create(&dry_run, &federated_sts(&template)?).await?;
+    let created = serde_json::to_value(created)?;
+    ensure!(
+        created["spec"]["template"] == template,
+        "the stored template differs from the one sent: {}",
+        created["spec"]["template"]
+    );
+
+    let run = hubfedctl(
+        kubeconfig,
+        &["disable", "statefulsets.apps", "--delete-crd"],
+    )
+    .await
+    .ok()?;
+    ensure!(run.stdout.contains("propagation disabled"), "{run:#?}");
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    wait_for("the statefulsets FTC to be deleted", TIMEOUT, async || {
+        Ok(match ftcs.get_opt("statefulsets.apps").await? {
             None => Wait::Done(()),
             Some(ftc) => Wait::Pending(format!("finalizers {:?}", ftc.metadata.finalizers)),
         })

@@ -4,11 +4,13 @@
 //! per-cluster actions, and turns the outcomes into status with [`status::compute_status`] and
 //! into a PropagatedVersion with [`version::update_propagated_version`]. Behaviour follows
 //! KubeFed v1beta1 (`shared/reference/kubefed-v1beta1.md` §1.6, §1.7, §1.10, §2.4); where hubfed
-//! deliberately differs, the item's documentation says so.
+//! deliberately differs, the item's documentation says so. `hubfedctl enable` takes a built-in
+//! type's template schema from [`openapi::kind_schema`].
 
 pub mod desired;
 pub mod error;
 pub mod gojson;
+pub mod openapi;
 pub mod overrides;
 pub mod placement;
 pub mod plan;

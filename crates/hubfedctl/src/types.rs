@@ -10,6 +10,7 @@ use hubfed_api::federatedtypeconfig::{
 };
 use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::names::{CORE_GROUP, NAMESPACES_FTC_NAME, SCHEDULING_GROUP, TYPES_GROUP};
+use hubfed_core::openapi;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -273,35 +274,76 @@ fn read_directive(path: &Path, args: &EnableArgs) -> Result<EnableRequest> {
     })
 }
 
-/// The target's structural schema, for CRD targets: the served version's
-/// `openAPIV3Schema`. Built-in types have none here (their OpenAPI uses `$ref`s).
-async fn target_schema(hub: &Target, target: &ApiResource) -> Result<Option<Value>> {
-    if target.group.is_empty() || !target.group.contains('.') {
-        return Ok(None);
+/// The target's structural schema: for a CRD target, the served version's
+/// `openAPIV3Schema`; for any other type, the kind's schema in the hub's OpenAPI v3 document
+/// (as KubeFed took it from OpenAPI v2). Without one the template is free-form, which a
+/// warning says for types that should have one.
+async fn target_schema(
+    session: &mut Session<'_>,
+    hub: &Target,
+    target: &ApiResource,
+) -> Result<Option<Value>> {
+    // CRD groups always contain a dot; built-in ones such as apps or batch do not.
+    if target.group.contains('.') {
+        let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
+        if let Some(crd) = crds
+            .get_opt(&target.group_qualified_name())
+            .await
+            .map_err(|e| hub.err(e))?
+        {
+            let version = crd
+                .spec
+                .versions
+                .iter()
+                .find(|v| v.name == target.version)
+                .or(crd.spec.versions.first());
+            return version
+                .and_then(|v| v.schema.as_ref())
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .map(|schema| {
+                    serde_json::to_value(schema).map_err(|e| {
+                        Error::Refused(format!("cannot read the schema of {}: {e}", target.kind))
+                    })
+                })
+                .transpose();
+        }
     }
-    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
-    let Some(crd) = crds
-        .get_opt(&target.group_qualified_name())
-        .await
-        .map_err(|e| hub.err(e))?
-    else {
-        return Ok(None);
+    let api_version = match target.group.as_str() {
+        "" => target.version.clone(),
+        group => format!("{group}/{}", target.version),
     };
-    let version = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.name == target.version)
-        .or(crd.spec.versions.first());
-    version
-        .and_then(|v| v.schema.as_ref())
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .map(|schema| {
-            serde_json::to_value(schema).map_err(|e| {
-                Error::Refused(format!("cannot read the schema of {}: {e}", target.kind))
-            })
-        })
-        .transpose()
+    let missing = match openapi_schema(hub, target).await {
+        Ok(Some(schema)) => return Ok(Some(schema)),
+        Ok(None) => format!(
+            "the hub's OpenAPI v3 document of {api_version} has no {}",
+            target.kind
+        ),
+        Err(e) => format!("cannot read the hub's OpenAPI v3 document of {api_version}: {e}"),
+    };
+    session.warn(format_args!(
+        "{missing}; the federated template of {} is free-form (not type-checked)",
+        target.kind
+    ))?;
+    Ok(None)
+}
+
+/// The structural schema of `target`'s kind from the hub's OpenAPI v3 document of its
+/// group/version.
+async fn openapi_schema(hub: &Target, target: &ApiResource) -> Result<Option<Value>> {
+    let path = match target.group.as_str() {
+        "" => format!("/openapi/v3/api/{}", target.version),
+        group => format!("/openapi/v3/apis/{group}/{}", target.version),
+    };
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| Error::Refused(format!("cannot build the OpenAPI request: {e}")))?;
+    let document: Value = hub.client.request(request).await.map_err(|e| hub.err(e))?;
+    Ok(openapi::kind_schema(
+        &document,
+        &target.group,
+        &target.version,
+        &target.kind,
+    ))
 }
 
 pub async fn enable(session: &mut Session<'_>, args: EnableArgs) -> Result<()> {
@@ -396,7 +438,7 @@ pub async fn enable_type(
         )));
     }
 
-    let schema = target_schema(hub, &target).await?;
+    let schema = target_schema(session, hub, &target).await?;
     let retain_replicas = match &schema {
         Some(schema) => target_has_replicas(schema),
         None => found.has_scale,

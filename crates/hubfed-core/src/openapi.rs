@@ -1,0 +1,653 @@
+//! The schema of a built-in kind for its `Federated<Kind>` template, from the API server's
+//! OpenAPI v3 document of the kind's group/version (`/openapi/v3/apis/<group>/<version>`,
+//! core: `/openapi/v3/api/v1`), as KubeFed took it from OpenAPI v2.
+//!
+//! The result has the shape of a CRD's `openAPIV3Schema`, so `hubfed_api::federatedcrd`
+//! treats built-in and CRD targets alike: no `$ref`, only keywords structural schemas accept,
+//! root `metadata` as `{type: object}`, no `status`. Defaults are dropped because the API
+//! server would write them into users' templates, enums because a member can accept values
+//! the hub does not know yet, and descriptions as KubeFed did: with them a Deployment's
+//! schema is about seven times larger (some 340 kB instead of 50 kB).
+
+use serde_json::{Map, Value, json};
+
+/// Where OpenAPI v3 `$ref`s point.
+const REF_PREFIX: &str = "#/components/schemas/";
+
+/// ObjectMeta is kept free-form at every level: the root as in a CRD, nested ones (pod
+/// templates) so that what kubectl writes there, such as `creationTimestamp: null`, is kept
+/// as written rather than pruned as a null of a typed field.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// Validation keywords structural schemas accept, copied as they are. Not `enum`: the hub's
+/// list of values can be older than a member's, and a template is validated again by each
+/// member it reaches.
+const KEPT_VALIDATIONS: &[&str] = &[
+    "nullable",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+];
+
+/// Formats the API server validates in CRDs; others (e.g. `quantity`) are dropped.
+const KEPT_FORMATS: &[&str] = &[
+    "int32",
+    "int64",
+    "float",
+    "double",
+    "byte",
+    "date",
+    "date-time",
+];
+
+/// The structural schema of `group`/`version` `kind` in the OpenAPI v3 `document` (the
+/// component whose `x-kubernetes-group-version-kind` names it; `group` is empty for the core
+/// group), or `None` when the document has no such kind.
+pub fn kind_schema(document: &Value, group: &str, version: &str, kind: &str) -> Option<Value> {
+    let schemas = document.get("components")?.get("schemas")?.as_object()?;
+    let (name, definition) = schemas.iter().find(|(_, schema)| {
+        schema
+            .get("x-kubernetes-group-version-kind")
+            .and_then(Value::as_array)
+            .is_some_and(|gvks| {
+                gvks.iter().any(|gvk| {
+                    gvk.get("group").and_then(Value::as_str).unwrap_or_default() == group
+                        && gvk.get("version").and_then(Value::as_str) == Some(version)
+                        && gvk.get("kind").and_then(Value::as_str) == Some(kind)
+                })
+            })
+    })?;
+    let mut root = definition.as_object()?.clone();
+    let had_metadata = match root.get_mut("properties").and_then(Value::as_object_mut) {
+        Some(properties) => {
+            properties.remove("status");
+            properties.remove("metadata").is_some()
+        }
+        None => false,
+    };
+    let mut schema = Inliner { schemas }.convert(&Value::Object(root), &mut vec![name.clone()]);
+    if had_metadata && let Some(properties) = schema.get_mut("properties") {
+        properties["metadata"] = json!({ "type": "object" });
+    }
+    Some(schema)
+}
+
+/// Inlines the references of one document's component schemas.
+struct Inliner<'a> {
+    schemas: &'a Map<String, Value>,
+}
+
+impl Inliner<'_> {
+    /// The structural form of `node`; `expanding` holds the components being inlined on the
+    /// way here, so a component that contains itself ends in a free-form node.
+    fn convert(&self, node: &Value, expanding: &mut Vec<String>) -> Value {
+        let Some(node) = node.as_object() else {
+            return any_value();
+        };
+        let references = references(node);
+        if !references.is_empty() || node.contains_key("allOf") {
+            if references.iter().any(|r| r == OBJECT_META) {
+                return free_object();
+            }
+            if let Some(recursive) = references.iter().find(|r| expanding.contains(r)) {
+                let is_object = self
+                    .schemas
+                    .get(recursive)
+                    .and_then(|s| s.get("type"))
+                    .is_some_and(|t| t == "object");
+                return if is_object {
+                    free_object()
+                } else {
+                    any_value()
+                };
+            }
+            let merged = self.merge(node);
+            let depth = expanding.len();
+            expanding.extend(references);
+            let converted = self.convert(&Value::Object(merged), expanding);
+            expanding.truncate(depth);
+            return converted;
+        }
+
+        if node.get("format").is_some_and(|f| f == "int-or-string")
+            || node
+                .get("x-kubernetes-int-or-string")
+                .is_some_and(|v| v == true)
+        {
+            return int_or_string();
+        }
+        let object_like =
+            node.contains_key("properties") || node.contains_key("additionalProperties");
+        let type_ = match node.get("type") {
+            Some(Value::String(type_)) => type_.as_str(),
+            None if object_like => "object",
+            None => {
+                // IntOrString is `oneOf: [integer, string]`; other alternatives (Quantity is
+                // string or number) have no structural form but "any value".
+                return if alternative_types(node) == ["integer", "string"] {
+                    int_or_string()
+                } else {
+                    any_value()
+                };
+            }
+            Some(_) => return any_value(),
+        };
+
+        let mut out = Map::new();
+        out.insert("type".to_owned(), json!(type_));
+        if let Some(format) = node.get("format").and_then(Value::as_str)
+            && KEPT_FORMATS.contains(&format)
+        {
+            out.insert("format".to_owned(), json!(format));
+        }
+        for keyword in KEPT_VALIDATIONS {
+            if let Some(value) = node.get(*keyword) {
+                out.insert((*keyword).to_owned(), value.clone());
+            }
+        }
+        if node
+            .get("x-kubernetes-preserve-unknown-fields")
+            .is_some_and(|v| v == true)
+        {
+            out.insert(
+                "x-kubernetes-preserve-unknown-fields".to_owned(),
+                json!(true),
+            );
+        }
+        match type_ {
+            "object" => self.convert_object(node, &mut out, expanding),
+            "array" => self.convert_array(node, &mut out, expanding),
+            _ => {}
+        }
+        Value::Object(out)
+    }
+
+    fn convert_object(
+        &self,
+        node: &Map<String, Value>,
+        out: &mut Map<String, Value>,
+        expanding: &mut Vec<String>,
+    ) {
+        let properties = node.get("properties").and_then(Value::as_object);
+        if let Some(properties) = properties {
+            let converted: Map<String, Value> = properties
+                .iter()
+                .map(|(name, schema)| (name.clone(), self.convert(schema, expanding)))
+                .collect();
+            out.insert("properties".to_owned(), Value::Object(converted));
+        }
+        match node.get("additionalProperties") {
+            Some(schema @ Value::Object(_)) if properties.is_none() => {
+                let converted = self.convert(schema, expanding);
+                out.insert("additionalProperties".to_owned(), converted);
+            }
+            // `true`, or a map schema next to properties: structural schemas allow neither.
+            Some(Value::Object(_) | Value::Bool(true)) => {
+                out.insert(
+                    "x-kubernetes-preserve-unknown-fields".to_owned(),
+                    json!(true),
+                );
+            }
+            _ => {}
+        }
+        if !out.contains_key("properties") && !out.contains_key("additionalProperties") {
+            // A free-form object such as RawExtension: typed as nothing, so nothing pruned.
+            out.insert(
+                "x-kubernetes-preserve-unknown-fields".to_owned(),
+                json!(true),
+            );
+        }
+        if let Some(required) = node.get("required").filter(|r| r.is_array()) {
+            out.insert("required".to_owned(), required.clone());
+        }
+        for keyword in ["x-kubernetes-map-type", "x-kubernetes-embedded-resource"] {
+            if let Some(value) = node.get(keyword) {
+                out.insert(keyword.to_owned(), value.clone());
+            }
+        }
+    }
+
+    fn convert_array(
+        &self,
+        node: &Map<String, Value>,
+        out: &mut Map<String, Value>,
+        expanding: &mut Vec<String>,
+    ) {
+        let items = match node.get("items") {
+            Some(items) => self.convert(items, expanding),
+            None => any_value(),
+        };
+        let list_type = node.get("x-kubernetes-list-type").and_then(Value::as_str);
+        let map_keys = node
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array);
+        match (list_type, map_keys) {
+            (Some("map"), Some(keys)) => {
+                // A map key must be required or defaulted, and defaults are dropped: a key
+                // that was only defaulted (ContainerPort's protocol) makes the list atomic.
+                let required = items.get("required").and_then(Value::as_array);
+                let all_required = keys
+                    .iter()
+                    .all(|key| required.is_some_and(|r| r.contains(key)));
+                if all_required {
+                    out.insert("x-kubernetes-list-type".to_owned(), json!("map"));
+                    out.insert(
+                        "x-kubernetes-list-map-keys".to_owned(),
+                        Value::Array(keys.clone()),
+                    );
+                }
+            }
+            (Some("map"), None) => {}
+            (Some(list_type), _) => {
+                out.insert("x-kubernetes-list-type".to_owned(), json!(list_type));
+            }
+            (None, _) => {}
+        }
+        out.insert("items".to_owned(), items);
+    }
+
+    /// `node` with its `$ref` and `allOf` members replaced by what they stand for: the
+    /// referenced components, then inline `allOf` keywords, then `node`'s own keywords (a
+    /// wrapper's description and default). The components' own references are kept, for the
+    /// next round of [`Self::convert`].
+    fn merge(&self, node: &Map<String, Value>) -> Map<String, Value> {
+        let mut parts: Vec<&Map<String, Value>> = vec![node];
+        parts.extend(
+            node.get("allOf")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object),
+        );
+        let mut merged = Map::new();
+        for component in parts.iter().filter_map(|part| self.component(part)) {
+            merge_keywords(&mut merged, component, &[]);
+        }
+        for member in &parts[1..] {
+            merge_keywords(&mut merged, member, &["$ref"]);
+        }
+        merge_keywords(&mut merged, node, &["$ref", "allOf"]);
+        merged
+    }
+
+    /// The component `part`'s `$ref` points to.
+    fn component(&self, part: &Map<String, Value>) -> Option<&Map<String, Value>> {
+        let name = part.get("$ref")?.as_str()?.strip_prefix(REF_PREFIX)?;
+        self.schemas.get(name)?.as_object()
+    }
+}
+
+/// Adds `part`'s keywords but `skipped` to `merged`: properties and requirements accumulate,
+/// anything else is replaced.
+fn merge_keywords(merged: &mut Map<String, Value>, part: &Map<String, Value>, skipped: &[&str]) {
+    for (key, value) in part {
+        if skipped.contains(&key.as_str()) {
+            continue;
+        }
+        match (key.as_str(), merged.get_mut(key), value) {
+            ("properties", Some(Value::Object(existing)), Value::Object(more)) => {
+                existing.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            ("required", Some(Value::Array(existing)), Value::Array(more)) => {
+                for name in more {
+                    if !existing.contains(name) {
+                        existing.push(name.clone());
+                    }
+                }
+            }
+            _ => {
+                merged.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// The component names `node` refers to, directly or through `allOf`.
+fn references(node: &Map<String, Value>) -> Vec<String> {
+    let direct = node.get("$ref");
+    let wrapped = node
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|member| member.get("$ref"));
+    direct
+        .into_iter()
+        .chain(wrapped)
+        .filter_map(Value::as_str)
+        .map(|r| r.strip_prefix(REF_PREFIX).unwrap_or(r).to_owned())
+        .collect()
+}
+
+/// The sorted types of `node`'s `oneOf` / `anyOf` alternatives.
+fn alternative_types(node: &Map<String, Value>) -> Vec<&str> {
+    let mut types: Vec<&str> = ["oneOf", "anyOf"]
+        .iter()
+        .filter_map(|keyword| node.get(*keyword).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|alternative| alternative.get("type").and_then(Value::as_str))
+        .collect();
+    types.sort_unstable();
+    types.dedup();
+    types
+}
+
+fn int_or_string() -> Value {
+    json!({ "x-kubernetes-int-or-string": true })
+}
+
+fn free_object() -> Value {
+    json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+fn any_value() -> Value {
+    json!({ "x-kubernetes-preserve-unknown-fields": true })
+}
+
+#[cfg(test)]
+mod tests {
+    use hubfed_api::federatedcrd::{FederatedTypeDescription, federated_crd, target_has_replicas};
+    use hubfed_api::federatedtypeconfig::{ApiResource, ResourceScope};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+
+    use super::*;
+
+    /// A group/version document in the API server's style: `allOf`-wrapped references with
+    /// defaults, IntOrString and Quantity as alternatives, a self-referencing type.
+    fn document() -> Value {
+        json!({
+            "openapi": "3.0.0",
+            "components": { "schemas": {
+                "io.example.v1.Widget": {
+                    "description": "A widget.",
+                    "type": "object",
+                    "x-kubernetes-group-version-kind": [
+                        { "group": "example.io", "kind": "Widget", "version": "v1" },
+                    ],
+                    "properties": {
+                        "apiVersion": { "description": "APIVersion.", "type": "string" },
+                        "kind": { "type": "string" },
+                        "metadata": {
+                            "allOf": [{ "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" }],
+                            "default": {},
+                        },
+                        "spec": {
+                            "allOf": [{ "$ref": "#/components/schemas/io.example.v1.WidgetSpec" }],
+                            "default": {},
+                            "description": "The desired state.",
+                        },
+                        "status": { "$ref": "#/components/schemas/io.example.v1.WidgetStatus" },
+                    },
+                },
+                "io.example.v1.WidgetSpec": {
+                    "type": "object",
+                    "required": ["selector"],
+                    "properties": {
+                        "replicas": { "type": "integer", "format": "int32", "default": 1 },
+                        "maxSurge": {
+                            "allOf": [{ "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.util.intstr.IntOrString" }],
+                        },
+                        "port": { "type": "string", "format": "int-or-string" },
+                        "memory": { "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.api.resource.Quantity" },
+                        "selector": { "$ref": "#/components/schemas/io.example.v1.Selector" },
+                        "policy": { "type": "string", "enum": ["Always", "Never"], "default": "Always" },
+                        "labels": {
+                            "type": "object",
+                            "additionalProperties": { "type": "string", "default": "" },
+                        },
+                        "raw": { "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.runtime.RawExtension" },
+                        "tree": { "$ref": "#/components/schemas/io.example.v1.Node" },
+                        "template": {
+                            "type": "object",
+                            "properties": {
+                                "metadata": {
+                                    "allOf": [{ "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" }],
+                                    "default": {},
+                                },
+                            },
+                        },
+                        "containers": {
+                            "type": "array",
+                            "items": {
+                                "allOf": [{ "$ref": "#/components/schemas/io.example.v1.Container" }],
+                                "default": {},
+                            },
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "x-kubernetes-patch-merge-key": "name",
+                        },
+                        "data": { "type": "string", "format": "byte" },
+                        "window": { "allOf": [{ "type": "integer", "format": "int64" }], "default": 0 },
+                        "missing": { "$ref": "#/components/schemas/io.example.v1.Missing" },
+                    },
+                },
+                "io.example.v1.Container": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": { "type": "string", "default": "" },
+                        "args": {
+                            "type": "array",
+                            "items": { "type": "string", "default": "" },
+                            "x-kubernetes-list-type": "atomic",
+                        },
+                        "ports": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["containerPort"],
+                                "properties": {
+                                    "containerPort": { "type": "integer", "format": "int32" },
+                                    "protocol": { "type": "string", "default": "TCP" },
+                                },
+                            },
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
+                        },
+                    },
+                },
+                "io.example.v1.Selector": {
+                    "type": "object",
+                    "properties": { "matchLabels": {
+                        "type": "object",
+                        "additionalProperties": { "type": "string" },
+                    } },
+                    "x-kubernetes-map-type": "atomic",
+                },
+                "io.example.v1.Node": {
+                    "type": "object",
+                    "properties": {
+                        "value": { "type": "string" },
+                        "children": {
+                            "type": "array",
+                            "items": { "allOf": [{ "$ref": "#/components/schemas/io.example.v1.Node" }] },
+                        },
+                    },
+                },
+                "io.example.v1.WidgetStatus": {
+                    "type": "object",
+                    "properties": { "ready": { "type": "boolean" } },
+                },
+                "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {
+                    "type": "object",
+                    "properties": {
+                        "name": { "type": "string" },
+                        "creationTimestamp": { "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Time" },
+                    },
+                },
+                "io.k8s.apimachinery.pkg.apis.meta.v1.Time": { "type": "string", "format": "date-time" },
+                "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {
+                    "description": "IntOrString is a type that can hold an int32 or a string.",
+                    "format": "int-or-string",
+                    "oneOf": [{ "type": "integer" }, { "type": "string" }],
+                },
+                "io.k8s.apimachinery.pkg.api.resource.Quantity": {
+                    "description": "Quantity is a fixed-point representation of a number.",
+                    "oneOf": [{ "type": "string" }, { "type": "number" }],
+                },
+                "io.k8s.apimachinery.pkg.runtime.RawExtension": {
+                    "description": "RawExtension is used to hold extensions.",
+                    "type": "object",
+                },
+            } },
+        })
+    }
+
+    fn widget_schema() -> Value {
+        kind_schema(&document(), "example.io", "v1", "Widget").unwrap()
+    }
+
+    #[test]
+    fn references_are_inlined_into_a_structural_schema() {
+        let any = json!({ "x-kubernetes-preserve-unknown-fields": true });
+        let free_object = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
+        let expected = json!({
+            "type": "object",
+            "properties": {
+                "apiVersion": { "type": "string" },
+                "kind": { "type": "string" },
+                "metadata": { "type": "object" },
+                "spec": {
+                    "type": "object",
+                    "required": ["selector"],
+                    "properties": {
+                        "replicas": { "type": "integer", "format": "int32" },
+                        "maxSurge": { "x-kubernetes-int-or-string": true },
+                        "port": { "x-kubernetes-int-or-string": true },
+                        "memory": any,
+                        "selector": {
+                            "type": "object",
+                            "x-kubernetes-map-type": "atomic",
+                            "properties": { "matchLabels": {
+                                "type": "object",
+                                "additionalProperties": { "type": "string" },
+                            } },
+                        },
+                        "policy": { "type": "string" },
+                        "labels": {
+                            "type": "object",
+                            "additionalProperties": { "type": "string" },
+                        },
+                        "raw": free_object,
+                        "tree": {
+                            "type": "object",
+                            "properties": {
+                                "value": { "type": "string" },
+                                "children": { "type": "array", "items": free_object },
+                            },
+                        },
+                        "template": {
+                            "type": "object",
+                            "properties": { "metadata": free_object },
+                        },
+                        "containers": {
+                            "type": "array",
+                            "x-kubernetes-list-type": "map",
+                            "x-kubernetes-list-map-keys": ["name"],
+                            "items": {
+                                "type": "object",
+                                "required": ["name"],
+                                "properties": {
+                                    "name": { "type": "string" },
+                                    "args": {
+                                        "type": "array",
+                                        "x-kubernetes-list-type": "atomic",
+                                        "items": { "type": "string" },
+                                    },
+                                    // protocol was a map key only through its default.
+                                    "ports": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["containerPort"],
+                                            "properties": {
+                                                "containerPort": { "type": "integer", "format": "int32" },
+                                                "protocol": { "type": "string" },
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                        "data": { "type": "string", "format": "byte" },
+                        "window": { "type": "integer", "format": "int64" },
+                        "missing": any,
+                    },
+                },
+            },
+        });
+        assert_eq!(widget_schema(), expected);
+    }
+
+    #[test]
+    fn the_kind_is_found_by_group_version_and_kind() {
+        let document = document();
+        assert!(kind_schema(&document, "example.io", "v1", "Widget").is_some());
+        assert!(kind_schema(&document, "", "v1", "Widget").is_none());
+        assert!(kind_schema(&document, "example.io", "v2", "Widget").is_none());
+        assert!(kind_schema(&document, "example.io", "v1", "Gadget").is_none());
+        assert!(kind_schema(&json!({ "paths": {} }), "example.io", "v1", "Widget").is_none());
+
+        let core = json!({ "components": { "schemas": { "io.k8s.api.core.v1.ConfigMap": {
+            "type": "object",
+            "x-kubernetes-group-version-kind": [{ "group": "", "kind": "ConfigMap", "version": "v1" }],
+            "properties": { "data": { "type": "object", "additionalProperties": { "type": "string" } } },
+        } } } });
+        assert_eq!(
+            kind_schema(&core, "", "v1", "ConfigMap").unwrap()["properties"]["data"]["type"],
+            "object"
+        );
+    }
+
+    #[test]
+    fn mutually_recursive_references_end_free_form() {
+        let document = json!({ "components": { "schemas": {
+            "a.Root": {
+                "type": "object",
+                "x-kubernetes-group-version-kind": [{ "group": "g.io", "kind": "Root", "version": "v1" }],
+                "properties": { "a": { "$ref": "#/components/schemas/a.A" } },
+            },
+            "a.A": { "$ref": "#/components/schemas/a.B" },
+            "a.B": { "allOf": [{ "$ref": "#/components/schemas/a.A" }] },
+        } } });
+        assert_eq!(
+            kind_schema(&document, "g.io", "v1", "Root").unwrap()["properties"]["a"],
+            json!({ "x-kubernetes-preserve-unknown-fields": true })
+        );
+    }
+
+    #[test]
+    fn the_result_is_a_valid_crd_schema_for_a_federated_template() {
+        let schema = widget_schema();
+        assert!(target_has_replicas(&schema));
+        serde_json::from_value::<JSONSchemaProps>(schema.clone()).unwrap();
+        let description = FederatedTypeDescription {
+            federated_type: ApiResource {
+                group: "types.kubefed.io".into(),
+                version: "v1beta1".into(),
+                kind: "FederatedWidget".into(),
+                plural_name: "federatedwidgets".into(),
+                scope: ResourceScope::Namespaced,
+            },
+            target_short_names: Vec::new(),
+            retain_replicas: true,
+        };
+        let crd = federated_crd(&description, Some(schema)).unwrap();
+        let root = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+        let template = &root["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"];
+        assert_eq!(
+            template["properties"]["spec"]["properties"]["maxSurge"],
+            json!({ "x-kubernetes-int-or-string": true })
+        );
+        assert!(template["properties"].get("status").is_none());
+    }
+}

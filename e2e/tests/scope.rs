@@ -1,0 +1,155 @@
+//! A namespaced control plane (KubeFedConfig `scope: Namespaced`): only federated objects in
+//! the control plane's own namespace are propagated — to the same namespace in the members,
+//! without a FederatedNamespace — and objects anywhere else are left alone.
+//!
+//! Its own clusters and controller: the scope is fixed when the KubeFedConfig is created.
+
+use std::time::Duration;
+
+use hubfed_api::federatedtypeconfig::ResourceScope;
+use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
+use hubfed_api::names::KUBEFED_CONFIG_NAME;
+use hubfed_e2e::{
+    KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, bootstrap, dynamic_api, federated, federated_object,
+    get_value, member_mismatch, placement, propagated_ok, target, wait_clusters_ready, wait_for,
+};
+use hubfed_testenv::{TestEnv, TestEnvConfig};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyhow::Result<()> {
+    let env = tokio::task::spawn_blocking(|| {
+        TestEnv::start(TestEnvConfig {
+            members: 2,
+            ..Default::default()
+        })
+    })
+    .await??;
+    bootstrap(&env).await?;
+    let hub = env.hub().client().await?;
+    let mut config = KubeFedConfig::new(
+        KUBEFED_CONFIG_NAME,
+        KubeFedConfigSpec::with_defaults(ResourceScope::Namespaced),
+    );
+    config.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
+    Api::<KubeFedConfig>::namespaced(hub.clone(), KUBEFED_NAMESPACE)
+        .create(&PostParams::default(), &config)
+        .await?;
+
+    // Objects outside the control plane's namespace come first: a controller that ignored
+    // the scope would have propagated them by the time the inside object converges.
+    let outside = "scope-outside";
+    Api::<Namespace>::all(hub.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": outside}}))?,
+        )
+        .await?;
+    dynamic_api(hub.clone(), &federated("Namespace"), Some(outside))
+        .create(
+            &PostParams::default(),
+            &federated_object(
+                &federated("Namespace"),
+                Some(outside),
+                outside,
+                json!({"placement": placement(&MEMBERS)}),
+            ),
+        )
+        .await?;
+    let outside_cms = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(outside));
+    outside_cms
+        .create(
+            &PostParams::default(),
+            &federated_object(
+                &federated("ConfigMap"),
+                Some(outside),
+                "elsewhere",
+                json!({"template": {"data": {"where": "outside"}}, "placement": placement(&MEMBERS)}),
+            ),
+        )
+        .await?;
+
+    let stop = CancellationToken::new();
+    let controller = tokio::spawn(hubfed_controller::run(
+        hub.clone(),
+        hubfed_controller::ControllerConfig::default(),
+        stop.clone(),
+    ));
+    wait_clusters_ready(&hub, &MEMBERS).await?;
+
+    let inside_cms = dynamic_api(
+        hub.clone(),
+        &federated("ConfigMap"),
+        Some(KUBEFED_NAMESPACE),
+    );
+    inside_cms
+        .create(
+            &PostParams::default(),
+            &federated_object(
+                &federated("ConfigMap"),
+                Some(KUBEFED_NAMESPACE),
+                "settings",
+                json!({"template": {"data": {"where": "inside"}}, "placement": placement(&MEMBERS)}),
+            ),
+        )
+        .await?;
+    let inside = json!("inside");
+    wait_for(
+        "the control plane's own namespace propagated",
+        TIMEOUT,
+        async || {
+            let mut pending = Vec::new();
+            for name in MEMBERS {
+                let member = env.cluster(name).expect("member").client().await?;
+                let cms = dynamic_api(member, &target("ConfigMap"), Some(KUBEFED_NAMESPACE));
+                pending.extend(member_mismatch(
+                    name,
+                    get_value(&cms, "settings").await?.as_ref(),
+                    &[("/data/where", Some(&inside))],
+                ));
+            }
+            let object = get_value(&inside_cms, "settings")
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("the FederatedConfigMap disappeared"))?;
+            if let Wait::Pending(problem) = propagated_ok(&object, &MEMBERS) {
+                pending.push(problem);
+            }
+            Ok(Wait::all_or_pending(pending))
+        },
+    )
+    .await?;
+
+    // A moment more for anything outside to show up, then: nothing there, nothing written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in MEMBERS {
+        let member = env.cluster(name).expect("member").client().await?;
+        let namespace = Api::<Namespace>::all(member.clone())
+            .get_opt(outside)
+            .await?;
+        anyhow::ensure!(
+            namespace.is_none(),
+            "{name}: namespace {outside} was propagated by a namespaced control plane"
+        );
+        let cms = dynamic_api(member, &target("ConfigMap"), Some(outside));
+        anyhow::ensure!(
+            get_value(&cms, "elsewhere").await?.is_none(),
+            "{name}: {outside}/elsewhere was propagated by a namespaced control plane"
+        );
+    }
+    let elsewhere = get_value(&outside_cms, "elsewhere")
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("{outside}/elsewhere disappeared"))?;
+    anyhow::ensure!(
+        elsewhere.get("status").is_none()
+            && elsewhere["metadata"]["finalizers"].as_array().is_none(),
+        "a namespaced control plane touched {outside}/elsewhere: {elsewhere}"
+    );
+
+    stop.cancel();
+    controller.await??;
+    Ok(())
+}

@@ -35,6 +35,9 @@ use crate::clusters::MemberClientPool;
 use crate::run::ControllerConfig;
 use members::MemberWatches;
 
+/// kubectl's copy of the last applied object, on objects managed with `kubectl apply`.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// State shared by every sync controller.
 pub struct Shared {
     pub hub: Client,
@@ -444,13 +447,26 @@ pub async fn run_type(
     };
 
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
-    let controller = Controller::new_with(fed_api, watcher::Config::default(), federated.clone())
+    // The federated objects' cache, lean: their managedFields (a JSON tree of every template
+    // field, per writer) and kubectl's last-applied copy of the whole object are never read.
+    let writer = reflector::store::Writer::new(federated.clone());
+    let store = writer.as_reader();
+    let objects = reflector::reflector(
+        writer,
+        watcher(fed_api, watcher::Config::default()).modify(|object| {
+            object.metadata.managed_fields = None;
+            if let Some(annotations) = object.metadata.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED_ANNOTATION);
+            }
+        }),
+    )
+    .applied_objects();
+    let controller = Controller::for_stream_with(objects, store.clone(), federated.clone())
         .with_config(
             kube::runtime::controller::Config::default()
                 .concurrency(shared.reconcile_concurrency)
                 .debounce(Duration::from_millis(20)),
         );
-    let store = controller.store();
 
     // FederatedNamespaces: their placement bounds every namespaced object in them.
     let federated_namespaces = match (&federated_namespace, target.namespaced) {

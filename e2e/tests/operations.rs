@@ -111,6 +111,22 @@ async fn leader_flag(port: u16) -> Option<f64> {
         .and_then(|m| sample(&m, "hubfed_leader", &[]))
 }
 
+/// Waits until the replica on `port` reports `hubfed_leader` = `wanted`.
+async fn wait_leader_flag(
+    what: &str,
+    port: u16,
+    wanted: f64,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    wait_for(what, limit, || async move {
+        Ok(match leader_flag(port).await {
+            Some(flag) if flag == wanted => Wait::Done(()),
+            other => Wait::Pending(format!("hubfed_leader {other:?}")),
+        })
+    })
+    .await
+}
+
 fn report(line: &str) {
     let _ = writeln!(std::io::stderr(), "hubfed-e2e: {line}");
 }
@@ -279,6 +295,19 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         }
     };
     wait_round("1").await?;
+    // A template change, then wait until both members hold it.
+    let next_round = |round: &'static str| {
+        let fcm = fcm.clone();
+        async move {
+            fcm.patch(
+                "settings",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"data": {"round": round}}}})),
+            )
+            .await?;
+            wait_round(round).await
+        }
+    };
 
     // The standby wrote nothing to the members; the leader did.
     let standby_index = 1 - leader_index;
@@ -290,34 +319,45 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         0.0,
         "the standby made member requests"
     );
-    let leader_metrics = scrape(controllers[leader_index].admin_port)
-        .await
-        .unwrap_or_default();
-    for (name, parts) in [
-        (
-            "hubfed_member_operations_total",
-            &["result=\"success\""][..],
-        ),
-        (
-            "hubfed_propagation_latency_seconds_count",
-            &["type=\"federatedconfigmap\""][..],
-        ),
-        (
-            "controller_runtime_reconcile_total",
-            &["controller=\"federatedconfigmap\""][..],
-        ),
-        ("dispatch_operation_duration_seconds_count", &[][..]),
-        (
-            "kubefedcluster_state",
-            &["state=\"ready\"", "cluster=\"member1\""][..],
-        ),
-    ] {
-        let value = sample(&leader_metrics, name, parts).unwrap_or(0.0);
-        assert!(
-            value > 0.0,
-            "{name}{parts:?} is {value} after a propagation:\n{leader_metrics}"
-        );
-    }
+    // The member objects can be in place a moment before the reconcile that wrote them ends
+    // and records its metrics: wait for the series rather than read them once.
+    let leader_port = controllers[leader_index].admin_port;
+    let leader_metrics = wait_for(
+        "the leader's metrics of the propagation",
+        Duration::from_secs(30),
+        || async move {
+            let metrics = scrape(leader_port).await.unwrap_or_default();
+            let missing: Vec<String> = [
+                (
+                    "hubfed_member_operations_total",
+                    &["result=\"success\""][..],
+                ),
+                (
+                    "hubfed_propagation_latency_seconds_count",
+                    &["type=\"federatedconfigmap\""][..],
+                ),
+                (
+                    "controller_runtime_reconcile_total",
+                    &["controller=\"federatedconfigmap\""][..],
+                ),
+                ("dispatch_operation_duration_seconds_count", &[][..]),
+                (
+                    "kubefedcluster_state",
+                    &["state=\"ready\"", "cluster=\"member1\""][..],
+                ),
+            ]
+            .into_iter()
+            .filter(|(name, parts)| sample(&metrics, name, parts).unwrap_or(0.0) <= 0.0)
+            .map(|(name, parts)| format!("{name}{parts:?}"))
+            .collect();
+            Ok(if missing.is_empty() {
+                Wait::Done(metrics)
+            } else {
+                Wait::Pending(format!("not above 0: {}", missing.join(", ")))
+            })
+        },
+    )
+    .await?;
     promtool_check_metrics(&leader_metrics)?;
 
     // kill -9 the leader: the standby takes over and propagation continues.
@@ -327,15 +367,11 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     leader_process.child.wait()?;
     let survivor = &controllers[0];
     let port = survivor.admin_port;
-    wait_for(
+    wait_leader_flag(
         "the standby to take over",
+        port,
+        1.0,
         Duration::from_secs(180),
-        || async move {
-            Ok(match leader_flag(port).await {
-                Some(1.0) => Wait::Done(()),
-                other => Wait::Pending(format!("hubfed_leader {other:?}")),
-            })
-        },
     )
     .await?;
     report(&format!(
@@ -343,13 +379,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         survivor.identity,
         killed.elapsed().as_secs_f64()
     ));
-    fcm.patch(
-        "settings",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": {"data": {"round": "2"}}}})),
-    )
-    .await?;
-    wait_round("2").await?;
+    next_round("2").await?;
 
     // One field manager wrote the member objects: no conflicting writers.
     for member in members {
@@ -389,15 +419,11 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         .await?;
     let survivor = &mut controllers[0];
     let port = survivor.admin_port;
-    wait_for(
+    wait_leader_flag(
         "the replica to step down",
+        port,
+        0.0,
         Duration::from_secs(60),
-        || async move {
-            Ok(match leader_flag(port).await {
-                Some(0.0) => Wait::Done(()),
-                other => Wait::Pending(format!("hubfed_leader {other:?}")),
-            })
-        },
     )
     .await?;
     anyhow::ensure!(
@@ -405,15 +431,11 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         "{} exited after losing the lease instead of standing by",
         survivor.identity
     );
-    wait_for(
+    wait_leader_flag(
         "the replica to lead again",
+        port,
+        1.0,
         Duration::from_secs(60),
-        || async move {
-            Ok(match leader_flag(port).await {
-                Some(1.0) => Wait::Done(()),
-                other => Wait::Pending(format!("hubfed_leader {other:?}")),
-            })
-        },
     )
     .await?;
     report(&format!(
@@ -421,13 +443,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         survivor.identity,
         taken.elapsed().as_secs_f64()
     ));
-    fcm.patch(
-        "settings",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": {"data": {"round": "3"}}}})),
-    )
-    .await?;
-    wait_round("3").await?;
+    next_round("3").await?;
 
     // A KubeFedConfig change takes effect without a restart of the process: a longer lease
     // shows in the Lease the (restarted) leader writes, and propagation goes on.
@@ -464,13 +480,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         "{} exited on a KubeFedConfig change",
         controllers[0].identity
     );
-    fcm.patch(
-        "settings",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"template": {"data": {"round": "4"}}}})),
-    )
-    .await?;
-    wait_round("4").await?;
+    next_round("4").await?;
     report("a KubeFedConfig change was applied without restarting the process");
 
     drop(controllers);

@@ -32,9 +32,10 @@ use hubfed_api::federatedtypeconfig::{FederatedTypeConfig, plural_name};
 use hubfed_api::kubefedcluster::{
     ClusterConditionType, KubeFedCluster, KubeFedClusterSpec, LocalSecretReference,
 };
+use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
 use hubfed_api::names::{
-    CLUSTER_SECRET_TOKEN_KEY, DEFAULT_KUBEFED_NAMESPACE, MANAGED_LABEL, SYNC_CONTROLLER_FINALIZER,
-    TYPES_GROUP, TYPES_VERSION,
+    CLUSTER_SECRET_TOKEN_KEY, DEFAULT_KUBEFED_NAMESPACE, KUBEFED_CONFIG_NAME, MANAGED_LABEL,
+    SYNC_CONTROLLER_FINALIZER, TYPES_GROUP, TYPES_VERSION,
 };
 use hubfed_api::render::core_crds;
 use hubfed_testenv::{Cluster, TestEnv};
@@ -574,10 +575,25 @@ fn secret_name(cluster: &str) -> String {
 /// `member1` and `member2` registered.
 pub async fn bootstrap(env: &TestEnv) -> anyhow::Result<()> {
     let hub = env.hub().client().await?;
+    install_control_plane(&hub, None).await?;
+    for name in MEMBERS {
+        let cluster = env
+            .cluster(name)
+            .with_context(|| format!("the test environment has no {name}"))?;
+        register_cluster(&hub, name, cluster).await?;
+    }
+    Ok(())
+}
+
+/// CRDs, the control-plane namespace, the KubeFedConfig `config` when given (else the
+/// controller creates one with defaults), and the default FederatedTypeConfigs.
+pub async fn install_control_plane(
+    hub: &Client,
+    config: Option<KubeFedConfigSpec>,
+) -> anyhow::Result<()> {
     let mut crds = core_crds();
     crds.extend(default_federated_crds()?);
-    install_crds(&hub, &crds).await?;
-
+    install_crds(hub, &crds).await?;
     let namespaces: Api<Namespace> = Api::all(hub.clone());
     apply(
         &namespaces,
@@ -587,15 +603,14 @@ pub async fn bootstrap(env: &TestEnv) -> anyhow::Result<()> {
         },
     )
     .await?;
+    if let Some(spec) = config {
+        let mut config = KubeFedConfig::new(KUBEFED_CONFIG_NAME, spec);
+        config.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
+        apply(&Api::namespaced(hub.clone(), KUBEFED_NAMESPACE), &config).await?;
+    }
     let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     for ftc in default_federated_type_configs(KUBEFED_NAMESPACE) {
         apply(&ftcs, &ftc).await?;
-    }
-    for name in MEMBERS {
-        let cluster = env
-            .cluster(name)
-            .with_context(|| format!("the test environment has no {name}"))?;
-        register_cluster(&hub, name, cluster).await?;
     }
     Ok(())
 }

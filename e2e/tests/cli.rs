@@ -15,16 +15,15 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{Context as _, bail, ensure};
-use hubfed_api::defaulttypes::{default_federated_crds, default_federated_type_configs};
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::KubeFedCluster;
-use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfig, KubeFedConfigSpec};
-use hubfed_api::names::{KUBEFED_CONFIG_NAME, MANAGED_LABEL};
-use hubfed_api::render::core_crds;
+use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
+use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, apply, dynamic_api, federated, get_value, install_crds,
-    is_managed, member_mismatch, propagated_ok, report, target, unique_name, unique_ns, wait_for,
+    KUBEFED_NAMESPACE, TIMEOUT, Wait, dynamic_api, federated, get_value, install_control_plane,
+    install_crds, is_managed, member_mismatch, propagated_ok, report, target, unique_name,
+    unique_ns, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -139,11 +138,6 @@ async fn hub_client(kubeconfig: &Path) -> anyhow::Result<Client> {
 /// are Ready quickly), the default FTCs.
 async fn bootstrap(kubeconfig: &Path) -> anyhow::Result<Client> {
     let hub = hub_client(kubeconfig).await?;
-    let mut crds = core_crds();
-    crds.extend(default_federated_crds()?);
-    install_crds(&hub, &crds).await?;
-    let namespaces: Api<Namespace> = Api::all(hub.clone());
-    apply(&namespaces, &namespace_object(KUBEFED_NAMESPACE)).await?;
     let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
     spec.cluster_health_check = Some(ClusterHealthCheckConfig {
         period: Some("1s".to_owned()),
@@ -151,13 +145,7 @@ async fn bootstrap(kubeconfig: &Path) -> anyhow::Result<Client> {
         success_threshold: Some(1),
         timeout: Some("1s".to_owned()),
     });
-    let mut config = KubeFedConfig::new(KUBEFED_CONFIG_NAME, spec);
-    config.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
-    apply(&Api::namespaced(hub.clone(), KUBEFED_NAMESPACE), &config).await?;
-    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    for ftc in default_federated_type_configs(KUBEFED_NAMESPACE) {
-        apply(&ftcs, &ftc).await?;
-    }
+    install_control_plane(&hub, Some(spec)).await?;
     Ok(hub)
 }
 

@@ -11,15 +11,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use hubfed_api::defaulttypes::{default_federated_crds, default_federated_type_configs};
-use hubfed_api::federatedtypeconfig::{FederatedTypeConfig, ResourceScope};
+use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::{ClusterConditionType, KubeFedCluster};
-use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfig, KubeFedConfigSpec};
-use hubfed_api::names::KUBEFED_CONFIG_NAME;
-use hubfed_api::render::core_crds;
+use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, apply, cluster_status, dynamic_api, federated,
-    federated_object, get_value, install_crds, member_mismatch, modify, propagated_ok,
+    KUBEFED_NAMESPACE, TIMEOUT, Wait, cluster_status, dynamic_api, federated, federated_object,
+    get_value, install_control_plane, member_mismatch, modify, propagated_ok,
     propagation_condition, report, show, target, wait_for,
 };
 use hubfed_testenv::{Cluster, TestEnv, TestEnvConfig};
@@ -109,23 +106,9 @@ fn start_controller(env: &TestEnv) -> anyhow::Result<()> {
 
 async fn bootstrap(kubeconfig: &Path) -> anyhow::Result<Client> {
     let hub = hub_client(kubeconfig).await?;
-    let mut crds = core_crds();
-    crds.extend(default_federated_crds()?);
-    install_crds(&hub, &crds).await?;
-    apply(
-        &Api::<Namespace>::all(hub.clone()),
-        &namespace_object(KUBEFED_NAMESPACE),
-    )
-    .await?;
     let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
     spec.cluster_health_check = Some(health_check());
-    let mut config = KubeFedConfig::new(KUBEFED_CONFIG_NAME, spec);
-    config.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
-    apply(&Api::namespaced(hub.clone(), KUBEFED_NAMESPACE), &config).await?;
-    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    for ftc in default_federated_type_configs(KUBEFED_NAMESPACE) {
-        apply(&ftcs, &ftc).await?;
-    }
+    install_control_plane(&hub, Some(spec)).await?;
     Ok(hub)
 }
 

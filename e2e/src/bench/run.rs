@@ -194,7 +194,7 @@ async fn phases(
 
     // Control plane, joins, federated namespaces, with a first controller (baseline memory).
     let began = Instant::now();
-    setup::install_control_plane(&fed.hub).await?;
+    hubfed_e2e::install_control_plane(&fed.hub, None).await?;
     for (name, cluster) in fed.names.iter().zip(fed.env.members()) {
         setup::join(&fed.hub, name, cluster).await?;
     }

@@ -6,12 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
-use hubfed_api::defaulttypes::{default_federated_crds, default_federated_type_configs};
-use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::names::MANAGED_LABEL;
-use hubfed_api::render::core_crds;
-use hubfed_e2e::{KUBEFED_NAMESPACE, apply, federated, install_crds};
+use hubfed_e2e::{KUBEFED_NAMESPACE, apply, federated};
 use hubfed_testenv::Cluster;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -24,27 +21,6 @@ fn named(name: &str) -> ObjectMeta {
         name: Some(name.to_owned()),
         ..Default::default()
     }
-}
-
-/// CRDs, the control-plane namespace and the default FTCs.
-pub async fn install_control_plane(hub: &Client) -> anyhow::Result<()> {
-    let mut crds = core_crds();
-    crds.extend(default_federated_crds()?);
-    install_crds(hub, &crds).await?;
-    let namespaces: Api<Namespace> = Api::all(hub.clone());
-    apply(
-        &namespaces,
-        &Namespace {
-            metadata: named(KUBEFED_NAMESPACE),
-            ..Default::default()
-        },
-    )
-    .await?;
-    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    for ftc in default_federated_type_configs(KUBEFED_NAMESPACE) {
-        apply(&ftcs, &ftc).await?;
-    }
-    Ok(())
 }
 
 /// Joins `cluster` as `name`: a cluster-admin ServiceAccount in the member and a token for

@@ -51,6 +51,8 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+pub mod fault_proxy;
+
 /// Namespace of the control plane: FTCs, KubeFedClusters, their Secrets, the KubeFedConfig.
 pub const KUBEFED_NAMESPACE: &str = DEFAULT_KUBEFED_NAMESPACE;
 /// The members [`Federation::shared`] joins.
@@ -621,7 +623,17 @@ pub async fn install_control_plane(
 pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
     let member = cluster.client().await?;
     let account = format!("hubfed-{name}");
+    let token = service_account_token(&member, &account, "cluster-admin").await?;
+    register_endpoint(hub, name, &cluster.server_url(), cluster.ca_pem(), &token).await
+}
 
+/// A long-lived token of ServiceAccount `account` in the control plane's namespace of the
+/// cluster behind `member`, bound to ClusterRole `cluster_role` (all created if missing).
+pub async fn service_account_token(
+    member: &Client,
+    account: &str,
+    cluster_role: &str,
+) -> anyhow::Result<String> {
     let namespaces: Api<Namespace> = Api::all(member.clone());
     apply(
         &namespaces,
@@ -635,7 +647,7 @@ pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> an
     apply(
         &accounts,
         &ServiceAccount {
-            metadata: named(&account),
+            metadata: named(account),
             ..Default::default()
         },
     )
@@ -644,15 +656,15 @@ pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> an
     apply(
         &bindings,
         &ClusterRoleBinding {
-            metadata: named(&account),
+            metadata: named(account),
             role_ref: RoleRef {
                 api_group: Some("rbac.authorization.k8s.io".to_owned()),
                 kind: "ClusterRole".to_owned(),
-                name: "cluster-admin".to_owned(),
+                name: cluster_role.to_owned(),
             },
             subjects: Some(vec![Subject {
                 kind: "ServiceAccount".to_owned(),
-                name: account.clone(),
+                name: account.to_owned(),
                 namespace: Some(KUBEFED_NAMESPACE.to_owned()),
                 ..Default::default()
             }]),
@@ -666,15 +678,25 @@ pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> an
         }),
         ..Default::default()
     };
-    let token = accounts
-        .create_token_request(&account, &PostParams::default(), &request)
+    accounts
+        .create_token_request(account, &PostParams::default(), &request)
         .await
-        .with_context(|| format!("requesting a token for {account} in {name}"))?
+        .with_context(|| format!("requesting a token for {account}"))?
         .status
         .and_then(|status| status.token)
         .filter(|token| !token.is_empty())
-        .with_context(|| format!("the token request for {account} in {name} returned no token"))?;
+        .with_context(|| format!("the token request for {account} returned no token"))
+}
 
+/// In the hub: the token Secret and the KubeFedCluster `name` for the API server at
+/// `api_endpoint`, whose serving certificate `ca_pem` verifies.
+pub async fn register_endpoint(
+    hub: &Client,
+    name: &str,
+    api_endpoint: &str,
+    ca_pem: &str,
+    token: &str,
+) -> anyhow::Result<()> {
     let secrets: Api<Secret> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     apply(
         &secrets,
@@ -685,7 +707,7 @@ pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> an
             },
             data: Some(BTreeMap::from([(
                 CLUSTER_SECRET_TOKEN_KEY.to_owned(),
-                ByteString(token.into_bytes()),
+                ByteString(token.as_bytes().to_vec()),
             )])),
             ..Default::default()
         },
@@ -695,8 +717,8 @@ pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> an
     let mut object = KubeFedCluster::new(
         name,
         KubeFedClusterSpec {
-            api_endpoint: cluster.server_url(),
-            ca_bundle: Some(ByteString(cluster.ca_pem().as_bytes().to_vec())),
+            api_endpoint: api_endpoint.to_owned(),
+            ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
             secret_ref: LocalSecretReference {
                 name: secret_name(name),
             },

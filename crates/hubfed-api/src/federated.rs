@@ -131,6 +131,10 @@ crate::condition::string_enum! {
         UpdateTimedOut => "UpdateTimedOut",
         DeletionTimedOut => "DeletionTimedOut",
         LabelRemovalTimedOut => "LabelRemovalTimedOut",
+        /// hubfed extension: a namespace was neither deleted nor unlabelled because whether
+        /// the cluster is the hub itself could not be established (the hub's own namespace
+        /// holds the federated objects and is never deleted).
+        ClusterIdentityUnknown => "ClusterIdentityUnknown",
     }
 }
 
@@ -150,6 +154,7 @@ impl PropagationStatus {
                 | Self::UpdateTimedOut
                 | Self::DeletionTimedOut
                 | Self::LabelRemovalTimedOut
+                | Self::ClusterIdentityUnknown
         )
     }
 
@@ -168,7 +173,7 @@ mod tests {
 
     #[test]
     fn propagation_statuses_round_trip_through_the_wire() {
-        assert_eq!(PropagationStatus::ALL.len(), 20);
+        assert_eq!(PropagationStatus::ALL.len(), 21);
         for status in PropagationStatus::ALL {
             assert_eq!(PropagationStatus::parse(status.as_str()), Some(*status));
             let wire = status.to_wire();
@@ -197,6 +202,7 @@ mod tests {
                 "UpdateTimedOut",
                 "DeletionTimedOut",
                 "LabelRemovalTimedOut",
+                "ClusterIdentityUnknown",
             ]
         );
     }

@@ -10,6 +10,7 @@
 pub mod desired;
 pub mod error;
 pub mod gojson;
+pub mod hub;
 pub mod openapi;
 pub mod overrides;
 pub mod placement;

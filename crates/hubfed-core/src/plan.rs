@@ -9,7 +9,8 @@
 //! - the member cache failed: `CachedRetrievalFailed`;
 //! - not selected: a managed member object is deleted (with the `kubefed.io/deleteoption`
 //!   options); one being deleted is waited for; the hub's own namespace only loses its managed
-//!   label (deleting it would delete the FederatedNamespace with it);
+//!   label (deleting it would delete the FederatedNamespace with it), and a namespace is deleted
+//!   only where the cluster is provably not the hub ([`crate::hub`]);
 //! - selected: `kubefed.io/managed: "false"` ⇒ `ManagedLabelFalse`; an unmanaged existing
 //!   object ⇒ `AlreadyExists` unless adoption is enabled (or it is the hub's namespace); else the
 //!   desired object is applied when [`crate::version::needs_apply`] says so.
@@ -29,6 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
 use crate::desired::{TargetType, WarningEvent, desired_object, template_warnings};
+use crate::hub::{ClusterIdentity, HubNamespace, NamespaceRole, namespace_role};
 use crate::placement::{
     ClusterInfo, ControlPlaneScope, NamespaceFederation, PlacementDecision, compute_placement,
     is_system_namespace,
@@ -62,6 +64,8 @@ pub struct MemberObject {
     pub terminating: bool,
     /// [`crate::version::object_version`] of the object.
     pub version: String,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
 }
@@ -96,8 +100,12 @@ pub struct PlanInput<'a> {
     pub scope: ControlPlaneScope,
     /// The control plane's namespace (a system namespace for `Namespace` targets).
     pub kubefed_namespace: &'a str,
-    /// The cluster that is the hub itself, if the hub is joined as a member.
-    pub hub_cluster: Option<&'a str>,
+    /// For `Namespace` targets: whether each joined cluster is the hub itself (a missing
+    /// entry is unknown). Not read for other targets.
+    pub identities: &'a BTreeMap<String, ClusterIdentity>,
+    /// For `Namespace` targets: the hub's own namespace of the object's name, read only when a
+    /// plan asks for it ([`Plan::needs_hub_namespace`]).
+    pub hub_namespace: HubNamespace<'a>,
     /// KubeFedConfig `spec.syncController.adoptResources == Enabled`.
     pub adopt_resources: bool,
     /// Member observations by cluster name; a missing entry means [`MemberObservation::Absent`].
@@ -165,6 +173,12 @@ pub struct Plan {
     pub overrides_version: String,
     /// Warning events to record on the federated object.
     pub warnings: Vec<WarningEvent>,
+    /// A namespace would be deleted in a member but [`PlanInput::hub_namespace`] was not read:
+    /// read the hub's namespace and plan again before carrying anything out.
+    pub needs_hub_namespace: bool,
+    /// Clusters whose copy is the hub's own namespace: kept (unlabelled) and, on deletion,
+    /// never waited for nor verified absent.
+    pub hub_namespace_in: Vec<String>,
 }
 
 impl Plan {
@@ -313,6 +327,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         template_version: template_version(spec.template.as_ref()),
         overrides_version: overrides_version(spec.overrides.as_deref()),
         warnings: template_warnings(spec),
+        needs_hub_namespace: false,
+        hub_namespace_in: Vec::new(),
     };
 
     if let Some(reason) = ignore_reason(input) {
@@ -354,7 +370,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let options = delete_options(&input.object.annotations);
     for cluster in sorted(input.clusters) {
         let selected = plan.placement.clusters.contains(&cluster.name);
-        if let Some(action) = sync_action(input, cluster, selected, &options) {
+        if let Some(action) = sync_action(input, &mut plan, cluster, selected, &options) {
             plan.clusters.push(ClusterPlan {
                 cluster: cluster.name.clone(),
                 action,
@@ -391,9 +407,58 @@ fn observation<'a>(input: &PlanInput<'a>, cluster: &str) -> &'a MemberObservatio
     input.members.get(cluster).unwrap_or(ABSENT)
 }
 
-/// The member is the hub's own namespace (KubeFed `IsNamespaceInHostCluster`).
-fn is_hub_namespace(input: &PlanInput<'_>, cluster: &str) -> bool {
-    input.target.is_namespace() && input.hub_cluster == Some(cluster)
+/// What the member copy is, for a decision to delete it: always [`NamespaceRole::Member`]
+/// unless the target is `Namespace` (KubeFed `IsNamespaceInHostCluster`, made fail-safe).
+fn member_role(input: &PlanInput<'_>, cluster: &str, member: &MemberObject) -> NamespaceRole {
+    if !input.target.is_namespace() {
+        return NamespaceRole::Member;
+    }
+    namespace_role(
+        input.identities.get(cluster),
+        member.uid.as_deref(),
+        input.hub_namespace,
+    )
+}
+
+/// The member is known to be the hub's own namespace (for adoption: it always exists).
+fn is_hub_namespace(input: &PlanInput<'_>, cluster: &str, member: Option<&MemberObject>) -> bool {
+    match member {
+        Some(member) => member_role(input, cluster, member) == NamespaceRole::Hub,
+        None => {
+            input.target.is_namespace()
+                && input.identities.get(cluster) == Some(&ClusterIdentity::Hub)
+        }
+    }
+}
+
+/// Removes a managed copy that is no longer wanted: delete it, or only unlabel the hub's own
+/// namespace; block while that cannot be told apart. Records the hub's namespace in the plan.
+fn removal(
+    input: &PlanInput<'_>,
+    plan: &mut Plan,
+    cluster: &str,
+    member: &MemberObject,
+    options: &Result<Option<DeleteOptions>>,
+) -> ClusterAction {
+    match member_role(input, cluster, member) {
+        NamespaceRole::Member => delete_action(options),
+        NamespaceRole::Hub => {
+            plan.hub_namespace_in.push(cluster.to_owned());
+            ClusterAction::RemoveManagedLabel
+        }
+        NamespaceRole::NeedsHubNamespace => {
+            plan.needs_hub_namespace = true;
+            identity_unknown("the hub's namespace has not been read yet".to_owned())
+        }
+        NamespaceRole::Unknown(message) => identity_unknown(message),
+    }
+}
+
+fn identity_unknown(message: String) -> ClusterAction {
+    ClusterAction::Blocked {
+        status: PropagationStatus::ClusterIdentityUnknown,
+        message,
+    }
 }
 
 fn not_ready() -> ClusterAction {
@@ -417,6 +482,7 @@ fn delete_action(options: &Result<Option<DeleteOptions>>) -> ClusterAction {
 
 fn sync_action(
     input: &PlanInput<'_>,
+    plan: &mut Plan,
     cluster: &ClusterInfo,
     selected: bool,
     options: &Result<Option<DeleteOptions>>,
@@ -434,18 +500,15 @@ fn sync_action(
         MemberObservation::Absent => None,
         MemberObservation::Present(member) => Some(member),
     };
-    let hub_namespace = is_hub_namespace(input, &cluster.name);
-
     if !selected {
         let member = member.filter(|m| m.is_managed())?;
         return Some(if member.terminating {
             ClusterAction::WaitForRemoval
-        } else if hub_namespace {
-            ClusterAction::RemoveManagedLabel
         } else {
-            delete_action(options)
+            removal(input, plan, &cluster.name, member, options)
         });
     }
+    let hub_namespace = is_hub_namespace(input, &cluster.name, member);
 
     if let Some(member) = member {
         if member.managed_label.as_deref() == Some("false") {
@@ -574,23 +637,25 @@ fn plan_deletion(
                     }
                 }
                 MemberObservation::Present(member) if !member.is_managed() => continue,
-                MemberObservation::Present(member) => {
-                    let hub_namespace = is_hub_namespace(input, &cluster.name);
-                    if member.terminating && hub_namespace {
-                        // The hub namespace itself is going away; it takes the federated
-                        // object with it, so nothing can be waited for.
-                        continue;
+                MemberObservation::Present(member) if member.terminating => {
+                    match member_role(input, &cluster.name, member) {
+                        NamespaceRole::Hub => {
+                            // The hub namespace itself is going away; it takes the federated
+                            // object with it, so nothing can be waited for.
+                            plan.hub_namespace_in.push(cluster.name.clone());
+                            continue;
+                        }
+                        NamespaceRole::NeedsHubNamespace => plan.needs_hub_namespace = true,
+                        NamespaceRole::Member | NamespaceRole::Unknown(_) => {}
                     }
                     remaining = true;
-                    if member.terminating {
-                        ClusterAction::WaitForRemoval
-                    } else if hub_namespace {
-                        ClusterAction::RemoveManagedLabel
-                    } else {
-                        let action = delete_action(&options);
-                        blocked |= matches!(action, ClusterAction::Blocked { .. });
-                        action
-                    }
+                    ClusterAction::WaitForRemoval
+                }
+                MemberObservation::Present(member) => {
+                    remaining = true;
+                    let action = removal(input, &mut plan, &cluster.name, member, &options);
+                    blocked |= matches!(action, ClusterAction::Blocked { .. });
+                    action
                 }
             }
         };
@@ -643,7 +708,8 @@ mod tests {
         clusters: Vec<ClusterInfo>,
         namespace_placement: Option<Option<Placement>>,
         scope: ControlPlaneScope,
-        hub_cluster: Option<&'static str>,
+        identities: BTreeMap<String, ClusterIdentity>,
+        hub_namespace: HubNamespace<'static>,
         adopt_resources: bool,
         members: BTreeMap<String, MemberObservation>,
         recorded: BTreeMap<String, RecordedApply>,
@@ -676,7 +742,11 @@ mod tests {
                     serde_json::from_value(json!({"clusterSelector": {}})).unwrap(),
                 )),
                 scope: ControlPlaneScope::Cluster,
-                hub_cluster: None,
+                identities: ["c1", "c2", "c3"]
+                    .into_iter()
+                    .map(|c| (c.to_owned(), ClusterIdentity::NotHub))
+                    .collect(),
+                hub_namespace: HubNamespace::Absent,
                 adopt_resources: true,
                 members: BTreeMap::new(),
                 recorded: BTreeMap::new(),
@@ -716,7 +786,8 @@ mod tests {
                 namespace,
                 scope: self.scope,
                 kubefed_namespace: "kube-federation-system",
-                hub_cluster: self.hub_cluster,
+                identities: &self.identities,
+                hub_namespace: self.hub_namespace,
                 adopt_resources: self.adopt_resources,
                 members: &self.members,
                 recorded: &self.recorded,
@@ -1054,7 +1125,7 @@ mod tests {
         let mut f =
             Fixture::namespace("team", json!({"placement": {"clusters": [{"name": "c2"}]}}))
                 .member("c1", managed("rv:3"));
-        f.hub_cluster = Some("c1");
+        f.identities.insert("c1".into(), ClusterIdentity::Hub);
         f.adopt_resources = false;
         let p = f.plan();
         assert_eq!(p.clusters[0].cluster, "c1");
@@ -1180,7 +1251,7 @@ mod tests {
         ))
         .member("c1", managed("rv:1"))
         .member("c2", managed("rv:1"));
-        f.hub_cluster = Some("c1");
+        f.identities.insert("c1".into(), ClusterIdentity::Hub);
         let p = f.plan();
         assert_eq!(
             actions(&p),
@@ -1198,6 +1269,116 @@ mod tests {
         let p = f.plan();
         assert!(p.clusters.is_empty());
         assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
+    }
+
+    fn with_uid(mut member: MemberObject, uid: &str) -> MemberObject {
+        member.uid = Some(uid.into());
+        member
+    }
+
+    /// Issue 17: the hub joined as `c1` with a member credential that may not read
+    /// `kube-system`; its namespace leaves the placement, or the FederatedNamespace is deleted.
+    #[test]
+    fn an_unknown_identity_never_deletes_a_namespace() {
+        for deleting_object in [false, true] {
+            let mut f = Fixture::namespace(
+                "victim",
+                json!({"placement": {"clusters": [{"name": "c2"}]}}),
+            )
+            .member("c1", with_uid(managed("rv:3"), "u-hub"))
+            .member("c2", with_uid(managed("rv:3"), "u-c2"));
+            if deleting_object {
+                f = deleting(f);
+            }
+            f.identities.insert(
+                "c1".into(),
+                ClusterIdentity::Unknown("403 Forbidden".into()),
+            );
+            for hub_namespace in [
+                HubNamespace::NotRead,
+                HubNamespace::Absent,
+                HubNamespace::Unreadable("500 Internal Server Error"),
+                HubNamespace::Uid("u-other"),
+            ] {
+                f.hub_namespace = hub_namespace;
+                let p = f.plan();
+                let (status, message) = blocked(&p.clusters[0].action);
+                assert_eq!(status, PropagationStatus::ClusterIdentityUnknown);
+                assert!(!message.is_empty());
+                if deleting_object {
+                    assert_eq!(p.finalizer, FinalizerAction::Keep, "{hub_namespace:?}");
+                }
+            }
+            // The same namespace object as the hub's: unlabelled, whatever the identity says.
+            f.hub_namespace = HubNamespace::Uid("u-hub");
+            let p = f.plan();
+            assert_eq!(p.clusters[0].action, ClusterAction::RemoveManagedLabel);
+            assert_eq!(p.hub_namespace_in, ["c1"]);
+        }
+    }
+
+    #[test]
+    fn a_namespace_is_deleted_only_after_comparing_it_with_the_hubs() {
+        let mut f =
+            Fixture::namespace("team", json!({"placement": {"clusters": [{"name": "c2"}]}}))
+                .member("c1", with_uid(managed("rv:3"), "u-c1"));
+        f.hub_namespace = HubNamespace::NotRead;
+        let p = f.plan();
+        assert!(p.needs_hub_namespace);
+        assert_eq!(
+            blocked(&p.clusters[0].action).0,
+            PropagationStatus::ClusterIdentityUnknown
+        );
+
+        f.hub_namespace = HubNamespace::Uid("u-hub");
+        let p = f.plan();
+        assert!(!p.needs_hub_namespace);
+        assert_eq!(
+            p.clusters[0].action,
+            ClusterAction::Delete(DeleteAction { options: None })
+        );
+
+        // The identity check said "not the hub" but the namespace is the hub's own object.
+        f.hub_namespace = HubNamespace::Uid("u-c1");
+        assert_eq!(
+            f.plan().clusters[0].action,
+            ClusterAction::RemoveManagedLabel
+        );
+
+        // Other targets never need the hub's namespace.
+        let mut f = Fixture::deployment(basic_spec()).member("c3", managed("gen:1"));
+        f.identities.clear();
+        f.hub_namespace = HubNamespace::NotRead;
+        let p = f.plan();
+        assert!(!p.needs_hub_namespace);
+        assert!(p.clusters.iter().any(|c| c.cluster == "c3"
+            && c.action == ClusterAction::Delete(DeleteAction { options: None })));
+    }
+
+    /// Issue 16: the hub's namespace is being deleted, which deletes the FederatedNamespace
+    /// with it; its copy is neither waited for nor verified absent.
+    #[test]
+    fn a_terminating_hub_namespace_is_not_waited_for() {
+        let mut f = deleting(Fixture::namespace(
+            "team",
+            json!({"placement": {"clusterSelector": {}}}),
+        ))
+        .member("c1", with_uid(managed("rv:1"), "u-hub"));
+        if let Some(MemberObservation::Present(m)) = f.members.get_mut("c1") {
+            m.terminating = true;
+        }
+        f.identities
+            .insert("c1".into(), ClusterIdentity::Unknown("timeout".into()));
+        f.hub_namespace = HubNamespace::NotRead;
+        // Unknown: wait (never release a finalizer on a guess) …
+        let p = f.plan();
+        assert_eq!(p.finalizer, FinalizerAction::Keep);
+        // … until the UIDs match.
+        f.hub_namespace = HubNamespace::Uid("u-hub");
+        let p = f.plan();
+        assert!(p.clusters.is_empty());
+        assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
+        assert_eq!(p.hub_namespace_in, ["c1"]);
     }
 
     #[test]

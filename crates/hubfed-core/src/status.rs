@@ -315,7 +315,8 @@ mod tests {
                 "CreationTimedOut",
                 "UpdateTimedOut",
                 "DeletionTimedOut",
-                "LabelRemovalTimedOut"
+                "LabelRemovalTimedOut",
+                "ClusterIdentityUnknown"
             ]
         );
     }

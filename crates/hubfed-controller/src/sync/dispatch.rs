@@ -271,7 +271,7 @@ fn kind_and_key(ctx: &TypeContext, object: &FederatedObject) -> String {
     format!("{} {key:?}", ctx.target.kind)
 }
 
-fn federated_reference(
+pub(super) fn federated_reference(
     ctx: &TypeContext,
     object: &FederatedObject,
 ) -> k8s_openapi::api::core::v1::ObjectReference {
@@ -647,16 +647,18 @@ async fn remove_label_in_cluster(
 }
 
 /// Before the finalizer goes: no ready cluster still holds a managed copy, read live rather
-/// than from the caches (KubeFed's `checkunmanaged`).
+/// than from the caches (KubeFed's `checkunmanaged`). The hub's own namespace (`hub_namespace_in`)
+/// is kept and not checked: it may be terminating with its label, taking the object with it.
 pub async fn no_managed_copies_left(
     ctx: &TypeContext,
     name: &str,
     namespace: Option<&str>,
     clusters: &[Arc<MemberCluster>],
+    hub_namespace_in: &[String],
 ) -> bool {
     let checks = clusters
         .iter()
-        .filter(|c| c.ready)
+        .filter(|c| c.ready && !hub_namespace_in.contains(&c.name))
         .filter_map(|c| c.client.clone())
         .map(|client| {
             let api = member_api(ctx, client, namespace);

@@ -36,6 +36,7 @@ pub type MemberMeta = PartialObjectMeta<DynamicObject>;
 #[derive(PartialEq, Eq)]
 struct Cached {
     version: Box<str>,
+    uid: Box<str>,
     terminating: bool,
     labels: Box<[(Box<str>, Box<str>)]>,
     annotations: Box<[(Box<str>, Box<str>)]>,
@@ -65,6 +66,7 @@ impl Cached {
                 meta.resource_version.as_deref().unwrap_or(""),
             )
             .into(),
+            uid: meta.uid.as_deref().unwrap_or("").into(),
             terminating: meta.deletion_timestamp.is_some(),
             labels: compact(meta.labels.as_ref()),
             annotations: compact(meta.annotations.as_ref()),
@@ -77,6 +79,7 @@ impl Cached {
             managed_label: labels.get(MANAGED_LABEL).cloned(),
             terminating: self.terminating,
             version: self.version.to_string(),
+            uid: (!self.uid.is_empty()).then(|| self.uid.to_string()),
             labels,
             annotations: expand(&self.annotations),
         }
@@ -207,7 +210,6 @@ impl MemberWatches {
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let mut changes = self.shared.pool.subscribe();
         loop {
-            self.shared.forget_hub_identity().await;
             self.sync_watches();
             tokio::select! {
                 () = stop.cancelled() => break,

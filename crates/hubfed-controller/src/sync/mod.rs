@@ -7,6 +7,7 @@
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
 mod dispatch;
+mod identity;
 mod members;
 mod reconcile;
 
@@ -27,7 +28,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -54,9 +55,8 @@ pub struct Shared {
     /// concurrent waiters (its one-shot receiver keeps a single waker), so the sync
     /// controllers must not each wait on the shared stores themselves.
     hub_caches_ready: tokio::sync::watch::Receiver<bool>,
-    /// Which member clusters are the hub itself, by cluster name (compared by the UID of
-    /// `kube-system`). Cleared when the registry changes.
-    hub_identity: Mutex<HashMap<String, bool>>,
+    /// Which member clusters are the hub itself (compared by the UID of `kube-system`).
+    pub hub_identities: identity::HubIdentities,
     /// Bumped when a KubeFedConfig setting that changes plans changes.
     settings: tokio::sync::watch::Sender<u64>,
     shutdown: CancellationToken,
@@ -160,7 +160,7 @@ impl Shared {
             scope,
             adopt_resources,
             reconcile_concurrency,
-            hub_identity: Mutex::new(HashMap::new()),
+            hub_identities: identity::HubIdentities::default(),
             settings: tokio::sync::watch::Sender::new(0),
             shutdown,
         });
@@ -207,39 +207,6 @@ impl Shared {
             ControlPlaneScope::Namespaced => Some(&self.kubefed_namespace),
         }
     }
-
-    /// The joined cluster that is the hub itself, if any.
-    pub async fn hub_cluster(&self) -> Option<String> {
-        let mut known = self.hub_identity.lock().await;
-        let clusters = self.pool.clusters();
-        known.retain(|name, _| clusters.iter().any(|c| &c.name == name));
-        let hub_uid = namespace_uid(&self.hub, "kube-system").await;
-        for cluster in clusters {
-            if let Some(&is_hub) = known.get(&cluster.name) {
-                if is_hub {
-                    return Some(cluster.name.clone());
-                }
-                continue;
-            }
-            let Some(client) = cluster.client.clone() else {
-                continue;
-            };
-            if !cluster.ready {
-                continue;
-            }
-            let uid = namespace_uid(&client, "kube-system").await;
-            let is_hub = uid.is_some() && uid == hub_uid;
-            known.insert(cluster.name.clone(), is_hub);
-            if is_hub {
-                return Some(cluster.name.clone());
-            }
-        }
-        None
-    }
-
-    pub(crate) async fn forget_hub_identity(&self) {
-        self.hub_identity.lock().await.clear();
-    }
 }
 
 /// KubeFed adopts pre-existing member objects unless `adoptResources: Disabled`.
@@ -248,15 +215,6 @@ pub(crate) fn adopt_resources_enabled(spec: &KubeFedConfigSpec) -> bool {
         .as_ref()
         .and_then(|s| s.adopt_resources)
         != Some(hubfed_api::federatedtypeconfig::EnabledDisabled::Disabled)
-}
-
-async fn namespace_uid(client: &Client, name: &str) -> Option<String> {
-    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    api.get_metadata_opt(name)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|m| m.metadata.uid)
 }
 
 /// Everything one federated type's reconciles need.

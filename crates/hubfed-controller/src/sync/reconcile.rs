@@ -10,10 +10,13 @@ use hubfed_api::propagatedversion::{
     ClusterObjectVersion as ApiClusterObjectVersion, ClusterPropagatedVersion, PropagatedVersion,
     PropagatedVersionStatus as ApiVersionStatus,
 };
+use hubfed_core::hub::HubNamespace;
 use hubfed_core::placement::{ClusterInfo, NamespaceFederation};
 use hubfed_core::plan::{
-    Disposition, FederatedObject, FinalizerAction, MemberObservation, PlanInput, plan,
+    ClusterAction, Disposition, FederatedObject, FinalizerAction, MemberObservation, Plan,
+    PlanInput, plan,
 };
+use hubfed_core::status::PropagationStatus;
 use hubfed_core::status::{StatusInput, compute_status};
 use hubfed_core::version::{
     ClusterObjectVersion, PropagatedVersionStatus, RecordedApply, overrides_version,
@@ -85,6 +88,46 @@ fn to_api_versions(status: &PropagatedVersionStatus) -> ApiVersionStatus {
             })
             .collect(),
     }
+}
+
+/// Plans, and when the plan would delete a namespace in a member, reads the hub's namespace of
+/// that name and plans again with it ([`hubfed_core::hub`]: the hub's own namespace is never
+/// deleted). Says in an Event why a namespace is held back.
+async fn plan_with_hub_namespace(ctx: &TypeContext, mut input: PlanInput<'_>) -> Plan {
+    let mut planned = plan(&input);
+    let read;
+    if planned.needs_hub_namespace {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.shared.hub.clone());
+        read = api
+            .get_metadata_opt(&input.object.name)
+            .await
+            .map(|found| found.map(|m| m.metadata.uid.unwrap_or_default()))
+            .map_err(|e| e.to_string());
+        input.hub_namespace = match &read {
+            Ok(None) => HubNamespace::Absent,
+            Ok(Some(uid)) => HubNamespace::Uid(uid),
+            Err(why) => HubNamespace::Unreadable(why),
+        };
+        planned = plan(&input);
+    }
+    for cp in &planned.clusters {
+        if let ClusterAction::Blocked {
+            status: PropagationStatus::ClusterIdentityUnknown,
+            message,
+        } = &cp.action
+        {
+            warn!(name = %input.object.name, cluster = %cp.cluster, reason = %message, "namespace held back");
+            let reference = dispatch::federated_reference(ctx, input.object);
+            publish(
+                ctx,
+                &reference,
+                EventType::Warning,
+                PropagationStatus::ClusterIdentityUnknown.as_str(),
+                &format!("cluster {:?}: {message}", cp.cluster),
+            );
+        }
+    }
+    planned
 }
 
 /// Reconciles one federated object, recording duration and outcome.
@@ -246,27 +289,35 @@ async fn reconcile_object(
             .collect()
     };
 
-    let hub_cluster = if ctx.target.is_namespace() {
-        ctx.shared.hub_cluster().await
+    let identities = if ctx.target.is_namespace() {
+        ctx.shared
+            .hub_identities
+            .resolve(&ctx.shared.hub, &clusters)
+            .await
     } else {
-        None
+        BTreeMap::new()
     };
     let adopt = ctx
         .shared
         .adopt_resources
         .load(std::sync::atomic::Ordering::Relaxed);
-    let plan = plan(&PlanInput {
-        object: &federated,
-        target: &ctx.target,
-        clusters: &infos,
-        namespace: namespace_federation,
-        scope: ctx.shared.scope,
-        kubefed_namespace: &ctx.shared.kubefed_namespace,
-        hub_cluster: hub_cluster.as_deref(),
-        adopt_resources: adopt,
-        members: &members,
-        recorded: &recorded,
-    });
+    let plan = plan_with_hub_namespace(
+        &ctx,
+        PlanInput {
+            object: &federated,
+            target: &ctx.target,
+            clusters: &infos,
+            namespace: namespace_federation,
+            scope: ctx.shared.scope,
+            kubefed_namespace: &ctx.shared.kubefed_namespace,
+            identities: &identities,
+            hub_namespace: HubNamespace::NotRead,
+            adopt_resources: adopt,
+            members: &members,
+            recorded: &recorded,
+        },
+    )
+    .await;
     for warning in &plan.warnings {
         publish(
             &ctx,
@@ -335,6 +386,7 @@ async fn reconcile_object(
                         &name,
                         namespace.as_deref(),
                         &clusters,
+                        &plan.hub_namespace_in,
                     )
                     .await
             }

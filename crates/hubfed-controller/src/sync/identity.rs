@@ -1,0 +1,169 @@
+//! Which joined clusters are the hub itself: the `kube-system` UID read on the hub and through
+//! each member's client ([`hubfed_core::hub`] decides; this module only reads and remembers).
+//!
+//! Answers are remembered per member client (a rebuilt client — new endpoint or credentials —
+//! is asked again). A failed lookup is never remembered as an answer: the cluster's identity is
+//! `Unknown` until a lookup succeeds, and lookups after failures back off (1 s doubling to
+//! 5 min). No lock is held across a request.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use hubfed_core::hub::{ClusterIdentity, identity_from_uids, identity_retry_delay};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{Api, Client};
+use tracing::{info, warn};
+
+use crate::clusters::MemberCluster;
+
+/// How long one `kube-system` lookup may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+enum Entry {
+    Known {
+        client_id: usize,
+        is_hub: bool,
+    },
+    Failed {
+        client_id: usize,
+        failures: u32,
+        retry_at: Instant,
+        message: String,
+    },
+}
+
+/// Remembered identities of the member clusters.
+#[derive(Default)]
+pub struct HubIdentities {
+    /// The hub's `kube-system` UID, once read.
+    hub_uid: Mutex<Option<String>>,
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+impl HubIdentities {
+    /// The identity of every ready cluster with a client; a lookup is made for those not known
+    /// yet and not backing off.
+    pub async fn resolve(
+        &self,
+        hub: &Client,
+        clusters: &[Arc<MemberCluster>],
+    ) -> BTreeMap<String, ClusterIdentity> {
+        let now = Instant::now();
+        let mut known = BTreeMap::new();
+        let mut to_look_up = Vec::new();
+        {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            for cluster in clusters.iter().filter(|c| c.ready) {
+                let Some(client) = &cluster.client else {
+                    continue;
+                };
+                match entries.get(&cluster.name) {
+                    Some(Entry::Known { client_id, is_hub }) if *client_id == cluster.client_id => {
+                        let identity = if *is_hub {
+                            ClusterIdentity::Hub
+                        } else {
+                            ClusterIdentity::NotHub
+                        };
+                        known.insert(cluster.name.clone(), identity);
+                    }
+                    Some(Entry::Failed {
+                        client_id,
+                        retry_at,
+                        message,
+                        ..
+                    }) if *client_id == cluster.client_id && now < *retry_at => {
+                        known.insert(
+                            cluster.name.clone(),
+                            ClusterIdentity::Unknown(message.clone()),
+                        );
+                    }
+                    _ => to_look_up.push((cluster.name.clone(), cluster.client_id, client.clone())),
+                }
+            }
+        }
+        if to_look_up.is_empty() {
+            return known;
+        }
+
+        let hub_uid = self.hub_uid(hub).await;
+        let lookups = to_look_up
+            .iter()
+            .map(|(_, _, client)| kube_system_uid(client));
+        let results = join_all(lookups).await;
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        for ((name, client_id, _), member_uid) in to_look_up.into_iter().zip(results) {
+            let identity = identity_from_uids(
+                hub_uid.as_deref().map_err(String::as_str),
+                member_uid.as_deref().map_err(String::as_str),
+            );
+            let entry = match &identity {
+                ClusterIdentity::Hub | ClusterIdentity::NotHub => {
+                    let is_hub = identity == ClusterIdentity::Hub;
+                    if is_hub {
+                        info!(cluster = %name, "this joined cluster is the hub itself");
+                    }
+                    Entry::Known { client_id, is_hub }
+                }
+                ClusterIdentity::Unknown(message) => {
+                    let failures = match entries.get(&name) {
+                        Some(Entry::Failed {
+                            client_id: previous,
+                            failures,
+                            ..
+                        }) if *previous == client_id => failures.saturating_add(1),
+                        _ => 1,
+                    };
+                    let delay = identity_retry_delay(failures);
+                    warn!(
+                        cluster = %name,
+                        failures,
+                        retry_in_seconds = delay.as_secs(),
+                        reason = %message,
+                        "cannot tell whether this cluster is the hub; its namespaces are not deleted"
+                    );
+                    Entry::Failed {
+                        client_id,
+                        failures,
+                        retry_at: Instant::now() + delay,
+                        message: message.clone(),
+                    }
+                }
+            };
+            entries.insert(name.clone(), entry);
+            known.insert(name, identity);
+        }
+        let names: Vec<&String> = clusters.iter().map(|c| &c.name).collect();
+        entries.retain(|name, _| names.contains(&name));
+        known
+    }
+
+    /// The hub's `kube-system` UID: read once, then remembered (it never changes).
+    async fn hub_uid(&self, hub: &Client) -> Result<String, String> {
+        if let Some(uid) = self
+            .hub_uid
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Ok(uid);
+        }
+        let uid = kube_system_uid(hub).await?;
+        if !uid.is_empty() {
+            *self.hub_uid.lock().unwrap_or_else(|e| e.into_inner()) = Some(uid.clone());
+        }
+        Ok(uid)
+    }
+}
+
+/// The UID of `kube-system` through `client`, or why it could not be read.
+async fn kube_system_uid(client: &Client) -> Result<String, String> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_metadata("kube-system")).await {
+        Err(_) => Err(format!("no answer within {}s", LOOKUP_TIMEOUT.as_secs())),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(meta)) => Ok(meta.metadata.uid.unwrap_or_default()),
+    }
+}

@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hubfed_api::federated::ClusterOverrides;
 use md5::{Digest, Md5};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::gojson::go_json_encode;
@@ -114,31 +113,10 @@ pub fn object_version_of(object: &Value) -> String {
     object_version(generation, resource_version)
 }
 
-/// Name of the (Cluster)PropagatedVersion of a federated object: `<lowercase target
-/// kind>-<name>`, e.g. `deployment-web`. It lives in the federated object's namespace (for a
-/// FederatedNamespace, the namespace itself) and is a `ClusterPropagatedVersion` when the
-/// federated type is cluster-scoped.
-pub fn propagated_version_name(target_kind: &str, name: &str) -> String {
-    format!("{}-{name}", target_kind.to_lowercase())
-}
-
-/// One entry of `status.clusterVersions`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterObjectVersion {
-    pub cluster_name: String,
-    pub version: String,
-}
-
-/// `status` of a (Cluster)PropagatedVersion.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PropagatedVersionStatus {
-    pub template_version: String,
-    pub overrides_version: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cluster_versions: Vec<ClusterObjectVersion>,
-}
+/// The (Cluster)PropagatedVersion types and naming are the API's; decisions here fill them.
+pub use hubfed_api::propagatedversion::{
+    ClusterObjectVersion, PropagatedVersionStatus, propagated_version_name,
+};
 
 /// The per-cluster versions recorded for the current template and overrides (KubeFed
 /// `VersionManager.Get`): empty when nothing is stored or the stored hashes are stale, so a
@@ -151,7 +129,7 @@ pub fn recorded_cluster_versions(
     match stored {
         Some(s)
             if s.template_version == template_version
-                && s.overrides_version == overrides_version =>
+                && s.override_version == overrides_version =>
         {
             s.cluster_versions
                 .iter()
@@ -185,7 +163,7 @@ pub fn update_propagated_version(
     }
     let status = PropagatedVersionStatus {
         template_version: template_version.to_owned(),
-        overrides_version: overrides_version.to_owned(),
+        override_version: overrides_version.to_owned(),
         cluster_versions: merged
             .into_iter()
             .filter(|(_, version)| !version.is_empty())
@@ -409,7 +387,7 @@ mod tests {
     fn propagated_version_status_wire_shape() {
         let status = PropagatedVersionStatus {
             template_version: "t".into(),
-            overrides_version: "o".into(),
+            override_version: "o".into(),
             cluster_versions: vec![ClusterObjectVersion {
                 cluster_name: "c1".into(),
                 version: "gen:1".into(),
@@ -425,7 +403,7 @@ mod tests {
     fn stored(tv: &str, ov: &str, versions: &[(&str, &str)]) -> PropagatedVersionStatus {
         PropagatedVersionStatus {
             template_version: tv.into(),
-            overrides_version: ov.into(),
+            override_version: ov.into(),
             cluster_versions: versions
                 .iter()
                 .map(|(c, v)| ClusterObjectVersion {

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use tracing::{debug, info};
 
 use super::TypeContext;
+use super::hub_writes::publish;
 use super::members::Unmanaged;
-use super::reconcile::publish;
 use crate::clusters::MemberCluster;
 use crate::metrics::METRICS;
 

@@ -7,8 +7,10 @@
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
 mod dispatch;
+mod hub_writes;
 mod identity;
 mod members;
+mod observe;
 mod reconcile;
 
 use std::collections::HashMap;
@@ -24,7 +26,7 @@ use hubfed_core::placement::ControlPlaneScope;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -577,7 +579,7 @@ async fn export_object_gauges(
     let type_label = ctx.federated.kind.to_lowercase();
     let metrics = &crate::metrics::METRICS;
     loop {
-        reconcile::prune_written_versions(&ctx);
+        observe::prune_written_versions(&ctx);
         let (mut propagated, mut failing) = (0_i64, 0_i64);
         for obj in federated.state() {
             let condition = obj
@@ -616,22 +618,6 @@ async fn export_object_gauges(
         let _ = metrics
             .federated_objects
             .remove_label_values(&[type_label.as_str(), propagation]);
-    }
-}
-
-/// Requeue delay after a recoverable failure.
-pub(crate) const RETRY_DELAY: Duration = Duration::from_secs(5);
-/// Safety-net resync of an object that needs nothing; work is driven by events.
-pub(crate) const RESYNC: Duration = Duration::from_secs(600);
-
-pub(crate) fn action_after(recoverable_failure: bool, waiting: bool) -> Action {
-    if recoverable_failure {
-        Action::requeue(RETRY_DELAY)
-    } else if waiting {
-        // Member watch events normally come first; this is the fallback.
-        Action::requeue(Duration::from_secs(10))
-    } else {
-        Action::requeue(RESYNC)
     }
 }
 

@@ -1,0 +1,235 @@
+//! *Write*: the reconcile's hub writes — the sync finalizer, the federated object's status,
+//! the (Cluster)PropagatedVersion — and Events. Each is made only when the conclusion asks.
+
+use hubfed_api::federated::FederatedStatus;
+use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
+use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
+use hubfed_core::status::{StatusInput, compute_status};
+use hubfed_core::version::{PropagatedVersionStatus, propagated_version_name};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tracing::debug;
+
+use super::TypeContext;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("hub API request failed: {0}")]
+    Hub(#[from] kube::Error),
+    #[error("serializing: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// RFC 3339 with second precision, as Kubernetes writes times.
+pub(crate) fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn federated_api(ctx: &TypeContext, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(ctx.shared.hub.clone(), ns, &ctx.federated),
+        None => Api::all_with(ctx.shared.hub.clone(), &ctx.federated),
+    }
+}
+
+/// Adds the sync finalizer; the resourceVersion makes a concurrent change fail and retry.
+pub async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), Error> {
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(SYNC_CONTROLLER_FINALIZER.to_string());
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": obj.resource_version(),
+    }});
+    federated_api(ctx, obj.namespace().as_deref())
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+pub async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), Error> {
+    let finalizers: Vec<&String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != SYNC_CONTROLLER_FINALIZER)
+        .collect();
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": obj.resource_version(),
+    }});
+    match federated_api(ctx, obj.namespace().as_deref())
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes `status` through the status subresource. Lists are sent even when empty: a merge
+/// patch would otherwise keep the old ones.
+pub async fn write_status(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    status: &FederatedStatus,
+) -> Result<(), Error> {
+    let mut value = serde_json::to_value(status)?;
+    if let Value::Object(map) = &mut value {
+        map.entry("clusters").or_insert_with(|| json!([]));
+        map.entry("conditions").or_insert_with(|| json!([]));
+    }
+    let patch = json!({ "status": value });
+    match federated_api(ctx, obj.namespace().as_deref())
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn write_invalid_status(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    message: &str,
+) -> Result<(), Error> {
+    let previous: Option<FederatedStatus> = obj
+        .data
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok());
+    let now = now_rfc3339();
+    let update = compute_status(
+        previous.as_ref(),
+        &StatusInput {
+            generation: obj.metadata.generation.unwrap_or(0),
+            reason: hubfed_core::status::AggregateReason::ComputePlacementFailed,
+            reason_message: Some(message),
+            outcomes: &[],
+            resources_updated: false,
+            remote_status_collection: false,
+            unknown_clusters: &[],
+            now: &now,
+        },
+    );
+    if update.changed {
+        write_status(ctx, obj, &update.status).await?;
+    }
+    Ok(())
+}
+
+/// Creates the (Cluster)PropagatedVersion unless it `exists`, then writes its status;
+/// returns the resourceVersion of that write.
+pub async fn write_versions(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    exists: bool,
+    versions: &PropagatedVersionStatus,
+) -> Result<String, Error> {
+    let pv_name = propagated_version_name(&ctx.target.kind, &obj.name_any());
+    let owner = OwnerReference {
+        api_version: ctx.federated.api_version.clone(),
+        kind: ctx.federated.kind.clone(),
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        ..Default::default()
+    };
+    let metadata = ObjectMeta {
+        name: Some(pv_name.clone()),
+        namespace: obj.namespace(),
+        owner_references: Some(vec![owner]),
+        ..Default::default()
+    };
+    let status = json!({ "status": versions });
+    let hub = ctx.shared.hub.clone();
+    match obj.namespace() {
+        Some(ns) => {
+            let pv = PropagatedVersion {
+                metadata,
+                ..PropagatedVersion::new(&pv_name, Default::default())
+            };
+            create_then_write_status(Api::namespaced(hub, &ns), exists, &pv, &status).await
+        }
+        None => {
+            let pv = ClusterPropagatedVersion {
+                metadata,
+                ..ClusterPropagatedVersion::new(&pv_name, Default::default())
+            };
+            create_then_write_status(Api::all(hub), exists, &pv, &status).await
+        }
+    }
+}
+
+async fn create_then_write_status<K>(
+    api: Api<K>,
+    exists: bool,
+    object: &K,
+    status: &Value,
+) -> Result<String, Error>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if !exists {
+        create_ignoring_conflict(&api, object).await?;
+    }
+    let written = api
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(status),
+        )
+        .await?;
+    Ok(written.resource_version().unwrap_or_default())
+}
+
+async fn create_ignoring_conflict<K>(api: &Api<K>, object: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Records an Event on the federated object without holding up the reconcile.
+pub fn publish(
+    ctx: &TypeContext,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
+    let recorder = ctx.recorder.clone();
+    let reference = reference.clone();
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(message.chars().take(1024).collect()),
+        action: reason.to_string(),
+        secondary: None,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            debug!(error = %e, "recording an event failed");
+        }
+    });
+}

@@ -1,0 +1,362 @@
+//! *Observe*: everything one reconcile reads, from caches — the federated object, the cluster
+//! registry, the member caches, the containing FederatedNamespace, the PropagatedVersion — and,
+//! only when a plan asks for it, the hub's namespace ([`plan_with_hub_namespace`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hubfed_api::federated::{FederatedSpec, Placement};
+use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
+use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
+use hubfed_core::hub::{ClusterIdentity, HubNamespace};
+use hubfed_core::placement::{ClusterInfo, NamespaceFederation};
+use hubfed_core::plan::{ClusterAction, FederatedObject, MemberObservation, Plan, PlanInput, plan};
+use hubfed_core::status::PropagationStatus;
+use hubfed_core::version::{
+    PropagatedVersionStatus, RecordedApply, overrides_version, propagated_version_name,
+    recorded_cluster_versions, template_version,
+};
+use kube::api::{Api, DynamicObject};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use tracing::warn;
+
+use super::TypeContext;
+use super::hub_writes::publish;
+use super::members::CacheView;
+use crate::clusters::MemberCluster;
+
+/// How long a member cache may take to list before the clusters it leaves unobserved are
+/// reported as `CachedRetrievalFailed`.
+const CACHE_SYNC_GRACE: Duration = Duration::from_secs(30);
+
+/// What one reconcile observed.
+pub struct Observed {
+    pub federated: FederatedObject,
+    pub object_ref: ObjectRef<DynamicObject>,
+    pub reference: k8s_openapi::api::core::v1::ObjectReference,
+    pub clusters: Vec<Arc<MemberCluster>>,
+    infos: Vec<ClusterInfo>,
+    pub members: BTreeMap<String, MemberObservation>,
+    /// Some ready cluster's cache has not listed yet.
+    pub cache_pending: bool,
+    /// … and it started listing only moments ago: no failure to report yet (the status would
+    /// flap to CachedRetrievalFailed and back on every restart).
+    pub cache_warming: bool,
+    /// The containing namespace's FederatedNamespace placement: `None` when not applicable,
+    /// `Some(None)` when the namespace is not federated.
+    namespace_placement: Option<Option<Option<Placement>>>,
+    pub template_version: String,
+    pub overrides_version: String,
+    /// The PropagatedVersion status as last written, and whether it is stored.
+    pub stored_versions: Option<PropagatedVersionStatus>,
+    pub versions_stored: bool,
+    pub recorded: BTreeMap<String, RecordedApply>,
+    identities: BTreeMap<String, ClusterIdentity>,
+}
+
+/// The federated object as planning sees it, or why its spec cannot be read.
+pub fn federated_object(obj: &DynamicObject) -> Result<FederatedObject, String> {
+    let spec: FederatedSpec = match obj.data.get("spec") {
+        None => FederatedSpec::default(),
+        Some(spec) => {
+            serde_json::from_value(spec.clone()).map_err(|e| format!("spec cannot be read: {e}"))?
+        }
+    };
+    Ok(FederatedObject {
+        name: obj.name_any(),
+        namespace: obj.namespace(),
+        spec,
+        annotations: obj.metadata.annotations.clone().unwrap_or_default(),
+        deleting: obj.metadata.deletion_timestamp.is_some(),
+        has_sync_finalizer: obj
+            .finalizers()
+            .iter()
+            .any(|f| f == SYNC_CONTROLLER_FINALIZER),
+    })
+}
+
+/// Reads what the plan for `obj` needs.
+pub async fn observe(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    federated: FederatedObject,
+) -> Observed {
+    let clusters = ctx.shared.pool.clusters();
+    let infos = clusters
+        .iter()
+        .map(|c| ClusterInfo {
+            name: c.name.clone(),
+            labels: c.labels.clone(),
+            ready: c.ready,
+        })
+        .collect();
+    let identities = if ctx.target.is_namespace() {
+        let hub = &ctx.shared.hub;
+        ctx.shared.hub_identities.resolve(hub, &clusters).await
+    } else {
+        BTreeMap::new()
+    };
+    let object_ref = ObjectRef::from_obj_with(obj, ctx.federated.clone());
+    let template_version = template_version(federated.spec.template.as_ref());
+    let overrides_version = overrides_version(federated.spec.overrides.as_deref());
+    let namespace = federated.namespace.as_deref();
+    let (stored_versions, stored_resource_version) =
+        stored_versions(ctx, &object_ref, &federated.name, namespace);
+    let mut observed = Observed {
+        reference: obj.object_ref(&ctx.federated),
+        object_ref,
+        infos,
+        members: BTreeMap::new(),
+        cache_pending: false,
+        cache_warming: false,
+        namespace_placement: namespace_placement(ctx, namespace),
+        recorded: BTreeMap::new(),
+        versions_stored: stored_versions.is_some() || stored_resource_version.is_some(),
+        stored_versions,
+        template_version,
+        overrides_version,
+        identities,
+        clusters,
+        federated,
+    };
+    observed.observe_members(ctx);
+    observed.recorded = observed.recorded_applies(ctx);
+    observed
+}
+
+impl Observed {
+    fn observe_members(&mut self, ctx: &TypeContext) {
+        let (name, namespace) = (&self.federated.name, self.federated.namespace.as_deref());
+        for cluster in self.clusters.iter().filter(|c| c.ready) {
+            let observation = match ctx.members.view(&cluster.name, name, namespace) {
+                CacheView::Ready(Some(member)) => MemberObservation::Present(member),
+                CacheView::Ready(None) => MemberObservation::Absent,
+                view @ (CacheView::Syncing(_) | CacheView::Unavailable) => {
+                    self.cache_pending = true;
+                    if let CacheView::Syncing(elapsed) = view
+                        && elapsed < CACHE_SYNC_GRACE
+                    {
+                        self.cache_warming = true;
+                    }
+                    MemberObservation::RetrievalFailed(format!(
+                        "the cache of {} objects in cluster {:?} is not synced yet",
+                        ctx.target.kind, cluster.name
+                    ))
+                }
+            };
+            self.members.insert(cluster.name.clone(), observation);
+        }
+    }
+
+    /// What the last successful apply per cluster sent (this process's memory) or, after a
+    /// restart, the versions stored for the current template and overrides.
+    fn recorded_applies(&self, ctx: &TypeContext) -> BTreeMap<String, RecordedApply> {
+        let recorded_versions = recorded_cluster_versions(
+            self.stored_versions.as_ref(),
+            &self.template_version,
+            &self.overrides_version,
+        );
+        let mut applied = ctx
+            .applied
+            .get(self.federated.namespace.as_deref(), &self.federated.name);
+        self.infos
+            .iter()
+            .filter_map(|c| {
+                let remembered = applied.remove(&c.name);
+                let from_versions = recorded_versions.get(&c.name).map(|v| RecordedApply {
+                    version: v.clone(),
+                    desired_hash: None,
+                });
+                remembered.or(from_versions).map(|r| (c.name.clone(), r))
+            })
+            .collect()
+    }
+
+    /// The plan's input; the hub's namespace is not read yet.
+    pub fn plan_input<'a>(&'a self, ctx: &'a TypeContext) -> PlanInput<'a> {
+        let namespace = match &self.namespace_placement {
+            None => NamespaceFederation::NotApplicable,
+            Some(None) => NamespaceFederation::NotFederated,
+            Some(Some(placement)) => NamespaceFederation::Federated(placement.as_ref()),
+        };
+        PlanInput {
+            object: &self.federated,
+            target: &ctx.target,
+            clusters: &self.infos,
+            namespace,
+            scope: ctx.shared.scope,
+            kubefed_namespace: &ctx.shared.kubefed_namespace,
+            identities: &self.identities,
+            hub_namespace: HubNamespace::NotRead,
+            adopt_resources: ctx
+                .shared
+                .adopt_resources
+                .load(std::sync::atomic::Ordering::Relaxed),
+            members: &self.members,
+            recorded: &self.recorded,
+        }
+    }
+}
+
+/// The containing namespace's FederatedNamespace placement, for namespaced targets.
+fn namespace_placement(
+    ctx: &TypeContext,
+    namespace: Option<&str>,
+) -> Option<Option<Option<Placement>>> {
+    let (Some(store), Some(fns), Some(ns)) = (
+        &ctx.federated_namespaces,
+        &ctx.federated_namespace,
+        namespace,
+    ) else {
+        return None;
+    };
+    if !ctx.target.namespaced {
+        return None;
+    }
+    Some(
+        store
+            .get(&ObjectRef::new_with(ns, fns.clone()).within(ns))
+            .map(|fns| {
+                fns.data
+                    .get("spec")
+                    .and_then(|s| s.get("placement"))
+                    .and_then(|p| serde_json::from_value(p.clone()).ok())
+            }),
+    )
+}
+
+/// Plans, and when the plan would delete a namespace in a member, reads the hub's namespace of
+/// that name and plans again with it ([`hubfed_core::hub`]: the hub's own namespace is never
+/// deleted). Says in an Event why a namespace is held back.
+pub async fn plan_with_hub_namespace(
+    ctx: &TypeContext,
+    observed: &Observed,
+    mut input: PlanInput<'_>,
+) -> Plan {
+    let mut planned = plan(&input);
+    let read;
+    if planned.needs_hub_namespace {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.shared.hub.clone());
+        read = api
+            .get_metadata_opt(&input.object.name)
+            .await
+            .map(|found| found.map(|m| m.metadata.uid.unwrap_or_default()))
+            .map_err(|e| e.to_string());
+        input.hub_namespace = match &read {
+            Ok(None) => HubNamespace::Absent,
+            Ok(Some(uid)) => HubNamespace::Uid(uid),
+            Err(why) => HubNamespace::Unreadable(why),
+        };
+        planned = plan(&input);
+    }
+    for cp in &planned.clusters {
+        if let ClusterAction::Blocked {
+            status: PropagationStatus::ClusterIdentityUnknown,
+            message,
+        } = &cp.action
+        {
+            warn!(name = %input.object.name, cluster = %cp.cluster, reason = %message, "namespace held back");
+            publish(
+                ctx,
+                &observed.reference,
+                EventType::Warning,
+                PropagationStatus::ClusterIdentityUnknown.as_str(),
+                &format!("cluster {:?}: {message}", cp.cluster),
+            );
+        }
+    }
+    planned
+}
+
+/// The PropagatedVersion status as last written, and the resourceVersion of the stored copy
+/// (`None`: not stored). A write of this controller's that the store does not show yet wins
+/// over the store's older copy.
+fn stored_versions(
+    ctx: &TypeContext,
+    object_ref: &ObjectRef<DynamicObject>,
+    name: &str,
+    namespace: Option<&str>,
+) -> (Option<PropagatedVersionStatus>, Option<String>) {
+    let pv_name = propagated_version_name(&ctx.target.kind, name);
+    let (status, resource_version) = match namespace {
+        Some(ns) => ctx
+            .shared
+            .propagated_versions
+            .get(&ObjectRef::<PropagatedVersion>::new(&pv_name).within(ns))
+            .map(|pv| (pv.status.clone(), pv.metadata.resource_version.clone())),
+        None => ctx
+            .shared
+            .cluster_propagated_versions
+            .get(&ObjectRef::<ClusterPropagatedVersion>::new(&pv_name))
+            .map(|pv| (pv.status.clone(), pv.metadata.resource_version.clone())),
+    }
+    .unwrap_or_default();
+    let mut written = ctx
+        .written_versions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    match written.get(object_ref) {
+        Some(w) if store_is_behind(resource_version.as_deref(), &w.resource_version) => {
+            (Some(w.status.clone()), resource_version)
+        }
+        Some(_) => {
+            written.remove(object_ref);
+            (status, resource_version)
+        }
+        None => (status, resource_version),
+    }
+}
+
+/// Whether a cached copy at `cached` predates the write that returned `written`. Kubernetes
+/// resourceVersions are comparable decimal numbers (KEP-5504); anything else counts as
+/// caught up, which at worst costs one redundant write.
+fn store_is_behind(cached: Option<&str>, written: &str) -> bool {
+    let Ok(written) = written.parse::<u64>() else {
+        return false;
+    };
+    match cached {
+        None => true,
+        Some(cached) => cached.parse::<u64>().is_ok_and(|cached| cached < written),
+    }
+}
+
+/// Forgets written PropagatedVersions the store has caught up with.
+pub(crate) fn prune_written_versions(ctx: &TypeContext) {
+    let pending: Vec<ObjectRef<DynamicObject>> = ctx
+        .written_versions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .cloned()
+        .collect();
+    for object_ref in pending {
+        // `stored_versions` drops the entry once the store has moved on.
+        let _ = stored_versions(
+            ctx,
+            &object_ref,
+            &object_ref.name,
+            object_ref.namespace.as_deref(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::store_is_behind;
+
+    #[test]
+    fn a_store_is_behind_until_it_shows_the_write() {
+        assert!(store_is_behind(None, "12"), "not stored yet");
+        assert!(store_is_behind(Some("11"), "12"), "only the creation seen");
+        assert!(!store_is_behind(Some("12"), "12"));
+        assert!(!store_is_behind(Some("13"), "12"), "a later write seen");
+        assert!(
+            !store_is_behind(Some("x"), "12"),
+            "not comparable: caught up"
+        );
+        assert!(!store_is_behind(None, "x"));
+    }
+}

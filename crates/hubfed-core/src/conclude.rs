@@ -1,0 +1,196 @@
+//! The end of a reconcile, after the plan was carried out: whether the finalizer goes, whether
+//! the object has converged, and when to look at it again.
+//!
+//! Work is event driven: member watches and hub watches queue the object when something
+//! changes, so the requeue here is only a safety net, except while waiting on something no
+//! watch reports (a cache still listing) or after a failure worth retrying.
+
+use std::time::Duration;
+
+use crate::plan::{Disposition, FinalizerAction};
+use crate::status::{AggregateReason, ClusterOutcome, PropagationStatus};
+
+/// Retry after a failure that may pass (KubeFed's recoverable statuses).
+pub const RETRY_DELAY: Duration = Duration::from_secs(5);
+/// Look again at a converged object this often, in case an event was missed.
+pub const RESYNC: Duration = Duration::from_secs(600);
+/// Look again while a member cache is still listing.
+pub const CACHE_PENDING_DELAY: Duration = Duration::from_secs(1);
+/// Look again while a member object is being removed (its watch event normally comes first).
+pub const WAITING_DELAY: Duration = Duration::from_secs(10);
+/// Look again while a deletion waits for member copies to go.
+pub const DELETION_DELAY: Duration = Duration::from_secs(5);
+
+/// What carrying out a plan came to, as far as the conclusion cares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// A cluster failed with a status worth retrying.
+    pub recoverable_failure: bool,
+    /// A cluster waits for a member object to go.
+    pub waiting: bool,
+    /// A member cache has not listed yet, so some clusters were not observed.
+    pub cache_pending: bool,
+}
+
+/// When to reconcile the object again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// Only when something changes.
+    OnChange,
+    After(Duration),
+}
+
+/// What to do with the sync finalizer of an object being deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    Keep,
+    Now,
+    /// When live reads confirm that no ready cluster still holds a managed copy.
+    AfterVerification,
+}
+
+/// Whether the finalizer of an object being deleted may go after this reconcile.
+pub fn finalizer_release(finalizer: FinalizerAction, carried: Carried) -> Release {
+    if carried.recoverable_failure {
+        return Release::Keep;
+    }
+    match finalizer {
+        FinalizerAction::Remove => Release::Now,
+        FinalizerAction::RemoveAfterVerification => Release::AfterVerification,
+        FinalizerAction::Untouched | FinalizerAction::Ensure | FinalizerAction::Keep => {
+            Release::Keep
+        }
+    }
+}
+
+/// When to look again. `released`: the finalizer of an object being deleted was removed.
+pub fn requeue(disposition: Disposition, carried: Carried, released: bool) -> Requeue {
+    match disposition {
+        Disposition::Ignore(_) => Requeue::OnChange,
+        Disposition::Delete if released => Requeue::OnChange,
+        Disposition::Delete if carried.recoverable_failure => Requeue::After(RETRY_DELAY),
+        Disposition::Delete => Requeue::After(DELETION_DELAY),
+        Disposition::Sync if carried.cache_pending => Requeue::After(CACHE_PENDING_DELAY),
+        Disposition::Sync if carried.recoverable_failure => Requeue::After(RETRY_DELAY),
+        Disposition::Sync if carried.waiting => Requeue::After(WAITING_DELAY),
+        Disposition::Sync => Requeue::After(RESYNC),
+    }
+}
+
+/// Every placed cluster holds the current object: the end of a propagation.
+pub fn converged(carried: Carried, reason: AggregateReason, outcomes: &[ClusterOutcome]) -> bool {
+    !carried.cache_pending
+        && reason == AggregateReason::Success
+        && outcomes.iter().all(|o| o.status == PropagationStatus::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::IgnoreReason;
+
+    const FAILED: Carried = Carried {
+        recoverable_failure: true,
+        waiting: false,
+        cache_pending: false,
+    };
+
+    #[test]
+    fn a_finalizer_goes_only_without_recoverable_failures() {
+        let ok = Carried::default();
+        assert_eq!(finalizer_release(FinalizerAction::Remove, ok), Release::Now);
+        assert_eq!(
+            finalizer_release(FinalizerAction::RemoveAfterVerification, ok),
+            Release::AfterVerification
+        );
+        assert_eq!(finalizer_release(FinalizerAction::Keep, ok), Release::Keep);
+        assert_eq!(
+            finalizer_release(FinalizerAction::Remove, FAILED),
+            Release::Keep
+        );
+        assert_eq!(
+            finalizer_release(FinalizerAction::RemoveAfterVerification, FAILED),
+            Release::Keep
+        );
+    }
+
+    #[test]
+    fn requeues_follow_what_is_awaited() {
+        let ok = Carried::default();
+        let pending = Carried {
+            cache_pending: true,
+            ..FAILED
+        };
+        let waiting = Carried {
+            waiting: true,
+            ..ok
+        };
+        let cases = [
+            (Disposition::Sync, ok, false, Requeue::After(RESYNC)),
+            (
+                Disposition::Sync,
+                FAILED,
+                false,
+                Requeue::After(RETRY_DELAY),
+            ),
+            (
+                Disposition::Sync,
+                pending,
+                false,
+                Requeue::After(CACHE_PENDING_DELAY),
+            ),
+            (
+                Disposition::Sync,
+                waiting,
+                false,
+                Requeue::After(WAITING_DELAY),
+            ),
+            (Disposition::Delete, ok, true, Requeue::OnChange),
+            (
+                Disposition::Delete,
+                ok,
+                false,
+                Requeue::After(DELETION_DELAY),
+            ),
+            (
+                Disposition::Delete,
+                FAILED,
+                false,
+                Requeue::After(RETRY_DELAY),
+            ),
+            (
+                Disposition::Ignore(IgnoreReason::FinalizerAbsent),
+                FAILED,
+                false,
+                Requeue::OnChange,
+            ),
+        ];
+        for (disposition, carried, released, expected) in cases {
+            assert_eq!(
+                requeue(disposition, carried, released),
+                expected,
+                "{disposition:?} {carried:?} released={released}"
+            );
+        }
+    }
+
+    #[test]
+    fn convergence_needs_every_cluster_ok_and_every_cache_listed() {
+        let ok = [ClusterOutcome::ok("a"), ClusterOutcome::ok("b")];
+        let carried = Carried::default();
+        assert!(converged(carried, AggregateReason::Success, &ok));
+        let pending = Carried {
+            cache_pending: true,
+            ..carried
+        };
+        assert!(!converged(pending, AggregateReason::Success, &ok));
+        assert!(!converged(
+            carried,
+            AggregateReason::ComputePlacementFailed,
+            &ok
+        ));
+        let mut failing = ok.to_vec();
+        failing[1].status = PropagationStatus::UpdateFailed;
+        assert!(!converged(carried, AggregateReason::Success, &failing));
+    }
+}

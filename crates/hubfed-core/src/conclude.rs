@@ -7,15 +7,17 @@
 
 use std::time::Duration;
 
-use crate::plan::{Disposition, FinalizerAction};
+use crate::plan::{ClusterAction, Disposition, FinalizerAction, Plan};
 use crate::status::{AggregateReason, ClusterOutcome, PropagationStatus};
 
 /// Retry after a failure that may pass (KubeFed's recoverable statuses).
 pub const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// Look again at a converged object this often, in case an event was missed.
 pub const RESYNC: Duration = Duration::from_secs(600);
-/// Look again while a member cache is still listing.
+/// Look again while a member cache of a placed cluster is still listing …
 pub const CACHE_PENDING_DELAY: Duration = Duration::from_secs(1);
+/// … or, past its first moments, failing to list (its first list queues what it holds).
+pub const CACHE_FAILING_DELAY: Duration = Duration::from_secs(15);
 /// Look again while a member object is being removed (its watch event normally comes first).
 pub const WAITING_DELAY: Duration = Duration::from_secs(10);
 /// Look again while a deletion waits for member copies to go.
@@ -28,8 +30,23 @@ pub struct Carried {
     pub recoverable_failure: bool,
     /// A cluster waits for a member object to go.
     pub waiting: bool,
-    /// A member cache has not listed yet, so some clusters were not observed.
+    /// A placed cluster could not be observed: its cache has not listed (see [`awaits_cache`]).
     pub cache_pending: bool,
+    /// Some cache started listing only moments ago.
+    pub cache_warming: bool,
+}
+
+/// Whether the plan could not observe a placed cluster because its cache has not listed.
+pub fn awaits_cache(plan: &Plan) -> bool {
+    plan.clusters.iter().any(|c| {
+        matches!(
+            c.action,
+            ClusterAction::Blocked {
+                status: PropagationStatus::CachedRetrievalFailed,
+                ..
+            }
+        )
+    })
 }
 
 /// When to reconcile the object again.
@@ -70,7 +87,10 @@ pub fn requeue(disposition: Disposition, carried: Carried, released: bool) -> Re
         Disposition::Delete if released => Requeue::OnChange,
         Disposition::Delete if carried.recoverable_failure => Requeue::After(RETRY_DELAY),
         Disposition::Delete => Requeue::After(DELETION_DELAY),
-        Disposition::Sync if carried.cache_pending => Requeue::After(CACHE_PENDING_DELAY),
+        Disposition::Sync if carried.cache_pending && carried.cache_warming => {
+            Requeue::After(CACHE_PENDING_DELAY)
+        }
+        Disposition::Sync if carried.cache_pending => Requeue::After(CACHE_FAILING_DELAY),
         Disposition::Sync if carried.recoverable_failure => Requeue::After(RETRY_DELAY),
         Disposition::Sync if carried.waiting => Requeue::After(WAITING_DELAY),
         Disposition::Sync => Requeue::After(RESYNC),
@@ -93,6 +113,7 @@ mod tests {
         recoverable_failure: true,
         waiting: false,
         cache_pending: false,
+        cache_warming: false,
     };
 
     #[test]
@@ -119,7 +140,12 @@ mod tests {
         let ok = Carried::default();
         let pending = Carried {
             cache_pending: true,
+            cache_warming: true,
             ..FAILED
+        };
+        let failing = Carried {
+            cache_warming: false,
+            ..pending
         };
         let waiting = Carried {
             waiting: true,
@@ -138,6 +164,12 @@ mod tests {
                 pending,
                 false,
                 Requeue::After(CACHE_PENDING_DELAY),
+            ),
+            (
+                Disposition::Sync,
+                failing,
+                false,
+                Requeue::After(CACHE_FAILING_DELAY),
             ),
             (
                 Disposition::Sync,

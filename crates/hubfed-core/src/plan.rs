@@ -6,7 +6,9 @@
 //!
 //! Sync (object not being deleted), for every joined cluster in name order:
 //! - not ready: `ClusterNotReady` if selected, else skipped;
-//! - the member cache failed: `CachedRetrievalFailed`;
+//! - the member cache failed (or the type is not served there): `CachedRetrievalFailed` if
+//!   selected, else nothing — a cluster the object is not placed on never holds it up, and a
+//!   copy left there is garbage collected once the cache lists;
 //! - not selected: a managed member object is deleted (with the `kubefed.io/deleteoption`
 //!   options); one being deleted is waited for; the hub's own namespace only loses its managed
 //!   label (deleting it would delete the FederatedNamespace with it), and a namespace is deleted
@@ -86,6 +88,8 @@ pub enum MemberObservation {
     Present(MemberObject),
     /// The cache could not be read; the message says why.
     RetrievalFailed(String),
+    /// The cluster does not serve the type (its CRD is missing there): it holds no copy.
+    NotServed,
 }
 
 /// Everything [`plan`] needs.
@@ -179,6 +183,11 @@ pub struct Plan {
     /// Clusters whose copy is the hub's own namespace: kept (unlabelled) and, on deletion,
     /// never waited for nor verified absent.
     pub hub_namespace_in: Vec<String>,
+    /// With [`FinalizerAction::RemoveAfterVerification`]: the ready clusters whose caches were
+    /// read, where live reads must confirm that no managed copy is left (a cluster that does
+    /// not serve the type, or whose cache fails while the object is not placed there, holds
+    /// nothing up; leftovers there are garbage collected).
+    pub verify_absent_in: Vec<String>,
 }
 
 impl Plan {
@@ -329,6 +338,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         warnings: template_warnings(spec),
         needs_hub_namespace: false,
         hub_namespace_in: Vec::new(),
+        verify_absent_in: Vec::new(),
     };
 
     if let Some(reason) = ignore_reason(input) {
@@ -461,6 +471,22 @@ fn identity_unknown(message: String) -> ClusterAction {
     }
 }
 
+fn cache_failed(message: String) -> ClusterAction {
+    ClusterAction::Blocked {
+        status: PropagationStatus::CachedRetrievalFailed,
+        message,
+    }
+}
+
+fn not_served(input: &PlanInput<'_>) -> ClusterAction {
+    let target = input.target;
+    cache_failed(format!(
+        "the cluster does not serve {} ({}/{}): install its CustomResourceDefinition there, \
+         or leave the cluster out of the placement",
+        target.kind, target.group, target.version
+    ))
+}
+
 fn not_ready() -> ClusterAction {
     ClusterAction::Blocked {
         status: PropagationStatus::ClusterNotReady,
@@ -492,11 +518,9 @@ fn sync_action(
     }
     let member = match observation(input, &cluster.name) {
         MemberObservation::RetrievalFailed(message) => {
-            return Some(ClusterAction::Blocked {
-                status: PropagationStatus::CachedRetrievalFailed,
-                message: message.clone(),
-            });
+            return selected.then(|| cache_failed(message.clone()));
         }
+        MemberObservation::NotServed => return selected.then(|| not_served(input)),
         MemberObservation::Absent => None,
         MemberObservation::Present(member) => Some(member),
     };
@@ -596,15 +620,24 @@ fn plan_deletion(
     if is_orphaning(&input.object.annotations) {
         plan.finalizer = FinalizerAction::Remove;
         for cluster in sorted(input.clusters).into_iter().filter(|c| c.ready) {
-            if let MemberObservation::Present(member) = observation(input, &cluster.name)
-                && member.is_managed()
-                && !member.terminating
-            {
-                plan.clusters.push(ClusterPlan {
-                    cluster: cluster.name.clone(),
-                    action: ClusterAction::RemoveManagedLabel,
-                });
-            }
+            let placed = plan.placement.clusters.contains(&cluster.name);
+            let action = match observation(input, &cluster.name) {
+                MemberObservation::Present(member)
+                    if member.is_managed() && !member.terminating =>
+                {
+                    ClusterAction::RemoveManagedLabel
+                }
+                // A placed copy not seen yet would keep its managed label: wait for the cache.
+                MemberObservation::RetrievalFailed(message) if placed => {
+                    plan.finalizer = FinalizerAction::Keep;
+                    cache_failed(message.clone())
+                }
+                _ => continue,
+            };
+            plan.clusters.push(ClusterPlan {
+                cluster: cluster.name.clone(),
+                action,
+            });
         }
         return plan;
     }
@@ -615,10 +648,12 @@ fn plan_deletion(
     for cluster in sorted(input.clusters) {
         let observed = observation(input, &cluster.name);
         let placed = plan.placement.clusters.contains(&cluster.name);
+        // A cluster whose cache cannot be read blocks only if the object is placed there.
         let holds_managed = match observed {
-            MemberObservation::Absent => false,
+            MemberObservation::Absent
+            | MemberObservation::NotServed
+            | MemberObservation::RetrievalFailed(_) => false,
             MemberObservation::Present(member) => member.is_managed(),
-            MemberObservation::RetrievalFailed(_) => true,
         };
         if !placed && !holds_managed {
             continue;
@@ -628,13 +663,10 @@ fn plan_deletion(
             not_ready()
         } else {
             match observed {
-                MemberObservation::Absent => continue,
+                MemberObservation::Absent | MemberObservation::NotServed => continue,
                 MemberObservation::RetrievalFailed(message) => {
                     blocked = true;
-                    ClusterAction::Blocked {
-                        status: PropagationStatus::CachedRetrievalFailed,
-                        message: message.clone(),
-                    }
+                    cache_failed(message.clone())
                 }
                 MemberObservation::Present(member) if !member.is_managed() => continue,
                 MemberObservation::Present(member) if member.terminating => {
@@ -669,6 +701,17 @@ fn plan_deletion(
     } else {
         FinalizerAction::RemoveAfterVerification
     };
+    plan.verify_absent_in = sorted(input.clusters)
+        .into_iter()
+        .filter(|c| c.ready && !plan.hub_namespace_in.contains(&c.name))
+        .filter(|c| {
+            matches!(
+                observation(input, &c.name),
+                MemberObservation::Absent | MemberObservation::Present(_)
+            )
+        })
+        .map(|c| c.name.clone())
+        .collect();
     plan
 }
 
@@ -1006,20 +1049,94 @@ mod tests {
     }
 
     #[test]
-    fn cache_failures_are_reported() {
+    fn cache_failures_are_reported_where_placed_only() {
         let mut f = Fixture::deployment(basic_spec());
-        f.members.insert(
-            "c3".into(),
-            MemberObservation::RetrievalFailed("informer not synced".into()),
-        );
+        for cluster in ["c2", "c3"] {
+            f.members.insert(
+                cluster.into(),
+                MemberObservation::RetrievalFailed("informer not synced".into()),
+            );
+        }
         let p = f.plan();
         assert_eq!(
-            blocked(&p.clusters[2].action),
+            actions(&p).iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+            ["c1", "c2"],
+            "c3 is not placed: no entry"
+        );
+        assert_eq!(
+            blocked(&p.clusters[1].action),
             (
                 PropagationStatus::CachedRetrievalFailed,
                 "informer not synced"
             )
         );
+    }
+
+    /// Issue 9 (3): a type not served in one cluster blocks only objects placed there, with a
+    /// message that says so; deletions do not wait for it.
+    #[test]
+    fn an_unserved_type_blocks_only_where_placed() {
+        let mut f = Fixture::deployment(basic_spec());
+        f.members.insert("c2".into(), MemberObservation::NotServed);
+        f.members.insert("c3".into(), MemberObservation::NotServed);
+        let p = f.plan();
+        assert_eq!(p.clusters.len(), 2);
+        let (status, message) = blocked(&p.clusters[1].action);
+        assert_eq!(status, PropagationStatus::CachedRetrievalFailed);
+        assert!(message.contains("does not serve Deployment"), "{message}");
+
+        let mut f = deleting(f).member("c1", managed("gen:1"));
+        f.members.insert(
+            "c3".into(),
+            MemberObservation::RetrievalFailed("403".into()),
+        );
+        let p = f.plan();
+        assert_eq!(
+            actions(&p),
+            [("c1", &ClusterAction::Delete(DeleteAction { options: None }))]
+        );
+        f.members.remove("c1");
+        let p = f.plan();
+        assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
+        assert_eq!(
+            p.verify_absent_in,
+            ["c1"],
+            "c2 does not serve it, c3's cache fails"
+        );
+        // A placed cluster whose cache fails may hold a copy: wait.
+        f.members.insert(
+            "c2".into(),
+            MemberObservation::RetrievalFailed("403".into()),
+        );
+        assert_eq!(f.plan().finalizer, FinalizerAction::Keep);
+    }
+
+    /// Issue 9 (5): an orphaning deletion does not release the finalizer while a placed
+    /// cluster's cache has not shown whether it holds a copy to unlabel.
+    #[test]
+    fn orphaning_waits_for_placed_caches() {
+        let mut f = deleting(Fixture::deployment(basic_spec())).member("c1", managed("gen:1"));
+        f.object
+            .annotations
+            .insert(ORPHAN_ANNOTATION.into(), "true".into());
+        f.members.insert(
+            "c2".into(),
+            MemberObservation::RetrievalFailed("not synced".into()),
+        );
+        f.members.insert(
+            "c3".into(),
+            MemberObservation::RetrievalFailed("not synced".into()),
+        );
+        let p = f.plan();
+        assert_eq!(p.finalizer, FinalizerAction::Keep);
+        assert_eq!(p.clusters[0].action, ClusterAction::RemoveManagedLabel);
+        assert_eq!(
+            blocked(&p.clusters[1].action).0,
+            PropagationStatus::CachedRetrievalFailed
+        );
+        assert_eq!(p.clusters.len(), 2, "c3 is not placed");
+        f.members.insert("c2".into(), MemberObservation::Absent);
+        assert_eq!(f.plan().finalizer, FinalizerAction::Remove);
     }
 
     #[test]
@@ -1379,6 +1496,7 @@ mod tests {
         assert!(p.clusters.is_empty());
         assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
         assert_eq!(p.hub_namespace_in, ["c1"]);
+        assert_eq!(p.verify_absent_in, ["c2", "c3"], "the hub's namespace is not verified");
     }
 
     #[test]

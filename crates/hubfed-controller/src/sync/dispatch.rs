@@ -646,19 +646,18 @@ async fn remove_label_in_cluster(
     }
 }
 
-/// Before the finalizer goes: no ready cluster still holds a managed copy, read live rather
-/// than from the caches (KubeFed's `checkunmanaged`). The hub's own namespace (`hub_namespace_in`)
-/// is kept and not checked: it may be terminating with its label, taking the object with it.
+/// Before the finalizer goes: none of the clusters `verify_in` still holds a managed copy,
+/// read live rather than from the caches (KubeFed's `checkunmanaged`).
 pub async fn no_managed_copies_left(
     ctx: &TypeContext,
     name: &str,
     namespace: Option<&str>,
     clusters: &[Arc<MemberCluster>],
-    hub_namespace_in: &[String],
+    verify_in: &[String],
 ) -> bool {
     let checks = clusters
         .iter()
-        .filter(|c| c.ready && !hub_namespace_in.contains(&c.name))
+        .filter(|c| c.ready && verify_in.contains(&c.name))
         .filter_map(|c| c.client.clone())
         .map(|client| {
             let api = member_api(ctx, client, namespace);

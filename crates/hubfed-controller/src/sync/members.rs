@@ -96,6 +96,8 @@ pub struct MemberCache {
     objects: Mirror<Cached>,
     /// The type's unmanaged objects: whether each is labeled `kubefed.io/managed=false`.
     unmanaged: Mirror<bool>,
+    /// Why the managed objects' first list failed, until it succeeds.
+    list_failure: std::sync::Mutex<Option<ListFailure>>,
     started: std::time::Instant,
     client_id: usize,
     stop: CancellationToken,
@@ -111,12 +113,23 @@ pub struct MemberWatches {
     caches: std::sync::RwLock<HashMap<String, Arc<MemberCache>>>,
 }
 
+/// Why a member cache's first list failed.
+#[derive(Clone, Debug)]
+struct ListFailure {
+    /// The API server does not serve the type (404): the cluster holds no object of it.
+    not_served: bool,
+    message: String,
+}
+
 /// What the reconciler sees of one cluster's cache.
 pub enum CacheView {
     /// No watch (cluster not ready or no client).
     Unavailable,
-    /// The initial list has not completed; the watch started this long ago.
-    Syncing(std::time::Duration),
+    /// The initial list has not completed; the watch started this long ago, and the last
+    /// attempt failed with this message, if it did.
+    Syncing(std::time::Duration, Option<String>),
+    /// The cluster does not serve the type.
+    NotServed,
     /// The managed object, if the cluster has one.
     Ready(Option<MemberObject>),
 }
@@ -158,7 +171,16 @@ impl MemberWatches {
         };
         let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
         match objects.as_ref() {
-            None => CacheView::Syncing(cache.started.elapsed()),
+            None => {
+                let failure = cache.list_failure.lock().unwrap_or_else(|e| e.into_inner());
+                match failure.as_ref() {
+                    Some(f) if f.not_served => CacheView::NotServed,
+                    failure => CacheView::Syncing(
+                        cache.started.elapsed(),
+                        failure.map(|f| f.message.clone()),
+                    ),
+                }
+            }
             Some(objects) => CacheView::Ready(
                 objects
                     .get(self.key(name, namespace).as_str())
@@ -261,6 +283,7 @@ impl MemberWatches {
             let cache = Arc::new(MemberCache {
                 objects: std::sync::RwLock::new(None),
                 unmanaged: std::sync::RwLock::new(None),
+                list_failure: std::sync::Mutex::new(None),
                 started: std::time::Instant::now(),
                 client_id: cluster.client_id,
                 stop: CancellationToken::new(),
@@ -274,7 +297,7 @@ impl MemberWatches {
                     &name,
                     api.clone(),
                     format!("{MANAGED_LABEL}=true"),
-                    &cache.objects,
+                    (&cache.objects, Some(&cache.list_failure)),
                     &cache.stop,
                     Cached::new,
                 );
@@ -282,7 +305,7 @@ impl MemberWatches {
                     &name,
                     api,
                     format!("{MANAGED_LABEL}!=true"),
-                    &cache.unmanaged,
+                    (&cache.unmanaged, None),
                     &cache.stop,
                     |meta| {
                         meta.labels
@@ -298,19 +321,22 @@ impl MemberWatches {
 
     /// Keeps `map` equal to the objects `selector` selects in the cluster, each as
     /// `value(metadata)`, and queues the federated object of every key whose value changes
-    /// (after a re-list, of every key that changed while the watch was down).
+    /// (after a re-list, of every key that changed while the watch was down; after a first
+    /// list that had failed before, of every key). Failures of the first list are kept in
+    /// `failure`, if given.
     async fn mirror<V: PartialEq>(
         &self,
         cluster: &str,
         api: Api<MemberMeta>,
         selector: String,
-        map: &Mirror<V>,
+        (map, failure): (&Mirror<V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
         stop: &CancellationToken,
         value: impl Fn(&ObjectMeta) -> V,
     ) {
         let stream = watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
         let mut stream = std::pin::pin!(stream);
         let mut listing: HashMap<Box<str>, V> = HashMap::new();
+        let mut failed_before = false;
         let key_of = |meta: &MemberMeta| {
             let name = meta.metadata.name.as_deref()?;
             Some(Box::<str>::from(
@@ -332,15 +358,26 @@ impl MemberWatches {
                 Some(Ok(watcher::Event::InitDone)) => {
                     let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
                     let previous = guard.replace(std::mem::take(&mut listing));
-                    if let (Some(previous), Some(current)) = (previous, guard.as_ref()) {
-                        for key in previous.keys().filter(|k| !current.contains_key(*k)) {
-                            self.queue_key(key);
-                        }
-                        for (key, v) in current {
-                            if previous.get(key) != Some(v) {
+                    match (previous, guard.as_ref()) {
+                        (Some(previous), Some(current)) => {
+                            for key in previous.keys().filter(|k| !current.contains_key(*k)) {
                                 self.queue_key(key);
                             }
+                            for (key, v) in current {
+                                if previous.get(key) != Some(v) {
+                                    self.queue_key(key);
+                                }
+                            }
                         }
+                        // Objects that waited on this cache were told to look again later;
+                        // the copies seen now are looked at at once.
+                        (None, Some(current)) if failed_before => {
+                            current.keys().for_each(|key| self.queue_key(key));
+                        }
+                        _ => {}
+                    }
+                    if let Some(failure) = failure {
+                        *failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     }
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }
@@ -366,13 +403,18 @@ impl MemberWatches {
                 }
                 Some(Err(e)) => {
                     warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
+                    let first_list = map.read().unwrap_or_else(|e| e.into_inner()).is_none();
+                    if let (true, Some(failure)) = (first_list, failure) {
+                        failed_before = true;
+                        *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(list_failure(&e));
+                    }
                 }
                 None => break,
             }
         }
     }
 
-    /// Queues the federated object of an unmanaged-name key.
+    /// Queues the federated object of a cache key.
     fn queue_key(&self, key: &str) {
         match key.split_once('/') {
             Some((namespace, name)) => self.queue(name, Some(namespace)),
@@ -405,6 +447,17 @@ impl MemberWatches {
                 .with_label_values(&[&self.federated.kind.to_lowercase()])
                 .inc();
         }
+    }
+}
+
+fn list_failure(error: &watcher::Error) -> ListFailure {
+    let not_served = matches!(
+        error,
+        watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404
+    );
+    ListFailure {
+        not_served,
+        message: error.to_string(),
     }
 }
 

@@ -40,10 +40,8 @@ pub struct Observed {
     pub clusters: Vec<Arc<MemberCluster>>,
     infos: Vec<ClusterInfo>,
     pub members: BTreeMap<String, MemberObservation>,
-    /// Some ready cluster's cache has not listed yet.
-    pub cache_pending: bool,
-    /// … and it started listing only moments ago: no failure to report yet (the status would
-    /// flap to CachedRetrievalFailed and back on every restart).
+    /// Some ready cluster's cache started listing only moments ago: no failure to report yet
+    /// (the status would flap to CachedRetrievalFailed and back on every restart).
     pub cache_warming: bool,
     /// The containing namespace's FederatedNamespace placement: `None` when not applicable,
     /// `Some(None)` when the namespace is not federated.
@@ -110,7 +108,6 @@ pub async fn observe(
         object_ref,
         infos,
         members: BTreeMap::new(),
-        cache_pending: false,
         cache_warming: false,
         namespace_placement: namespace_placement(ctx, namespace),
         recorded: BTreeMap::new(),
@@ -134,18 +131,21 @@ impl Observed {
             let observation = match ctx.members.view(&cluster.name, name, namespace) {
                 CacheView::Ready(Some(member)) => MemberObservation::Present(member),
                 CacheView::Ready(None) => MemberObservation::Absent,
-                view @ (CacheView::Syncing(_) | CacheView::Unavailable) => {
-                    self.cache_pending = true;
-                    if let CacheView::Syncing(elapsed) = view
-                        && elapsed < CACHE_SYNC_GRACE
-                    {
+                CacheView::NotServed => MemberObservation::NotServed,
+                CacheView::Syncing(elapsed, failure) => {
+                    if elapsed < CACHE_SYNC_GRACE {
                         self.cache_warming = true;
                     }
-                    MemberObservation::RetrievalFailed(format!(
-                        "the cache of {} objects in cluster {:?} is not synced yet",
-                        ctx.target.kind, cluster.name
-                    ))
+                    let kind = &ctx.target.kind;
+                    MemberObservation::RetrievalFailed(match failure {
+                        Some(why) => format!("the {kind} objects cannot be listed: {why}"),
+                        None => format!("the cache of {kind} objects is not synced yet"),
+                    })
                 }
+                CacheView::Unavailable => MemberObservation::RetrievalFailed(format!(
+                    "the cache of {} objects is not running",
+                    ctx.target.kind
+                )),
             };
             self.members.insert(cluster.name.clone(), observation);
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::{
-    Carried, RETRY_DELAY, Release, Requeue, converged, finalizer_release, requeue,
+    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, converged, finalizer_release, requeue,
 };
 use hubfed_core::plan::{ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan};
 use hubfed_core::status::{StatusInput, compute_status};
@@ -105,7 +105,8 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
     let carried = Carried {
         recoverable_failure: result.recoverable_failure,
         waiting: result.waiting,
-        cache_pending: observed.cache_pending,
+        cache_pending: awaits_cache(&plan),
+        cache_warming: observed.cache_warming,
     };
     let released = match plan.disposition {
         Disposition::Delete => conclude_deletion(ctx, obj, &observed, &plan, carried).await?,
@@ -144,7 +145,7 @@ fn count_drift_corrections(ctx: &TypeContext, observed: &Observed, plan: &Plan) 
         let drifted = match observed.members.get(&cp.cluster) {
             Some(MemberObservation::Present(m)) => m.version != recorded.version,
             Some(MemberObservation::Absent) | None => true,
-            Some(MemberObservation::RetrievalFailed(_)) => false,
+            Some(MemberObservation::RetrievalFailed(_) | MemberObservation::NotServed) => false,
         };
         if drifted {
             METRICS
@@ -183,7 +184,7 @@ async fn conclude_deletion(
         Release::Now => true,
         Release::AfterVerification => {
             let clusters = &observed.clusters;
-            dispatch::no_managed_copies_left(ctx, name, namespace, clusters, &plan.hub_namespace_in)
+            dispatch::no_managed_copies_left(ctx, name, namespace, clusters, &plan.verify_absent_in)
                 .await
         }
     };

@@ -59,7 +59,45 @@ pub struct ClusterObjectVersion {
 }
 
 /// Name of the (Cluster)PropagatedVersion of a federated object: `<lowercase target
-/// kind>-<federated name>`, e.g. `deployment-foo`.
+/// kind>-<federated name>`, e.g. `deployment-foo`, as KubeFed names it.
+///
+/// A name longer than an object name may be (253 characters; KubeFed then failed to record
+/// versions) is cut and ends in a hash of the whole name, so that it stays unique and valid.
 pub fn propagated_version_name(target_kind: &str, federated_name: &str) -> String {
-    format!("{}-{federated_name}", target_kind.to_lowercase())
+    const MAX: usize = 253;
+    let name = format!("{}-{federated_name}", target_kind.to_lowercase());
+    if name.len() <= MAX {
+        return name;
+    }
+    let hash = format!("{:016x}", fnv1a(name.as_bytes()));
+    // Names are ASCII (DNS subdomains); the cut must not leave a '-' or '.' before the hash.
+    let keep = name[..MAX - hash.len() - 1].trim_end_matches(['-', '.']);
+    format!("{keep}-{hash}")
+}
+
+/// FNV-1a, 64 bits: stable across releases and platforms, which names must be.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::propagated_version_name;
+
+    #[test]
+    fn names_are_kubefeds_and_never_too_long() {
+        assert_eq!(propagated_version_name("Deployment", "web"), "deployment-web");
+        let long = "a".repeat(253);
+        let name = propagated_version_name("ConfigMap", &long);
+        assert_eq!(name.len(), 253);
+        assert!(name.starts_with("configmap-aaa"));
+        let other = propagated_version_name("ConfigMap", &format!("{}b", "a".repeat(252)));
+        assert_ne!(name, other, "the hash keeps cut names apart");
+        assert_eq!(name, propagated_version_name("ConfigMap", &long), "stable");
+        let dotted = format!("{}.{}", "a".repeat(224), "b".repeat(28));
+        let name = propagated_version_name("Secret", &dotted);
+        assert!(!name.contains(".-") && !name.contains("--"), "{name}");
+    }
 }

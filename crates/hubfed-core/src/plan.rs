@@ -302,6 +302,9 @@ pub struct ApplyAction {
 pub struct DeleteAction {
     /// From the `kubefed.io/deleteoption` annotation.
     pub options: Option<DeleteOptions>,
+    /// The UID of the copy that was observed, as a delete precondition: a copy replaced since
+    /// (e.g. by someone else's object of the same name) is not deleted on a stale decision.
+    pub uid: Option<String>,
 }
 
 /// Whether the federated object asks to keep member objects on deletion
@@ -451,7 +454,7 @@ fn removal(
     options: &Result<Option<DeleteOptions>>,
 ) -> ClusterAction {
     match member_role(input, cluster, member) {
-        NamespaceRole::Member => delete_action(options),
+        NamespaceRole::Member => delete_action(options, member.uid.as_deref()),
         NamespaceRole::Hub => {
             plan.hub_namespace_in.push(cluster.to_owned());
             ClusterAction::RemoveManagedLabel
@@ -494,10 +497,11 @@ fn not_ready() -> ClusterAction {
     }
 }
 
-fn delete_action(options: &Result<Option<DeleteOptions>>) -> ClusterAction {
+fn delete_action(options: &Result<Option<DeleteOptions>>, uid: Option<&str>) -> ClusterAction {
     match options {
         Ok(options) => ClusterAction::Delete(DeleteAction {
             options: options.clone(),
+            uid: uid.map(str::to_owned),
         }),
         Err(err) => ClusterAction::Blocked {
             status: PropagationStatus::DeletionFailed,
@@ -1093,7 +1097,13 @@ mod tests {
         let p = f.plan();
         assert_eq!(
             actions(&p),
-            [("c1", &ClusterAction::Delete(DeleteAction { options: None }))]
+            [(
+                "c1",
+                &ClusterAction::Delete(DeleteAction {
+                    options: None,
+                    uid: None
+                })
+            )]
         );
         f.members.remove("c1");
         let p = f.plan();
@@ -1191,7 +1201,13 @@ mod tests {
         assert!(p.placement.clusters.is_empty());
         assert_eq!(
             actions(&p),
-            [("c1", &ClusterAction::Delete(DeleteAction { options: None }))]
+            [(
+                "c1",
+                &ClusterAction::Delete(DeleteAction {
+                    options: None,
+                    uid: None
+                })
+            )]
         );
 
         f.scope = ControlPlaneScope::Namespaced;
@@ -1305,7 +1321,13 @@ mod tests {
         assert_eq!(
             actions(&p),
             [
-                ("c1", &ClusterAction::Delete(DeleteAction { options: None })),
+                (
+                    "c1",
+                    &ClusterAction::Delete(DeleteAction {
+                        options: None,
+                        uid: None
+                    })
+                ),
                 ("c3", &ClusterAction::WaitForRemoval),
             ]
         );
@@ -1374,7 +1396,13 @@ mod tests {
             actions(&p),
             [
                 ("c1", &ClusterAction::RemoveManagedLabel),
-                ("c2", &ClusterAction::Delete(DeleteAction { options: None })),
+                (
+                    "c2",
+                    &ClusterAction::Delete(DeleteAction {
+                        options: None,
+                        uid: None
+                    })
+                ),
             ]
         );
 
@@ -1452,7 +1480,11 @@ mod tests {
         assert!(!p.needs_hub_namespace);
         assert_eq!(
             p.clusters[0].action,
-            ClusterAction::Delete(DeleteAction { options: None })
+            ClusterAction::Delete(DeleteAction {
+                options: None,
+                uid: Some("u-c1".into())
+            }),
+            "the delete carries the observed copy's UID as precondition"
         );
 
         // The identity check said "not the hub" but the namespace is the hub's own object.
@@ -1469,7 +1501,11 @@ mod tests {
         let p = f.plan();
         assert!(!p.needs_hub_namespace);
         assert!(p.clusters.iter().any(|c| c.cluster == "c3"
-            && c.action == ClusterAction::Delete(DeleteAction { options: None })));
+            && c.action
+                == ClusterAction::Delete(DeleteAction {
+                    options: None,
+                    uid: None
+                })));
     }
 
     /// Issue 16: the hub's namespace is being deleted, which deletes the FederatedNamespace
@@ -1496,7 +1532,11 @@ mod tests {
         assert!(p.clusters.is_empty());
         assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
         assert_eq!(p.hub_namespace_in, ["c1"]);
-        assert_eq!(p.verify_absent_in, ["c2", "c3"], "the hub's namespace is not verified");
+        assert_eq!(
+            p.verify_absent_in,
+            ["c2", "c3"],
+            "the hub's namespace is not verified"
+        );
     }
 
     #[test]
@@ -1536,7 +1576,10 @@ mod tests {
             create.status_on_timeout(),
             Some(PropagationStatus::CreationTimedOut)
         );
-        let delete = ClusterAction::Delete(DeleteAction { options: None });
+        let delete = ClusterAction::Delete(DeleteAction {
+            options: None,
+            uid: None,
+        });
         assert_eq!(
             delete.status_on_success(),
             Some(PropagationStatus::WaitingForRemoval)

@@ -96,7 +96,20 @@ fn is_immutable_refusal(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(e) if e.code == 422 && e.message.contains("immutable"))
 }
 
-fn delete_params(options: Option<&DeleteOptions>) -> DeleteParams {
+/// The delete's parameters: the `kubefed.io/deleteoption` options, and the observed copy's
+/// UID as precondition unless the options bring their own preconditions.
+fn delete_params(delete: &DeleteAction) -> DeleteParams {
+    let mut params = options_params(delete.options.as_ref());
+    if params.preconditions.is_none() && delete.uid.is_some() {
+        params.preconditions = Some(Preconditions {
+            resource_version: None,
+            uid: delete.uid.clone(),
+        });
+    }
+    params
+}
+
+fn options_params(options: Option<&DeleteOptions>) -> DeleteParams {
     let Some(options) = options else {
         return DeleteParams::default();
     };
@@ -552,9 +565,7 @@ async fn delete_in_cluster(
     let what = kind_and_key(ctx, object);
     let reference = federated_reference(ctx, object);
     let started = std::time::Instant::now();
-    let deleted = api
-        .delete(&object.name, &delete_params(delete.options.as_ref()))
-        .await;
+    let deleted = api.delete(&object.name, &delete_params(delete)).await;
     record(
         cluster,
         "delete",
@@ -672,4 +683,49 @@ pub async fn no_managed_copies_left(
             }
         });
     join_all(checks).await.into_iter().all(|ok| ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions as ApiPreconditions;
+
+    #[test]
+    fn member_deletes_carry_the_observed_uid_unless_the_user_set_preconditions() {
+        let observed = DeleteAction {
+            options: None,
+            uid: Some("u1".into()),
+        };
+        let params = delete_params(&observed);
+        assert_eq!(
+            params.preconditions.and_then(|p| p.uid).as_deref(),
+            Some("u1")
+        );
+
+        let user = DeleteAction {
+            options: Some(DeleteOptions {
+                preconditions: Some(ApiPreconditions {
+                    resource_version: Some("7".into()),
+                    uid: None,
+                }),
+                propagation_policy: Some("Orphan".into()),
+                ..Default::default()
+            }),
+            uid: Some("u1".into()),
+        };
+        let params = delete_params(&user);
+        let preconditions = params.preconditions.expect("the user's preconditions");
+        assert_eq!(preconditions.resource_version.as_deref(), Some("7"));
+        assert_eq!(preconditions.uid, None);
+        assert!(matches!(
+            params.propagation_policy,
+            Some(PropagationPolicy::Orphan)
+        ));
+
+        let unknown = DeleteAction {
+            options: None,
+            uid: None,
+        };
+        assert!(delete_params(&unknown).preconditions.is_none());
+    }
 }

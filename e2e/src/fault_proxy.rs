@@ -101,6 +101,8 @@ struct State {
     fault_hits: AtomicUsize,
     forwarded: AtomicUsize,
     shutdown: CancellationToken,
+    /// While `true`, a network partition: nothing passes either way, nothing is closed.
+    partitioned: tokio::sync::watch::Sender<bool>,
 }
 
 impl FaultProxy {
@@ -170,6 +172,7 @@ impl FaultProxy {
             fault_hits: AtomicUsize::new(0),
             forwarded: AtomicUsize::new(0),
             shutdown: shutdown.clone(),
+            partitioned: tokio::sync::watch::Sender::new(false),
         });
         tokio::spawn(accept_loop(listener, acceptor, state.clone()));
         Ok(Self {
@@ -204,6 +207,19 @@ impl FaultProxy {
             .faults
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = faults;
+    }
+
+    /// Cuts the network between clients and upstream, as dropped packets would: open
+    /// connections (watches, pooled keep-alives) go silent without being closed, new
+    /// connections are accepted but never answered. Until [`Self::heal`].
+    pub fn partition(&self) {
+        self.state.partitioned.send_replace(true);
+    }
+
+    /// Ends a [`Self::partition`]: connections held silent are closed (clients reconnect), new
+    /// ones are served again.
+    pub fn heal(&self) {
+        self.state.partitioned.send_replace(false);
     }
 
     /// How many requests matched a fault rule so far.
@@ -299,9 +315,24 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, state: Arc<St
     }
 }
 
+/// Returns once the partition flag is `cut` (or its sender is gone).
+async fn until(partitioned: &mut tokio::sync::watch::Receiver<bool>, cut: bool) {
+    let _ = partitioned.wait_for(|now| *now == cut).await.map(drop);
+}
+
 /// Serves one client connection until it closes or the proxy stops.
 async fn serve_connection(tcp: tokio::net::TcpStream, acceptor: TlsAcceptor, state: Arc<State>) {
     let shutdown = state.shutdown.clone();
+    let mut partitioned = state.partitioned.subscribe();
+    let cut = *partitioned.borrow();
+    if cut {
+        // Never answered while the partition lasts, then closed.
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = until(&mut partitioned, false) => {}
+        }
+        return;
+    }
     let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
     let tls = tokio::select! {
         () = shutdown.cancelled() => return,
@@ -313,10 +344,19 @@ async fn serve_connection(tcp: tokio::net::TcpStream, acceptor: TlsAcceptor, sta
     let service = service_fn(move |request| handle(state.clone(), request));
     let connection =
         hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
+    let partitioned_again = partitioned.clone();
     // Dropping the connection on shutdown closes it and ends its request, hanging or streaming.
+    // A partition stops serving it without closing it: silence, as with dropped packets.
     tokio::select! {
         () = shutdown.cancelled() => {}
         _ = connection => {}
+        () = until(&mut partitioned, true) => {
+            let mut healed = partitioned_again;
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = until(&mut healed, false) => {}
+            }
+        }
     }
 }
 

@@ -24,6 +24,16 @@ pub const DELETE_OPTION_ANNOTATION: &str = "kubefed.io/deleteoption";
 /// objects whose update is refused because an immutable field changed (value `"true"`).
 pub const RECREATE_ON_IMMUTABLE_ANNOTATION: &str = "hubfed.io/recreate-on-immutable-change";
 
+/// hubfed extension: annotation on every member copy, `<control plane>/<federated object UID>`
+/// (the control plane is the UID of its namespace in the hub): proof that this control plane
+/// created the copy for that federated object, which garbage collection requires before it
+/// touches a copy.
+pub const OWNER_ANNOTATION: &str = "hubfed.io/owner";
+/// Prefix of the ConfigMaps (one per federated type, in the control plane's namespace) that
+/// record copies possibly left in clusters that were unreachable when their federated object
+/// was deleted.
+pub const LEFTOVERS_CONFIGMAP_PREFIX: &str = "hubfed-leftovers.";
+
 /// Finalizer the sync controller puts on federated objects.
 pub const SYNC_CONTROLLER_FINALIZER: &str = "kubefed.io/sync-controller";
 /// Finalizer the FederatedTypeConfig controller puts on FTCs.

@@ -88,7 +88,10 @@ mod name_tests {
 
     #[test]
     fn names_are_kubefeds_and_never_too_long() {
-        assert_eq!(propagated_version_name("Deployment", "web"), "deployment-web");
+        assert_eq!(
+            propagated_version_name("Deployment", "web"),
+            "deployment-web"
+        );
         let long = "a".repeat(253);
         let name = propagated_version_name("ConfigMap", &long);
         assert_eq!(name.len(), 253);

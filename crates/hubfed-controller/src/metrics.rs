@@ -38,6 +38,8 @@ pub struct Metrics {
     pub managed_objects: IntGaugeVec,
     pub federated_objects: IntGaugeVec,
     pub leader: IntGaugeVec,
+    pub gc_collected_total: IntCounterVec,
+    pub leftovers: IntGaugeVec,
 }
 
 fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
@@ -150,6 +152,16 @@ impl Metrics {
                 "1 when this replica holds the leader lease, else 0.",
                 &[],
             ),
+            gc_collected_total: counter(
+                "hubfed_gc_collected_total",
+                "Member copies of deleted federated objects that garbage collection deleted or unlabelled.",
+                &["type", "cluster", "action"],
+            ),
+            leftovers: gauge(
+                "hubfed_leftovers",
+                "Copies recorded as possibly left in clusters that were not ready when their federated object was deleted, waiting for garbage collection.",
+                &["type"],
+            ),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(m.kubefedcluster_state.clone()),
@@ -168,6 +180,8 @@ impl Metrics {
             Box::new(m.managed_objects.clone()),
             Box::new(m.federated_objects.clone()),
             Box::new(m.leader.clone()),
+            Box::new(m.gc_collected_total.clone()),
+            Box::new(m.leftovers.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for c in collectors {

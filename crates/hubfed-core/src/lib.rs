@@ -10,6 +10,7 @@
 pub mod conclude;
 pub mod desired;
 pub mod error;
+pub mod gc;
 pub mod gojson;
 pub mod hub;
 pub mod openapi;

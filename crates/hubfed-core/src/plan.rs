@@ -19,8 +19,13 @@
 //!
 //! Deletion (deletion timestamp set and the `kubefed.io/sync-controller` finalizer present) is
 //! the same with an empty placement: managed member objects in every cluster are deleted
-//! (or, with `kubefed.io/orphan: "true"`, unlabelled). A cluster that is placed or holds a
-//! member object but is not ready blocks finalizer removal, as in KubeFed.
+//! (or, with `kubefed.io/orphan: "true"`, unlabelled). Unlike KubeFed, a placed cluster that is
+//! not ready does not hold the deletion up: it is listed in [`Plan::leftovers`], the controller
+//! records that a copy may remain there, and garbage collection ([`crate::gc`]) removes it
+//! when the cluster is back.
+//!
+//! Every desired object carries the control plane's proof of ownership
+//! ([`crate::gc::OWNER_ANNOTATION`]) when the control plane and the object's UID are known.
 //!
 //! Objects without the managed label are never deleted or unlabelled.
 
@@ -32,6 +37,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
 use crate::desired::{TargetType, WarningEvent, desired_object, template_warnings};
+use crate::gc::{OWNER_ANNOTATION, owner};
 use crate::hub::{ClusterIdentity, HubNamespace, NamespaceRole, namespace_role};
 use crate::placement::{
     ClusterInfo, ControlPlaneScope, NamespaceFederation, PlacementDecision, compute_placement,
@@ -49,6 +55,8 @@ pub struct FederatedObject {
     pub name: String,
     /// `None` only for cluster-scoped federated types.
     pub namespace: Option<String>,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
     pub spec: FederatedSpec,
     pub annotations: BTreeMap<String, String>,
     /// `metadata.deletionTimestamp` is set.
@@ -104,6 +112,8 @@ pub struct PlanInput<'a> {
     pub scope: ControlPlaneScope,
     /// The control plane's namespace (a system namespace for `Namespace` targets).
     pub kubefed_namespace: &'a str,
+    /// The control plane's identity for [`crate::gc::OWNER_ANNOTATION`], if known.
+    pub control_plane: Option<&'a str>,
     /// For `Namespace` targets: whether each joined cluster is the hub itself (a missing
     /// entry is unknown). Not read for other targets.
     pub identities: &'a BTreeMap<String, ClusterIdentity>,
@@ -188,6 +198,10 @@ pub struct Plan {
     /// not serve the type, or whose cache fails while the object is not placed there, holds
     /// nothing up; leftovers there are garbage collected).
     pub verify_absent_in: Vec<String>,
+    /// Deletion: clusters that are not ready where a copy may remain once the finalizer goes
+    /// (placed there, not observed). The controller records them before it removes the
+    /// finalizer; garbage collection removes (or, orphaning, unlabels) such copies later.
+    pub leftovers: Vec<String>,
 }
 
 impl Plan {
@@ -342,6 +356,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         needs_hub_namespace: false,
         hub_namespace_in: Vec::new(),
         verify_absent_in: Vec::new(),
+        leftovers: Vec::new(),
     };
 
     if let Some(reason) = ignore_reason(input) {
@@ -559,7 +574,7 @@ fn sync_action(
     }
 
     let object = input.object;
-    let desired = match desired_object(
+    let mut desired = match desired_object(
         input.target,
         &object.name,
         object.namespace.as_deref(),
@@ -581,6 +596,9 @@ fn sync_action(
             });
         }
     };
+    if let (Some(plane), Some(uid)) = (input.control_plane, object.uid.as_deref()) {
+        set_annotation(&mut desired.object, OWNER_ANNOTATION, owner(plane, uid));
+    }
     let hash = desired_hash(&desired.object);
 
     let apply = |creates: bool, create_only: bool, adopts: bool| {
@@ -613,6 +631,20 @@ fn sync_action(
     })
 }
 
+fn set_annotation(object: &mut Value, key: &str, value: String) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if !annotations.is_object() {
+            *annotations = Value::Object(serde_json::Map::new());
+        }
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(key.to_owned(), Value::String(value));
+        }
+    }
+}
+
 fn plan_deletion(
     input: &PlanInput<'_>,
     mut plan: Plan,
@@ -623,8 +655,14 @@ fn plan_deletion(
 
     if is_orphaning(&input.object.annotations) {
         plan.finalizer = FinalizerAction::Remove;
-        for cluster in sorted(input.clusters).into_iter().filter(|c| c.ready) {
+        for cluster in sorted(input.clusters) {
             let placed = plan.placement.clusters.contains(&cluster.name);
+            if !cluster.ready {
+                if placed {
+                    plan.leftovers.push(cluster.name.clone());
+                }
+                continue;
+            }
             let action = match observation(input, &cluster.name) {
                 MemberObservation::Present(member)
                     if member.is_managed() && !member.terminating =>
@@ -663,8 +701,9 @@ fn plan_deletion(
             continue;
         }
         let action = if !cluster.ready {
-            blocked = true;
-            not_ready()
+            // Never wait on an unreachable cluster: record it, collect the copy later.
+            plan.leftovers.push(cluster.name.clone());
+            continue;
         } else {
             match observed {
                 MemberObservation::Absent | MemberObservation::NotServed => continue,
@@ -705,14 +744,15 @@ fn plan_deletion(
     } else {
         FinalizerAction::RemoveAfterVerification
     };
+    // Only where a copy was expected: a cluster the object is not placed on and whose cache
+    // shows no copy is not asked (a slow cluster would hold up unrelated deletions).
     plan.verify_absent_in = sorted(input.clusters)
         .into_iter()
         .filter(|c| c.ready && !plan.hub_namespace_in.contains(&c.name))
-        .filter(|c| {
-            matches!(
-                observation(input, &c.name),
-                MemberObservation::Absent | MemberObservation::Present(_)
-            )
+        .filter(|c| match observation(input, &c.name) {
+            MemberObservation::Absent => plan.placement.clusters.contains(&c.name),
+            MemberObservation::Present(_) => true,
+            MemberObservation::RetrievalFailed(_) | MemberObservation::NotServed => false,
         })
         .map(|c| c.name.clone())
         .collect();
@@ -757,6 +797,7 @@ mod tests {
         scope: ControlPlaneScope,
         identities: BTreeMap<String, ClusterIdentity>,
         hub_namespace: HubNamespace<'static>,
+        control_plane: Option<&'static str>,
         adopt_resources: bool,
         members: BTreeMap<String, MemberObservation>,
         recorded: BTreeMap<String, RecordedApply>,
@@ -794,6 +835,7 @@ mod tests {
                     .map(|c| (c.to_owned(), ClusterIdentity::NotHub))
                     .collect(),
                 hub_namespace: HubNamespace::Absent,
+                control_plane: None,
                 adopt_resources: true,
                 members: BTreeMap::new(),
                 recorded: BTreeMap::new(),
@@ -833,6 +875,7 @@ mod tests {
                 namespace,
                 scope: self.scope,
                 kubefed_namespace: "kube-federation-system",
+                control_plane: self.control_plane,
                 identities: &self.identities,
                 hub_namespace: self.hub_namespace,
                 adopt_resources: self.adopt_resources,
@@ -1347,13 +1390,49 @@ mod tests {
     }
 
     #[test]
-    fn deletion_is_blocked_by_unready_placed_clusters() {
-        let mut f = deleting(Fixture::deployment(basic_spec()));
+    fn deletion_never_waits_on_unready_clusters_but_records_them() {
+        let mut f = deleting(Fixture::deployment(basic_spec())).member("c1", managed("gen:1"));
         f.clusters[1].ready = false; // c2 is placed
         f.clusters[2].ready = false; // c3 is neither placed nor known to hold anything
         let p = f.plan();
-        assert_eq!(p.finalizer, FinalizerAction::Keep);
-        assert_eq!(actions(&p), [("c2", &not_ready())]);
+        assert_eq!(
+            actions(&p),
+            [(
+                "c1",
+                &ClusterAction::Delete(DeleteAction {
+                    options: None,
+                    uid: None
+                })
+            )]
+        );
+        assert_eq!(p.leftovers, ["c2"]);
+        f.members.remove("c1");
+        let p = f.plan();
+        assert_eq!(p.finalizer, FinalizerAction::RemoveAfterVerification);
+        assert_eq!(p.leftovers, ["c2"]);
+        assert_eq!(p.verify_absent_in, ["c1"]);
+
+        // Orphaning: the same clusters are recorded, to be unlabelled later.
+        f.object
+            .annotations
+            .insert(ORPHAN_ANNOTATION.into(), "true".into());
+        assert_eq!(f.plan().leftovers, ["c2"]);
+    }
+
+    #[test]
+    fn desired_objects_carry_the_proof_of_ownership() {
+        let mut f = Fixture::deployment(basic_spec());
+        let p = f.plan();
+        assert!(apply(&p.clusters[0].action).object["metadata"]["annotations"].is_null());
+        f.control_plane = Some("plane");
+        f.object.uid = Some("fed-uid".into());
+        let p = f.plan();
+        let object = &apply(&p.clusters[0].action).object;
+        assert_eq!(
+            object["metadata"]["annotations"][OWNER_ANNOTATION],
+            "plane/fed-uid"
+        );
+        assert_eq!(object["metadata"]["labels"]["app"], "web", "template kept");
     }
 
     #[test]

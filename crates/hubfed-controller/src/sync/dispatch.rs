@@ -70,7 +70,7 @@ fn outcome(
     })
 }
 
-fn member_api(
+pub(super) fn member_api(
     ctx: &TypeContext,
     client: kube::Client,
     namespace: Option<&str>,
@@ -673,12 +673,13 @@ pub async fn no_managed_copies_left(
         .map(|client| {
             let api = member_api(ctx, client, namespace);
             async move {
-                match api.get_metadata_opt(name).await {
-                    Ok(None) => true,
-                    Ok(Some(meta)) => {
+                // A cluster that does not answer is not confirmed; the deletion tries again.
+                match tokio::time::timeout(DISPATCH_TIMEOUT, api.get_metadata_opt(name)).await {
+                    Ok(Ok(None)) => true,
+                    Ok(Ok(Some(meta))) => {
                         meta.labels().get(MANAGED_LABEL).map(String::as_str) != Some("true")
                     }
-                    Err(_) => false,
+                    Ok(Err(_)) | Err(_) => false,
                 }
             }
         });

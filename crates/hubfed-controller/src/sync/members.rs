@@ -111,6 +111,18 @@ pub struct MemberWatches {
     federated: ApiResource,
     trigger: UnboundedSender<ObjectRef<DynamicObject>>,
     caches: std::sync::RwLock<HashMap<String, Arc<MemberCache>>>,
+    /// Bumped whenever a cache of managed objects completes a (re)list: garbage collection
+    /// looks at the cluster then.
+    relisted: tokio::sync::watch::Sender<u64>,
+}
+
+/// A managed copy, as garbage collection sees it.
+pub struct ManagedCopy {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub uid: Option<String>,
+    /// Its [`hubfed_api::names::OWNER_ANNOTATION`].
+    pub owner: Option<String>,
 }
 
 /// Why a member cache's first list failed.
@@ -160,6 +172,7 @@ impl MemberWatches {
             federated,
             trigger,
             caches: std::sync::RwLock::new(HashMap::new()),
+            relisted: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -214,6 +227,38 @@ impl MemberWatches {
                 }
             }
         }
+    }
+
+    /// Notified after every (re)list of a cluster's managed objects.
+    pub fn relisted(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.relisted.subscribe()
+    }
+
+    /// The managed copies in `cluster`, once its cache has listed.
+    pub fn managed_copies(&self, cluster: &str) -> Option<Vec<ManagedCopy>> {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        let objects = caches
+            .get(cluster)?
+            .objects
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let copies = objects.as_ref()?.iter().map(|(key, cached)| {
+            let (namespace, name) = match key.split_once('/') {
+                Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
+                None => (None, key.to_string()),
+            };
+            ManagedCopy {
+                name,
+                namespace,
+                uid: (!cached.uid.is_empty()).then(|| cached.uid.to_string()),
+                owner: cached
+                    .annotations
+                    .iter()
+                    .find(|(k, _)| &**k == hubfed_api::names::OWNER_ANNOTATION)
+                    .map(|(_, v)| v.to_string()),
+            }
+        });
+        Some(copies.collect())
     }
 
     /// Number of cached managed objects per cluster.
@@ -321,9 +366,9 @@ impl MemberWatches {
 
     /// Keeps `map` equal to the objects `selector` selects in the cluster, each as
     /// `value(metadata)`, and queues the federated object of every key whose value changes
-    /// (after a re-list, of every key that changed while the watch was down; after a first
-    /// list that had failed before, of every key). Failures of the first list are kept in
-    /// `failure`, if given.
+    /// (after a re-list, of every key that changed while the watch was down). `failure`, given
+    /// for the managed objects' mirror, keeps why its first list fails; that mirror also queues
+    /// every key after its first list.
     async fn mirror<V: PartialEq>(
         &self,
         cluster: &str,
@@ -369,15 +414,18 @@ impl MemberWatches {
                                 }
                             }
                         }
-                        // Objects that waited on this cache were told to look again later;
-                        // the copies seen now are looked at at once.
-                        (None, Some(current)) if failed_before => {
+                        // A new cache (a cluster joined or back): the copies it holds are
+                        // looked at at once — while it listed, plans could not see them (a copy
+                        // in a cluster the object no longer places there must go).
+                        (None, Some(current)) if failure.is_some() || failed_before => {
                             current.keys().for_each(|key| self.queue_key(key));
                         }
                         _ => {}
                     }
                     if let Some(failure) = failure {
                         *failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                        // Only the managed objects' mirror keeps failures.
+                        self.relisted.send_modify(|n| *n += 1);
                     }
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }

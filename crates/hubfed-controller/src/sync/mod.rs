@@ -7,6 +7,7 @@
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
 mod dispatch;
+mod gc;
 mod hub_writes;
 mod identity;
 mod members;
@@ -59,6 +60,9 @@ pub struct Shared {
     hub_caches_ready: tokio::sync::watch::Receiver<bool>,
     /// Which member clusters are the hub itself (compared by the UID of `kube-system`).
     pub hub_identities: identity::HubIdentities,
+    /// The UID of the control plane's namespace in the hub, once read: this control plane's
+    /// identity in the proof of ownership on member copies.
+    control_plane: tokio::sync::OnceCell<String>,
     /// Bumped when a KubeFedConfig setting that changes plans changes.
     settings: tokio::sync::watch::Sender<u64>,
     shutdown: CancellationToken,
@@ -163,6 +167,7 @@ impl Shared {
             adopt_resources,
             reconcile_concurrency,
             hub_identities: identity::HubIdentities::default(),
+            control_plane: tokio::sync::OnceCell::new(),
             settings: tokio::sync::watch::Sender::new(0),
             shutdown,
         });
@@ -198,6 +203,31 @@ impl Shared {
                 }
                 Some(Err(e)) => warn!(error = %e, "KubeFedConfig watch error"),
                 None => break,
+            }
+        }
+    }
+
+    /// This control plane's identity (see [`hubfed_api::names::OWNER_ANNOTATION`]); `None`
+    /// while it cannot be read (copies are then written without the proof, and garbage
+    /// collection does not run).
+    pub async fn control_plane(&self) -> Option<&str> {
+        let read = self
+            .control_plane
+            .get_or_try_init(|| async {
+                let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.hub.clone());
+                let namespace = api.get_metadata(&self.kubefed_namespace).await?;
+                namespace
+                    .metadata
+                    .uid
+                    .filter(|uid| !uid.is_empty())
+                    .ok_or_else(|| anyhow::anyhow!("the namespace has no UID"))
+            })
+            .await;
+        match read {
+            Ok(uid) => Some(uid.as_str()),
+            Err(e) => {
+                warn!(namespace = %self.kubefed_namespace, error = %e, "cannot read the control plane's namespace");
+                None
             }
         }
     }
@@ -516,6 +546,7 @@ pub async fn run_type(
         store.clone(),
         stop.clone(),
     ));
+    let gc_store = store.clone();
     let triggers = futures::stream::unfold((trigger_rx, depth), |(mut rx, depth)| async move {
         let next = rx.recv().await;
         if next.is_some() {
@@ -547,14 +578,23 @@ pub async fn run_type(
             .map(drop)
             .map_err(|_| anyhow::anyhow!("the version caches stopped"))
     };
+    // A stop that comes while the caches load wins: a controller started with its shutdown
+    // already signalled never finished draining (a KubeFedConfig change right after start hung
+    // the restart).
     tokio::select! {
+        biased;
         () = stop.cancelled() => {
             let _ = members_task.await;
             return Ok(());
         }
         ready = stores_ready => ready?,
     }
+    if stop.is_cancelled() {
+        let _ = members_task.await;
+        return Ok(());
+    }
     info!(kind = %federated.kind, "starting sync controller");
+    tokio::spawn(gc::run(Arc::clone(&ctx), gc_store, stop.clone()));
     let stop_signal = stop.clone();
     controller
         .reconcile_on(triggers)

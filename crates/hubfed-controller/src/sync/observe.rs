@@ -53,6 +53,7 @@ pub struct Observed {
     pub versions_stored: bool,
     pub recorded: BTreeMap<String, RecordedApply>,
     identities: BTreeMap<String, ClusterIdentity>,
+    control_plane: Option<String>,
 }
 
 /// The federated object as planning sees it, or why its spec cannot be read.
@@ -66,6 +67,7 @@ pub fn federated_object(obj: &DynamicObject) -> Result<FederatedObject, String> 
     Ok(FederatedObject {
         name: obj.name_any(),
         namespace: obj.namespace(),
+        uid: obj.uid(),
         spec,
         annotations: obj.metadata.annotations.clone().unwrap_or_default(),
         deleting: obj.metadata.deletion_timestamp.is_some(),
@@ -116,6 +118,7 @@ pub async fn observe(
         template_version,
         overrides_version,
         identities,
+        control_plane: ctx.shared.control_plane().await.map(str::to_owned),
         clusters,
         federated,
     };
@@ -189,6 +192,7 @@ impl Observed {
             namespace,
             scope: ctx.shared.scope,
             kubefed_namespace: &ctx.shared.kubefed_namespace,
+            control_plane: self.control_plane.as_deref(),
             identities: &self.identities,
             hub_namespace: HubNamespace::NotRead,
             adopt_resources: ctx

@@ -9,7 +9,9 @@ use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::{
     Carried, RETRY_DELAY, Release, Requeue, awaits_cache, converged, finalizer_release, requeue,
 };
-use hubfed_core::plan::{ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan};
+use hubfed_core::plan::{
+    ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
+};
 use hubfed_core::status::{StatusInput, compute_status};
 use hubfed_core::version::update_propagated_version;
 use kube::api::DynamicObject;
@@ -19,6 +21,7 @@ use kube::{Resource, ResourceExt};
 use tracing::{debug, warn};
 
 use super::dispatch::{self, DispatchResult};
+use super::gc;
 use super::hub_writes::{self, Error, now_rfc3339, publish};
 use super::observe::{self, Observed};
 use super::{TypeContext, WrittenVersions};
@@ -179,7 +182,7 @@ async fn conclude_deletion(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .forget(object_ref);
-    let release = match finalizer_release(plan.finalizer, carried) {
+    let mut release = match finalizer_release(plan.finalizer, carried) {
         Release::Keep => false,
         Release::Now => true,
         Release::AfterVerification => {
@@ -188,6 +191,9 @@ async fn conclude_deletion(
                 .await
         }
     };
+    if release && !plan.leftovers.is_empty() {
+        release = record_leftovers(ctx, observed, plan).await;
+    }
     if release {
         hub_writes::remove_finalizer(ctx, obj).await?;
         let reference = &observed.reference;
@@ -201,6 +207,30 @@ async fn conclude_deletion(
         );
     }
     Ok(release)
+}
+
+/// Before the finalizer goes while clusters are not ready: records that a copy may remain in
+/// each, for garbage collection, and says so in an Event. Whether it was recorded.
+async fn record_leftovers(ctx: &TypeContext, observed: &Observed, plan: &Plan) -> bool {
+    let object = &observed.federated;
+    let orphan = is_orphaning(&object.annotations);
+    if let Err(e) = gc::record_leftovers(ctx, object, &plan.leftovers, orphan).await {
+        warn!(name = %object.name, error = %e, "cannot record possible leftovers; the finalizer stays");
+        return false;
+    }
+    let clusters = plan.leftovers.join(", ");
+    let then = if orphan { "unlabelled" } else { "deleted" };
+    let message = format!(
+        "not ready, so a copy may remain in: {clusters}; it will be {then} when the cluster is back"
+    );
+    publish(
+        ctx,
+        &observed.reference,
+        EventType::Warning,
+        "CopiesMayRemain",
+        &message,
+    );
+    true
 }
 
 /// Sync: status and PropagatedVersion, each written only when it changed; the propagation

@@ -1,0 +1,286 @@
+//! Garbage collection of member copies whose federated object is gone ([`hubfed_core::gc`]
+//! decides; this module reads, records and acts).
+//!
+//! The record: one ConfigMap per federated type in the control plane's namespace,
+//! `hubfed-leftovers.<federated kind>`, one key per copy that may remain in a cluster that was
+//! not ready when its federated object was deleted ([`Leftover`] as JSON). Keys are added and
+//! removed with merge patches, so concurrent reconciles never conflict.
+//!
+//! The pass: for every ready cluster whose cache has listed, each managed copy carrying this
+//! control plane's proof of ownership whose federated object is absent from the hub (confirmed
+//! by a live read) is deleted with its UID as precondition, or unlabelled when its deletion
+//! asked to orphan. It runs after every (re)list of a member cache and every [`GC_PERIOD`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hubfed_api::names::{LEFTOVERS_CONFIGMAP_PREFIX, MANAGED_LABEL};
+use hubfed_core::gc::{Collect, HubObject, Leftover, collect, leftover_key, owned_by};
+use hubfed_core::plan::FederatedObject;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::TypeContext;
+use super::dispatch::member_api;
+use super::members::ManagedCopy;
+use crate::metrics::METRICS;
+
+/// How often every cluster is looked at, besides after each (re)list of its cache.
+pub const GC_PERIOD: Duration = Duration::from_secs(300);
+
+fn record_api(ctx: &TypeContext) -> (Api<ConfigMap>, String) {
+    let api = Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
+    let name = format!(
+        "{LEFTOVERS_CONFIGMAP_PREFIX}{}",
+        ctx.federated.kind.to_lowercase()
+    );
+    (api, name)
+}
+
+/// Records that a copy of `object` may remain in each of `clusters`.
+pub async fn record_leftovers(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    clusters: &[String],
+    orphan: bool,
+) -> Result<(), kube::Error> {
+    let uid = object.uid.as_deref().unwrap_or_default();
+    let leftover = Leftover {
+        namespace: object.namespace.clone(),
+        name: object.name.clone(),
+        orphan,
+    };
+    let value = serde_json::to_string(&leftover).unwrap_or_default();
+    let data: serde_json::Map<String, Value> = clusters
+        .iter()
+        .map(|cluster| (leftover_key(cluster, uid), Value::String(value.clone())))
+        .collect();
+    patch_record(ctx, json!({ "data": data })).await
+}
+
+async fn forget_leftover(ctx: &TypeContext, key: &str) -> Result<(), kube::Error> {
+    patch_record(ctx, json!({ "data": { key: null } })).await
+}
+
+/// Merge-patches the record, creating it first if missing.
+async fn patch_record(ctx: &TypeContext, patch: Value) -> Result<(), kube::Error> {
+    let (api, name) = record_api(ctx);
+    let params = PatchParams::default();
+    match api.patch(&name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => return Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e),
+    }
+    let mut record = ConfigMap::default();
+    record.metadata.name = Some(name.clone());
+    match api.create(&PostParams::default(), &record).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    api.patch(&name, &params, &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+async fn read_leftovers(ctx: &TypeContext) -> Result<BTreeMap<String, Leftover>, kube::Error> {
+    let (api, name) = record_api(ctx);
+    let data = api
+        .get_opt(&name)
+        .await?
+        .and_then(|record| record.data)
+        .unwrap_or_default();
+    Ok(data
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, serde_json::from_str(&value).ok()?)))
+        .collect())
+}
+
+/// Collects garbage after every (re)list of a member cache and every [`GC_PERIOD`], until
+/// `stop`. `federated` is the hub cache of the type's federated objects (loaded).
+pub async fn run(ctx: Arc<TypeContext>, federated: Store<DynamicObject>, stop: CancellationToken) {
+    let mut relisted = ctx.members.relisted();
+    let mut ticks = tokio::time::interval(GC_PERIOD);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            _ = ticks.tick() => {}
+            changed = relisted.changed() => if changed.is_err() { break },
+        }
+        collect_garbage(&ctx, &federated).await;
+    }
+}
+
+async fn collect_garbage(ctx: &TypeContext, federated: &Store<DynamicObject>) {
+    let Some(plane) = ctx.shared.control_plane().await.map(str::to_owned) else {
+        return;
+    };
+    let mut records = match read_leftovers(ctx).await {
+        Ok(records) => records,
+        Err(e) => {
+            warn!(kind = %ctx.federated.kind, error = %e, "cannot read the leftover record");
+            return;
+        }
+    };
+    for cluster in ctx.shared.pool.clusters().iter().filter(|c| c.ready) {
+        let (Some(client), Some(copies)) =
+            (&cluster.client, ctx.members.managed_copies(&cluster.name))
+        else {
+            continue;
+        };
+        for copy in copies {
+            let Some(uid) = owned_by(&plane, copy.owner.as_deref()) else {
+                continue;
+            };
+            let key = leftover_key(&cluster.name, uid);
+            let record = records.get(&key);
+            let action = decide(ctx, federated, &plane, &copy, record).await;
+            if action == Collect::Keep {
+                continue;
+            }
+            let api = member_api(ctx, client.clone(), copy.namespace.as_deref());
+            if act(ctx, &api, &cluster.name, &copy, action).await && record.is_some() {
+                match forget_leftover(ctx, &key).await {
+                    Ok(()) => {
+                        records.remove(&key);
+                    }
+                    Err(e) => warn!(key, error = %e, "cannot update the leftover record"),
+                }
+            }
+        }
+    }
+    forget_settled(ctx, &mut records).await;
+    METRICS
+        .leftovers
+        .with_label_values(&[&ctx.federated.kind.to_lowercase()])
+        .set(i64::try_from(records.len()).unwrap_or(i64::MAX));
+}
+
+/// [`collect`], with a live read of the hub before acting on a cached absence.
+async fn decide(
+    ctx: &TypeContext,
+    federated: &Store<DynamicObject>,
+    plane: &str,
+    copy: &ManagedCopy,
+    record: Option<&Leftover>,
+) -> Collect {
+    let owner = copy.owner.as_deref();
+    let cached = federated_ref(ctx, copy).and_then(|r| federated.get(&r));
+    let hub = match &cached {
+        Some(object) => HubObject::Present {
+            uid: object.metadata.uid.as_deref().unwrap_or_default(),
+        },
+        None => HubObject::Absent,
+    };
+    let first = collect(plane, owner, hub, false, record);
+    if first != Collect::ConfirmAbsent {
+        return first;
+    }
+    let api: Api<DynamicObject> = match (&copy.namespace, ctx.ftc.federated_namespaced()) {
+        (Some(ns), true) => Api::namespaced_with(ctx.shared.hub.clone(), ns, &ctx.federated),
+        _ => Api::all_with(ctx.shared.hub.clone(), &ctx.federated),
+    };
+    let live = match api.get_metadata_opt(&copy.name).await {
+        Ok(None) => HubObject::Absent,
+        Ok(Some(_)) | Err(_) => HubObject::Unknown,
+    };
+    collect(plane, owner, live, true, record)
+}
+
+/// The federated object a copy belongs to: same name and namespace, or for a namespace, the
+/// FederatedNamespace `<ns>/<ns>`.
+fn federated_ref(ctx: &TypeContext, copy: &ManagedCopy) -> Option<ObjectRef<DynamicObject>> {
+    let r = ObjectRef::new_with(&copy.name, ctx.federated.clone());
+    Some(if ctx.target.is_namespace() {
+        r.within(&copy.name)
+    } else {
+        match &copy.namespace {
+            Some(ns) => r.within(ns),
+            None => r,
+        }
+    })
+}
+
+/// Deletes or unlabels one copy; whether it is done (or already gone).
+async fn act(
+    ctx: &TypeContext,
+    api: &Api<DynamicObject>,
+    cluster: &str,
+    copy: &ManagedCopy,
+    action: Collect,
+) -> bool {
+    let (verb, result) = match action {
+        Collect::Delete => {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: copy.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            ("delete", api.delete(&copy.name, &params).await.map(drop))
+        }
+        Collect::Unlabel => {
+            let patch = json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
+            let params = PatchParams::default();
+            let patched = api.patch(&copy.name, &params, &Patch::Merge(&patch)).await;
+            ("unlabel", patched.map(drop))
+        }
+        Collect::Keep | Collect::ConfirmAbsent => return false,
+    };
+    match result {
+        Ok(()) => {
+            info!(cluster, kind = %ctx.target.kind, name = %copy.name, namespace = ?copy.namespace, action = verb,
+                "garbage collected a copy whose federated object is gone");
+            METRICS
+                .gc_collected_total
+                .with_label_values(&[&ctx.federated.kind.to_lowercase(), cluster, verb])
+                .inc();
+            true
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => true,
+        Err(e) => {
+            warn!(cluster, kind = %ctx.target.kind, name = %copy.name, error = %e, "garbage collection failed");
+            false
+        }
+    }
+}
+
+/// Forgets records of copies that are gone: the cluster is ready, its cache has listed, and it
+/// holds no managed copy of that name.
+async fn forget_settled(ctx: &TypeContext, records: &mut BTreeMap<String, Leftover>) {
+    let clusters = ctx.shared.pool.clusters();
+    let mut settled = Vec::new();
+    for (key, leftover) in records.iter() {
+        // `<cluster>.<uid>`: UIDs hold no dots, cluster names may.
+        let Some((cluster, _)) = key.rsplit_once('.') else {
+            continue;
+        };
+        if !clusters.iter().any(|c| c.ready && c.name == cluster) {
+            continue;
+        }
+        let Some(copies) = ctx.members.managed_copies(cluster) else {
+            continue;
+        };
+        let namespaced = ctx.target.namespaced;
+        let present = copies
+            .iter()
+            .any(|c| c.name == leftover.name && (!namespaced || c.namespace == leftover.namespace));
+        if !present {
+            settled.push(key.clone());
+        }
+    }
+    for key in settled {
+        match forget_leftover(ctx, &key).await {
+            Ok(()) => {
+                debug!(key, "leftover record settled");
+                records.remove(&key);
+            }
+            Err(e) => warn!(key, error = %e, "cannot update the leftover record"),
+        }
+    }
+}

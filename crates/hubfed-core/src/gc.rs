@@ -1,0 +1,191 @@
+//! Garbage collection of member copies whose federated object is gone.
+//!
+//! A federated object's deletion never waits on a cluster that is not Ready: its finalizer
+//! goes, and every copy that may remain there is recorded as a [`Leftover`] in the hub. When
+//! the cluster's cache lists again (and periodically), each managed copy is looked at:
+//!
+//! - a copy without this control plane's [proof of ownership](OWNER_ANNOTATION) is never
+//!   touched (it may be another control plane's, or older than the proof);
+//! - while the hub still holds a federated object of that name, its reconcile decides;
+//! - otherwise the copy is deleted, unless its deletion record asks to orphan it: then only
+//!   its managed label is removed (KubeFed's rule for "possible orphans").
+//!
+//! The controller confirms with a live read of the hub that the federated object is gone
+//! before it acts on a cached "absent": unknown is never a yes.
+
+use serde::{Deserialize, Serialize};
+
+pub use hubfed_api::names::OWNER_ANNOTATION;
+
+/// A copy that may remain in a cluster after its federated object was deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Leftover {
+    /// The federated object's (and the copy's) namespace, if namespaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The deletion asked to keep the copies (`kubefed.io/orphan: "true"`).
+    #[serde(default)]
+    pub orphan: bool,
+}
+
+/// The key of a [`Leftover`] in its record: `<cluster>.<federated object UID>` (both are
+/// valid ConfigMap key characters).
+pub fn leftover_key(cluster: &str, federated_uid: &str) -> String {
+    format!("{cluster}.{federated_uid}")
+}
+
+/// The value of [`OWNER_ANNOTATION`].
+pub fn owner(control_plane: &str, federated_uid: &str) -> String {
+    format!("{control_plane}/{federated_uid}")
+}
+
+/// The federated object UID of a copy owned by `control_plane`, if the proof says so.
+pub fn owned_by<'a>(control_plane: &str, owner_annotation: Option<&'a str>) -> Option<&'a str> {
+    let (plane, uid) = owner_annotation?.split_once('/')?;
+    (plane == control_plane && !uid.is_empty()).then_some(uid)
+}
+
+/// What the hub holds under the copy's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HubObject<'a> {
+    /// Not known (cache not loaded, read failed).
+    Unknown,
+    Absent,
+    Present {
+        uid: &'a str,
+    },
+}
+
+/// What garbage collection does with one managed copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collect {
+    /// Not garbage, or not ours to judge.
+    Keep,
+    /// Not known yet: confirm with a live read of the hub, then decide again.
+    ConfirmAbsent,
+    Delete,
+    Unlabel,
+}
+
+/// Decides about one managed copy (see the module doc). `owner_annotation` is the copy's
+/// [`OWNER_ANNOTATION`]; `record` its deletion record, if one was written.
+pub fn collect(
+    control_plane: &str,
+    owner_annotation: Option<&str>,
+    hub: HubObject<'_>,
+    confirmed: bool,
+    record: Option<&Leftover>,
+) -> Collect {
+    let Some(_federated_uid) = owned_by(control_plane, owner_annotation) else {
+        return Collect::Keep;
+    };
+    match hub {
+        HubObject::Unknown | HubObject::Present { .. } => Collect::Keep,
+        HubObject::Absent if !confirmed => Collect::ConfirmAbsent,
+        HubObject::Absent if record.is_some_and(|r| r.orphan) => Collect::Unlabel,
+        HubObject::Absent => Collect::Delete,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLANE: &str = "7d1c";
+
+    #[test]
+    fn only_this_control_planes_copies_are_collected() {
+        let absent = HubObject::Absent;
+        for annotation in [
+            None,
+            Some("other/u1"),
+            Some("7d1c"),
+            Some("7d1c/"),
+            Some(""),
+        ] {
+            assert_eq!(
+                collect(PLANE, annotation, absent, true, None),
+                Collect::Keep,
+                "{annotation:?}"
+            );
+        }
+        assert_eq!(
+            collect(PLANE, Some("7d1c/u1"), absent, true, None),
+            Collect::Delete
+        );
+    }
+
+    #[test]
+    fn a_federated_object_of_that_name_decides_itself() {
+        let own = Some("7d1c/u1");
+        for hub in [
+            HubObject::Unknown,
+            HubObject::Present { uid: "u1" },
+            HubObject::Present { uid: "u2" },
+        ] {
+            assert_eq!(
+                collect(PLANE, own, hub, true, None),
+                Collect::Keep,
+                "{hub:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cached_absence_is_confirmed_before_anything_is_done() {
+        assert_eq!(
+            collect(PLANE, Some("7d1c/u1"), HubObject::Absent, false, None),
+            Collect::ConfirmAbsent
+        );
+    }
+
+    #[test]
+    fn orphaning_deletions_leave_copies_unlabelled() {
+        let orphan = Leftover {
+            namespace: Some("ns".into()),
+            name: "web".into(),
+            orphan: true,
+        };
+        assert_eq!(
+            collect(
+                PLANE,
+                Some("7d1c/u1"),
+                HubObject::Absent,
+                true,
+                Some(&orphan)
+            ),
+            Collect::Unlabel
+        );
+        let delete = Leftover {
+            orphan: false,
+            ..orphan
+        };
+        assert_eq!(
+            collect(
+                PLANE,
+                Some("7d1c/u1"),
+                HubObject::Absent,
+                true,
+                Some(&delete)
+            ),
+            Collect::Delete
+        );
+    }
+
+    #[test]
+    fn records_and_proofs_have_stable_shapes() {
+        assert_eq!(leftover_key("member2", "u1"), "member2.u1");
+        assert_eq!(owner(PLANE, "u1"), "7d1c/u1");
+        assert_eq!(owned_by(PLANE, Some("7d1c/u1")), Some("u1"));
+        let record = Leftover {
+            namespace: None,
+            name: "team".into(),
+            orphan: false,
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        assert_eq!(json, r#"{"name":"team","orphan":false}"#);
+        assert_eq!(serde_json::from_str::<Leftover>(&json).unwrap(), record);
+    }
+}

@@ -40,6 +40,7 @@ pub struct Metrics {
     pub leader: IntGaugeVec,
     pub gc_collected_total: IntCounterVec,
     pub leftovers: IntGaugeVec,
+    pub objects_in_backoff: IntGaugeVec,
 }
 
 fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
@@ -162,6 +163,11 @@ impl Metrics {
                 "Copies recorded as possibly left in clusters that were not ready when their federated object was deleted, waiting for garbage collection.",
                 &["type"],
             ),
+            objects_in_backoff: gauge(
+                "hubfed_objects_in_backoff",
+                "Federated objects whose last attempts failed and that are retried with exponential backoff (5 s doubling to 5 min).",
+                &["type"],
+            ),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(m.kubefedcluster_state.clone()),
@@ -182,6 +188,7 @@ impl Metrics {
             Box::new(m.leader.clone()),
             Box::new(m.gc_collected_total.clone()),
             Box::new(m.leftovers.clone()),
+            Box::new(m.objects_in_backoff.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for c in collectors {

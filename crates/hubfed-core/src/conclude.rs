@@ -10,8 +10,11 @@ use std::time::Duration;
 use crate::plan::{ClusterAction, Disposition, FinalizerAction, Plan};
 use crate::status::{AggregateReason, ClusterOutcome, PropagationStatus};
 
-/// Retry after a failure that may pass (KubeFed's recoverable statuses).
+/// Retry after a failure that may pass (KubeFed's recoverable statuses): the first delay of
+/// an object's backoff ([`retry_delay`]).
 pub const RETRY_DELAY: Duration = Duration::from_secs(5);
+/// The longest an object backs off between failing attempts.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 /// Look again at a converged object this often, in case an event was missed.
 pub const RESYNC: Duration = Duration::from_secs(600);
 /// Look again while a member cache of a placed cluster is still listing …
@@ -30,10 +33,34 @@ pub struct Carried {
     pub recoverable_failure: bool,
     /// A cluster waits for a member object to go.
     pub waiting: bool,
+    /// Failed attempts in a row for this generation of the object, this one included when
+    /// `recoverable_failure` (see [`failures_after`]).
+    pub failures: u32,
     /// A placed cluster could not be observed: its cache has not listed (see [`awaits_cache`]).
     pub cache_pending: bool,
     /// Some cache started listing only moments ago.
     pub cache_warming: bool,
+}
+
+/// The delay before the next attempt after `failures` failed attempts in a row: 5 s doubling
+/// to at most 5 minutes. A member that refuses a write (an immutable field, an admission
+/// webhook, RBAC) is thus not rewritten — nor a Warning event recorded — every 5 s forever.
+pub fn retry_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    RETRY_DELAY
+        .saturating_mul(1 << doublings)
+        .min(MAX_RETRY_DELAY)
+}
+
+/// The count of failed attempts after this one: one more when it failed for the same
+/// generation, one when it failed for a new generation (a change starts afresh), none when it
+/// did not fail.
+pub fn failures_after(previous: Option<(u32, i64)>, generation: i64, failed: bool) -> u32 {
+    match previous {
+        _ if !failed => 0,
+        Some((failures, seen)) if seen == generation => failures.saturating_add(1),
+        _ => 1,
+    }
 }
 
 /// Whether the plan could not observe a placed cluster because its cache has not listed.
@@ -85,13 +112,17 @@ pub fn requeue(disposition: Disposition, carried: Carried, released: bool) -> Re
     match disposition {
         Disposition::Ignore(_) => Requeue::OnChange,
         Disposition::Delete if released => Requeue::OnChange,
-        Disposition::Delete if carried.recoverable_failure => Requeue::After(RETRY_DELAY),
+        Disposition::Delete if carried.recoverable_failure => {
+            Requeue::After(retry_delay(carried.failures))
+        }
         Disposition::Delete => Requeue::After(DELETION_DELAY),
         Disposition::Sync if carried.cache_pending && carried.cache_warming => {
             Requeue::After(CACHE_PENDING_DELAY)
         }
         Disposition::Sync if carried.cache_pending => Requeue::After(CACHE_FAILING_DELAY),
-        Disposition::Sync if carried.recoverable_failure => Requeue::After(RETRY_DELAY),
+        Disposition::Sync if carried.recoverable_failure => {
+            Requeue::After(retry_delay(carried.failures))
+        }
         Disposition::Sync if carried.waiting => Requeue::After(WAITING_DELAY),
         Disposition::Sync => Requeue::After(RESYNC),
     }
@@ -111,6 +142,7 @@ mod tests {
 
     const FAILED: Carried = Carried {
         recoverable_failure: true,
+        failures: 1,
         waiting: false,
         cache_pending: false,
         cache_warming: false,
@@ -204,6 +236,35 @@ mod tests {
                 "{disposition:?} {carried:?} released={released}"
             );
         }
+    }
+
+    #[test]
+    fn failing_objects_back_off_to_five_minutes() {
+        let delays: Vec<u64> = [1, 2, 3, 4, 6, 7, 8, 40]
+            .into_iter()
+            .map(|n| retry_delay(n).as_secs())
+            .collect();
+        assert_eq!(delays, [5, 10, 20, 40, 160, 300, 300, 300]);
+        let tenth = Carried {
+            failures: 10,
+            ..FAILED
+        };
+        assert_eq!(
+            requeue(Disposition::Sync, tenth, false),
+            Requeue::After(MAX_RETRY_DELAY)
+        );
+    }
+
+    #[test]
+    fn failures_count_per_generation() {
+        assert_eq!(failures_after(None, 3, true), 1);
+        assert_eq!(failures_after(Some((4, 3)), 3, true), 5);
+        assert_eq!(
+            failures_after(Some((4, 3)), 4, true),
+            1,
+            "a change starts afresh"
+        );
+        assert_eq!(failures_after(Some((4, 3)), 3, false), 0);
     }
 
     #[test]

@@ -267,6 +267,9 @@ pub struct TypeContext {
     pub latency: std::sync::Mutex<LatencyTracker>,
     /// PropagatedVersion statuses this controller wrote that the hub cache has not shown yet.
     pub written_versions: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenVersions>>,
+    /// Objects whose last attempts failed: (failures in a row, generation), for the backoff.
+    /// Memory only: after a restart an object starts again from the shortest delay.
+    pub backoff: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, (u32, i64)>>,
 }
 
 /// What the last successful apply per (federated object, cluster) sent and got back.
@@ -536,6 +539,7 @@ pub async fn run_type(
         applied: AppliedMap::default(),
         latency: std::sync::Mutex::new(LatencyTracker::default()),
         written_versions: std::sync::Mutex::new(HashMap::new()),
+        backoff: std::sync::Mutex::new(HashMap::new()),
     });
 
     let depth = crate::metrics::METRICS
@@ -620,6 +624,10 @@ async fn export_object_gauges(
     let metrics = &crate::metrics::METRICS;
     loop {
         observe::prune_written_versions(&ctx);
+        ctx.backoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|object, _| federated.get(object).is_some());
         let (mut propagated, mut failing) = (0_i64, 0_i64);
         for obj in federated.state() {
             let condition = obj

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::{
-    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, converged, finalizer_release, requeue,
+    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, converged, failures_after,
+    finalizer_release, requeue,
 };
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
@@ -107,6 +108,7 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
 
     let carried = Carried {
         recoverable_failure: result.recoverable_failure,
+        failures: count_failures(ctx, &observed, obj, result.recoverable_failure),
         waiting: result.waiting,
         cache_pending: awaits_cache(&plan),
         cache_warming: observed.cache_warming,
@@ -122,6 +124,30 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         Requeue::OnChange => Action::await_change(),
         Requeue::After(delay) => Action::requeue(delay),
     })
+}
+
+/// Failed attempts in a row of this object (this one included), kept for its backoff; the
+/// gauge of objects in backoff follows.
+fn count_failures(
+    ctx: &TypeContext,
+    observed: &Observed,
+    obj: &DynamicObject,
+    failed: bool,
+) -> u32 {
+    let generation = obj.metadata.generation.unwrap_or(0);
+    let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
+    let previous = backoff.get(&observed.object_ref).copied();
+    let failures = failures_after(previous, generation, failed);
+    if failures == 0 {
+        backoff.remove(&observed.object_ref);
+    } else {
+        backoff.insert(observed.object_ref.clone(), (failures, generation));
+    }
+    METRICS
+        .objects_in_backoff
+        .with_label_values(&[&ctx.federated.kind.to_lowercase()])
+        .set(i64::try_from(backoff.len()).unwrap_or(i64::MAX));
+    failures
 }
 
 /// A spec that cannot be read is the user's to fix: say so once, and wait for a change.
@@ -196,6 +222,8 @@ async fn conclude_deletion(
     }
     if release {
         hub_writes::remove_finalizer(ctx, obj).await?;
+        let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        backoff.remove(object_ref);
         let reference = &observed.reference;
         let message = "member objects were cleaned up";
         publish(

@@ -29,6 +29,11 @@ pub const RECREATE_ON_IMMUTABLE_ANNOTATION: &str = "hubfed.io/recreate-on-immuta
 /// created the copy for that federated object, which garbage collection requires before it
 /// touches a copy.
 pub const OWNER_ANNOTATION: &str = "hubfed.io/owner";
+/// hubfed extension: annotation on every member copy, the hash of the desired object hubfed
+/// last applied there (without this annotation). Stored on the copy, so that after a restart a
+/// change of the desired object that neither template nor overrides show (e.g.
+/// `retainReplicas`) is still noticed.
+pub const DESIRED_HASH_ANNOTATION: &str = "hubfed.io/desired-hash";
 /// Prefix of the ConfigMaps (one per federated type, in the control plane's namespace) that
 /// record copies possibly left in clusters that were unreachable when their federated object
 /// was deleted.

@@ -32,7 +32,9 @@
 use std::collections::BTreeMap;
 
 use hubfed_api::federated::FederatedSpec;
-use hubfed_api::names::{DELETE_OPTION_ANNOTATION, MANAGED_LABEL, ORPHAN_ANNOTATION};
+use hubfed_api::names::{
+    DELETE_OPTION_ANNOTATION, DESIRED_HASH_ANNOTATION, MANAGED_LABEL, ORPHAN_ANNOTATION,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
@@ -600,6 +602,7 @@ fn sync_action(
         set_annotation(&mut desired.object, OWNER_ANNOTATION, owner(plane, uid));
     }
     let hash = desired_hash(&desired.object);
+    set_annotation(&mut desired.object, DESIRED_HASH_ANNOTATION, hash.clone());
 
     let apply = |creates: bool, create_only: bool, adopts: bool| {
         ClusterAction::Apply(ApplyAction {
@@ -615,14 +618,18 @@ fn sync_action(
         None => apply(true, !input.adopt_resources && !hub_namespace, false),
         Some(member) if !member.is_managed() => apply(false, false, true),
         Some(member) => {
-            if needs_apply(
-                input.recorded.get(&cluster.name),
-                &member.version,
-                &desired.object,
-                &hash,
-                &member.labels,
-                &member.annotations,
-            ) {
+            // The hash stored on the copy survives restarts; the recorded one may not.
+            let stored_hash = member.annotations.get(DESIRED_HASH_ANNOTATION);
+            if stored_hash != Some(&hash)
+                || needs_apply(
+                    input.recorded.get(&cluster.name),
+                    &member.version,
+                    &desired.object,
+                    &hash,
+                    &member.labels,
+                    &member.annotations,
+                )
+            {
                 apply(false, false, false)
             } else {
                 ClusterAction::UpToDate
@@ -938,7 +945,18 @@ mod tests {
         assert!(c1.creates && !c1.create_only && !c1.adopts);
         assert_eq!(c1.object["spec"]["replicas"], 2);
         assert_eq!(c1.object["metadata"]["namespace"], "prod");
-        assert_eq!(c1.desired_hash, desired_hash(&c1.object));
+        let mut hashed = c1.object.clone();
+        // The template has no annotations: the hash annotation is the only one.
+        hashed["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+        assert_eq!(c1.desired_hash, desired_hash(&hashed));
+        assert_eq!(
+            c1.object["metadata"]["annotations"][DESIRED_HASH_ANNOTATION],
+            c1.desired_hash.as_str(),
+            "the copy carries the hash of what was applied"
+        );
         assert_eq!(apply(a[1].1).object["spec"]["replicas"], 5);
         assert_eq!(
             p.template_version,
@@ -1014,6 +1032,9 @@ mod tests {
 
         let mut member = managed("gen:1");
         member.labels.insert("app".into(), "web".into());
+        member
+            .annotations
+            .insert(DESIRED_HASH_ANNOTATION.into(), desired.desired_hash.clone());
         let mut f = f.member("c1", member);
         f.recorded.insert(
             "c1".into(),
@@ -1023,6 +1044,22 @@ mod tests {
             },
         );
         assert_eq!(f.plan().clusters[0].action, ClusterAction::UpToDate);
+
+        // Issue 9 (6): after a restart only the PropagatedVersion is left (no hash recorded)
+        // and a change outside template and overrides (retainReplicas) changed the desired
+        // object: the hash stored on the copy says so.
+        f.recorded.insert(
+            "c1".into(),
+            RecordedApply {
+                version: "gen:1".into(),
+                desired_hash: None,
+            },
+        );
+        assert_eq!(f.plan().clusters[0].action, ClusterAction::UpToDate);
+        f.object.spec.retain_replicas = Some(true);
+        let a = apply(&f.plan().clusters[0].action).clone();
+        assert!(a.released_fields.contains(&"/spec/replicas".to_owned()));
+        f.object.spec.retain_replicas = None;
 
         // Someone edited the member: its generation moved past the recorded one.
         if let Some(MemberObservation::Present(m)) = f.members.get_mut("c1") {
@@ -1423,7 +1460,8 @@ mod tests {
     fn desired_objects_carry_the_proof_of_ownership() {
         let mut f = Fixture::deployment(basic_spec());
         let p = f.plan();
-        assert!(apply(&p.clusters[0].action).object["metadata"]["annotations"].is_null());
+        let annotations = &apply(&p.clusters[0].action).object["metadata"]["annotations"];
+        assert!(annotations.get(OWNER_ANNOTATION).is_none());
         f.control_plane = Some("plane");
         f.object.uid = Some("fed-uid".into());
         let p = f.plan();

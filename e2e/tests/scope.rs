@@ -149,7 +149,58 @@ async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyho
         "a namespaced control plane touched {outside}/elsewhere: {elsewhere}"
     );
 
+    join_credentials_are_protected(&env, &hub).await?;
+
     stop.cancel();
     controller.await??;
+    Ok(())
+}
+
+/// Issue 9 (9): the namespaced control plane propagates from its own namespace, where each
+/// member keeps the join's credentials (`<cluster>-<hub>`, by `hubfedctl join`): a
+/// FederatedSecret of that name never overwrites them.
+async fn join_credentials_are_protected(env: &TestEnv, hub: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let name = "member1-hub";
+    let member1: Api<Secret> = Api::namespaced(
+        env.cluster("member1").expect("member").client().await?,
+        KUBEFED_NAMESPACE,
+    );
+    let credentials: Secret = serde_json::from_value(
+        json!({"metadata": {"name": name}, "stringData": {"token": "the join's token"}}),
+    )?;
+    member1.create(&PostParams::default(), &credentials).await?;
+    let secrets = dynamic_api(hub.clone(), &federated("Secret"), Some(KUBEFED_NAMESPACE));
+    let spec = json!({"template": {"stringData": {"token": "overwritten"}}, "placement": placement(&MEMBERS)});
+    secrets
+        .create(
+            &PostParams::default(),
+            &federated_object(&federated("Secret"), Some(KUBEFED_NAMESPACE), name, spec),
+        )
+        .await?;
+    wait_for(
+        "member1 Protected, member2 propagated",
+        TIMEOUT,
+        async || {
+            let object = get_value(&secrets, name).await?;
+            let status = |cluster: &str| {
+                object
+                    .as_ref()
+                    .and_then(|o| hubfed_e2e::cluster_status(o, cluster))
+                    .map(|e| e["status"].clone())
+            };
+            Ok(match (status("member1"), status("member2")) {
+                (Some(p), Some(ok)) if p == "Protected" && ok.is_null() => Wait::Done(()),
+                other => Wait::Pending(format!("status member1, member2: {other:?}")),
+            })
+        },
+    )
+    .await?;
+    let kept = member1.get(name).await?;
+    let token = kept.data.and_then(|d| d.get("token").cloned());
+    anyhow::ensure!(
+        token.as_ref().map(|t| t.0.as_slice()) == Some(b"the join's token".as_slice()),
+        "member1's credentials were overwritten: {token:?}"
+    );
     Ok(())
 }

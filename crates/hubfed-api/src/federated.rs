@@ -135,6 +135,10 @@ crate::condition::string_enum! {
         /// the cluster is the hub itself could not be established (the hub's own namespace
         /// holds the federated objects and is never deleted).
         ClusterIdentityUnknown => "ClusterIdentityUnknown",
+        /// hubfed extension: the member object is the control plane's own (its RBAC in the
+        /// member, or an object in its namespace on the hub joined as a member) and is never
+        /// written or deleted by propagation.
+        Protected => "Protected",
     }
 }
 
@@ -173,7 +177,7 @@ mod tests {
 
     #[test]
     fn propagation_statuses_round_trip_through_the_wire() {
-        assert_eq!(PropagationStatus::ALL.len(), 21);
+        assert_eq!(PropagationStatus::ALL.len(), 22);
         for status in PropagationStatus::ALL {
             assert_eq!(PropagationStatus::parse(status.as_str()), Some(*status));
             let wire = status.to_wire();

@@ -527,6 +527,59 @@ fn delete_action(options: &Result<Option<DeleteOptions>>, uid: Option<&str>) -> 
     }
 }
 
+/// Why the object must never be written or deleted in `cluster`, if it must not. Only a
+/// namespaced control plane propagates into its own namespace, where the members keep the
+/// control plane's credentials and the hub keeps the whole control plane:
+/// - on the hub joined as a member (or a cluster that may be the hub), nothing;
+/// - in a member, the join's ServiceAccount and its token Secret, named `<cluster>-<hub>` by
+///   `hubfedctl join` and `kubefedctl join` (the control plane's own RBAC is named
+///   `kubefed-controller-manager:…`, which no federated object can be named).
+fn protection(input: &PlanInput<'_>, cluster: &str) -> Option<ClusterAction> {
+    let target = input.target;
+    let in_control_plane_namespace =
+        target.namespaced && input.object.namespace.as_deref() == Some(input.kubefed_namespace);
+    if !in_control_plane_namespace {
+        return None;
+    }
+    let namespace = input.kubefed_namespace;
+    match input.identities.get(cluster) {
+        Some(ClusterIdentity::NotHub) => {}
+        Some(ClusterIdentity::Hub) => {
+            return Some(protected(format!(
+                "the cluster is the hub, and namespace {namespace} there holds the control plane"
+            )));
+        }
+        Some(ClusterIdentity::Unknown(why)) => {
+            return Some(identity_unknown(format!(
+                "cannot tell whether this cluster is the hub, whose namespace {namespace} holds \
+                 the control plane: {why}"
+            )));
+        }
+        None => {
+            return Some(identity_unknown(
+                "whether this cluster is the hub is not known yet".to_owned(),
+            ));
+        }
+    }
+    let credential = target.group.is_empty()
+        && matches!(target.kind.as_str(), "ServiceAccount" | "Secret")
+        && input.object.name.starts_with(&format!("{cluster}-"));
+    credential.then(|| {
+        protected(format!(
+            "{} {namespace}/{} is named like the control plane's credentials in this cluster \
+             (hubfedctl join's <cluster>-<hub>)",
+            target.kind, input.object.name
+        ))
+    })
+}
+
+fn protected(message: String) -> ClusterAction {
+    ClusterAction::Blocked {
+        status: PropagationStatus::Protected,
+        message,
+    }
+}
+
 fn sync_action(
     input: &PlanInput<'_>,
     plan: &mut Plan,
@@ -536,6 +589,9 @@ fn sync_action(
 ) -> Option<ClusterAction> {
     if !cluster.ready {
         return selected.then(not_ready);
+    }
+    if let Some(refusal) = protection(input, &cluster.name) {
+        return selected.then_some(refusal);
     }
     let member = match observation(input, &cluster.name) {
         MemberObservation::RetrievalFailed(message) => {
@@ -670,6 +726,9 @@ fn plan_deletion(
                 }
                 continue;
             }
+            if protection(input, &cluster.name).is_some() {
+                continue;
+            }
             let action = match observation(input, &cluster.name) {
                 MemberObservation::Present(member)
                     if member.is_managed() && !member.terminating =>
@@ -705,6 +764,10 @@ fn plan_deletion(
             MemberObservation::Present(member) => member.is_managed(),
         };
         if !placed && !holds_managed {
+            continue;
+        }
+        if cluster.ready && protection(input, &cluster.name).is_some() {
+            // Never deleted; nothing to wait for.
             continue;
         }
         let action = if !cluster.ready {
@@ -756,6 +819,7 @@ fn plan_deletion(
     plan.verify_absent_in = sorted(input.clusters)
         .into_iter()
         .filter(|c| c.ready && !plan.hub_namespace_in.contains(&c.name))
+        .filter(|c| protection(input, &c.name).is_none())
         .filter(|c| match observation(input, &c.name) {
             MemberObservation::Absent => plan.placement.clusters.contains(&c.name),
             MemberObservation::Present(_) => true,
@@ -1654,6 +1718,63 @@ mod tests {
             ["c2", "c3"],
             "the hub's namespace is not verified"
         );
+    }
+
+    /// Issue 9 (9): a namespaced control plane propagates from its own namespace; there, on
+    /// the hub joined as a member nothing is written, and in members the join's credentials
+    /// are never overwritten nor deleted.
+    #[test]
+    fn the_control_planes_own_objects_are_protected() {
+        let secret = |name: &str| {
+            let mut f = Fixture::deployment(json!({
+                "template": {"data": {"k": "dg=="}},
+                "placement": {"clusters": [{"name": "c1"}, {"name": "c2"}, {"name": "c3"}]},
+            }));
+            f.target = TargetType {
+                kind: "Secret".into(),
+                group: String::new(),
+                version: "v1".into(),
+                namespaced: true,
+            };
+            f.scope = ControlPlaneScope::Namespaced;
+            f.namespace_placement = None;
+            f.object.namespace = Some("kube-federation-system".into());
+            f.object.name = name.into();
+            f
+        };
+        let mut f = secret("app-credentials");
+        f.identities.insert("c1".into(), ClusterIdentity::Hub);
+        f.identities
+            .insert("c2".into(), ClusterIdentity::Unknown("403".into()));
+        let p = f.plan();
+        assert_eq!(
+            blocked(&p.clusters[0].action).0,
+            PropagationStatus::Protected
+        );
+        assert_eq!(
+            blocked(&p.clusters[1].action).0,
+            PropagationStatus::ClusterIdentityUnknown
+        );
+        assert!(matches!(p.clusters[2].action, ClusterAction::Apply(_)));
+
+        // c3's join credentials: neither written nor, when no longer placed, deleted.
+        let p = secret("c3-hub").plan();
+        assert_eq!(
+            blocked(&p.clusters[2].action).0,
+            PropagationStatus::Protected
+        );
+        assert!(matches!(p.clusters[1].action, ClusterAction::Apply(_)));
+        let p = deleting(secret("c3-hub").member("c3", managed("rv:1"))).plan();
+        assert!(!p.clusters.iter().any(|c| c.cluster == "c3"), "{p:?}");
+        assert!(!p.verify_absent_in.contains(&"c3".to_owned()));
+
+        // Outside the control plane's namespace nothing is protected.
+        let mut f = secret("c3-hub");
+        f.object.namespace = Some("team".into());
+        assert!(matches!(
+            f.plan().clusters[2].action,
+            ClusterAction::Apply(_)
+        ));
     }
 
     #[test]

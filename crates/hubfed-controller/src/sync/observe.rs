@@ -93,7 +93,11 @@ pub async fn observe(
             ready: c.ready,
         })
         .collect();
-    let identities = if ctx.target.is_namespace() {
+    // Which cluster is the hub matters for namespaces, and for objects in the control plane's
+    // own namespace (protected on the hub).
+    let in_control_plane_namespace = ctx.target.namespaced
+        && federated.namespace.as_deref() == Some(ctx.shared.kubefed_namespace.as_str());
+    let identities = if ctx.target.is_namespace() || in_control_plane_namespace {
         let hub = &ctx.shared.hub;
         ctx.shared.hub_identities.resolve(hub, &clusters).await
     } else {

@@ -543,13 +543,19 @@ fn is_host_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-_.~!$&'()*+,;=:[]<>\"".contains(&b)
 }
 
-/// client-go `rest.DefaultServerURL(host, "", _, true)`: a URL with scheme and host, or
-/// `https://` + the value; no path beyond `/`.
+/// client-go `rest.DefaultServerURL(host, "", _, true)`: a URL with scheme and host is taken
+/// as it is, any path in it a prefix of every request (an API server behind a path-routing
+/// proxy, e.g. `https://my.example.com:80/path/to/endpoint`); anything else is parsed again as
+/// `https://` + the value, which may then carry no path beyond `/` (`example.com/path` is
+/// refused).
 fn default_server_url(host: &str) -> Result<GoUrl, String> {
-    let url = match go_url_parse(host) {
-        Ok(url) if !url.scheme.is_empty() && !url.host.is_empty() => url,
-        _ => go_url_parse(&format!("https://{host}"))?,
-    };
+    if let Ok(url) = go_url_parse(host)
+        && !url.scheme.is_empty()
+        && !url.host.is_empty()
+    {
+        return Ok(url);
+    }
+    let url = go_url_parse(&format!("https://{host}"))?;
     if !url.path.is_empty() && url.path != b"/" {
         return Err(format!(
             "host must be a URL or a host:port pair: {}",
@@ -1095,7 +1101,8 @@ pub fn validate_kubefed_cluster(
 }
 
 /// KubeFed's `validateKubeFedClusterSpec`: `apiEndpoint` required and parsable as client-go
-/// parses it, scheme http or https, port 1–65535; `secretRef.name` a DNS-1123 subdomain;
+/// parses it (a URL may carry a path prefix, a bare `host[:port]` may not), scheme http or
+/// https, port 1–65535; `secretRef.name` a DNS-1123 subdomain;
 /// `*` alone in `disabledTLSValidations`. hubfed adds: `proxyURL`, when set, is a URL with
 /// scheme http, https or socks5 and a host.
 pub fn validate_kubefed_cluster_spec(spec: &KubeFedClusterSpec) -> Vec<FieldError> {
@@ -2326,6 +2333,11 @@ mod tests {
             "https://[fd00::1]",
             "kubernetes.default.svc",
             "https://user@member:443",
+            // A path prefix, as for an API server behind a path-routing proxy.
+            "https://member/api",
+            "http://member:8080/prefix/",
+            "https://my.example.com:80/path/to/endpoint",
+            "https://[fd00::1]:6443/a/b",
         ] {
             assert_eq!(
                 endpoint_errors(endpoint),
@@ -2348,8 +2360,13 @@ mod tests {
                 r#"spec.apiEndpoint: Invalid value: "member:abc": parse "https://member:abc": invalid port ":abc" after host"#,
             ),
             (
-                "https://member/api",
-                r#"spec.apiEndpoint: Invalid value: "https://member/api": host must be a URL or a host:port pair: "https://member/api""#,
+                // Only a URL with a scheme may carry a path.
+                "member/api",
+                r#"spec.apiEndpoint: Invalid value: "member/api": host must be a URL or a host:port pair: "member/api""#,
+            ),
+            (
+                "member:6443/api",
+                r#"spec.apiEndpoint: Invalid value: "member:6443/api": host must be a URL or a host:port pair: "member:6443/api""#,
             ),
             (
                 "member:0",
@@ -2387,6 +2404,172 @@ mod tests {
         ];
         for (endpoint, expected) in cases {
             assert_eq!(endpoint_errors(endpoint), [expected], "{endpoint}");
+        }
+    }
+
+    // KubeFed's own apiEndpoint cases, the authority on what is accepted and refused:
+    // `TestValidateAPIEndpoint` and `TestValidateKubeFedCluster` in
+    // `pkg/apis/core/v1beta1/validation/validation_test.go` (kubernetes-sigs/kubefed), for
+    // `validateAPIEndpoint` in `pkg/apis/core/v1beta1/validation/validation.go`. KubeFed
+    // validates with the field path `apiEndpoint` and matches by substring; hubfed's path is
+    // `spec.apiEndpoint`, so each KubeFed message is still a substring of hubfed's, which is
+    // checked in full as well.
+
+    /// KubeFed's successes: every scheme × host × port × path, except a path without a scheme.
+    fn kubefed_accepted_api_endpoints() -> Vec<String> {
+        let mut endpoints = Vec::new();
+        for scheme in ["", "http://", "https://"] {
+            for host in [
+                "example.com",
+                "my.example.com",
+                "192.0.2.219",
+                "[2001:db8:25a4:8d2::1]",
+            ] {
+                for port in ["", ":1", ":80", ":8080", ":65535"] {
+                    for path in ["", "/", "/path/to/endpoint"] {
+                        // "An empty protocol scheme with a URL path (e.g. /path/to/endpoint) is
+                        // not supported so skip it."
+                        if scheme.is_empty() && path == "/path/to/endpoint" {
+                            continue;
+                        }
+                        endpoints.push(format!("{scheme}{host}{port}{path}"));
+                    }
+                }
+            }
+        }
+        endpoints
+    }
+
+    #[test]
+    fn kubefed_api_endpoint_successes() {
+        let endpoints = kubefed_accepted_api_endpoints();
+        assert_eq!(endpoints.len(), 160);
+        for endpoint in &endpoints {
+            assert_eq!(
+                endpoint_errors(endpoint),
+                Vec::<String>::new(),
+                "{endpoint}"
+            );
+        }
+    }
+
+    #[test]
+    fn kubefed_api_endpoint_errors() {
+        // (apiEndpoint, KubeFed's expected substring, hubfed's full message)
+        let cases = [
+            (
+                "",
+                "apiEndpoint: Required value",
+                "spec.apiEndpoint: Required value",
+            ),
+            (
+                "https://",
+                r#"apiEndpoint: Invalid value: "https://": host must be a URL or a host:port pair"#,
+                r#"spec.apiEndpoint: Invalid value: "https://": host must be a URL or a host:port pair: "https://""#,
+            ),
+            (
+                "example.com/path/to/somewhere",
+                r#"apiEndpoint: Invalid value: "example.com/path/to/somewhere": host must be a URL or a host:port pair"#,
+                r#"spec.apiEndpoint: Invalid value: "example.com/path/to/somewhere": host must be a URL or a host:port pair: "example.com/path/to/somewhere""#,
+            ),
+            (
+                "192.0.2.35/path/to/somewhere",
+                r#"apiEndpoint: Invalid value: "192.0.2.35/path/to/somewhere": host must be a URL or a host:port pair"#,
+                r#"spec.apiEndpoint: Invalid value: "192.0.2.35/path/to/somewhere": host must be a URL or a host:port pair: "192.0.2.35/path/to/somewhere""#,
+            ),
+            (
+                "tcp://example.com",
+                r#"apiEndpoint: Unsupported value: "tcp""#,
+                r#"spec.apiEndpoint: Unsupported value: "tcp": supported values: "http", "https""#,
+            ),
+            (
+                "example.com:port80",
+                "invalid port",
+                r#"spec.apiEndpoint: Invalid value: "example.com:port80": parse "https://example.com:port80": invalid port ":port80" after host"#,
+            ),
+            (
+                "example.com:-80",
+                "invalid port",
+                r#"spec.apiEndpoint: Invalid value: "example.com:-80": parse "https://example.com:-80": invalid port ":-80" after host"#,
+            ),
+            (
+                "example.com:0",
+                "apiEndpoint: Invalid value: 0: must be between 1 and 65535, inclusive",
+                "spec.apiEndpoint: Invalid value: 0: must be between 1 and 65535, inclusive",
+            ),
+            (
+                "example.com:65536",
+                "apiEndpoint: Invalid value: 65536: must be between 1 and 65535, inclusive",
+                "spec.apiEndpoint: Invalid value: 65536: must be between 1 and 65535, inclusive",
+            ),
+        ];
+        for (endpoint, kubefed, hubfed) in cases {
+            let errors = endpoint_errors(endpoint);
+            assert!(
+                errors.iter().any(|error| error.contains(kubefed)),
+                "{endpoint}: {errors:?} lacks {kubefed:?}"
+            );
+            assert_eq!(errors, [hubfed], "{endpoint}");
+        }
+    }
+
+    /// KubeFed's `ValidKubeFedCluster` (`test/common/validation.go`).
+    fn kubefed_valid_cluster() -> Value {
+        let probe = "2021-06-29T11:14:40Z";
+        let condition = |type_: &str, status: &str, reason: &str, message: &str| json!({"type": type_, "status": status, "lastProbeTime": probe, "lastTransitionTime": probe, "reason": reason, "message": message});
+        json!({
+            "apiVersion": "core.kubefed.io/v1beta1",
+            "kind": "KubeFedCluster",
+            "metadata": {"name": "validation-test-cluster"},
+            "spec": {
+                "apiEndpoint": "https://my.example.com:80/path/to/endpoint",
+                "secretRef": {"name": "validation-unit-test-cluster-pw97k"},
+            },
+            "status": {
+                "conditions": [
+                    condition("Ready", "True", "ClusterReady", "/healthz responded with ok"),
+                    condition("Ready", "False", "ClusterNotReady", "/healthz responded without ok"),
+                    condition("Offline", "True", "ClusterNotReachable", "cluster is not reachable"),
+                    condition("Offline", "False", "ClusterReachable", "cluster is reachable"),
+                ],
+                "zones": ["us-west1-a", "us-west1-b"],
+                "region": "us-west1",
+            },
+        })
+    }
+
+    #[test]
+    fn kubefed_cluster_validation_is_wired() {
+        // KubeFed's TestValidateKubeFedCluster: its valid cluster passes, spec and status.
+        let valid = kubefed_valid_cluster();
+        for status_subresource in [false, true] {
+            assert_errors(
+                &validate_kubefed_cluster_value(&valid, status_subresource),
+                &[],
+            );
+        }
+        let spec: KubeFedClusterSpec = serde_json::from_value(valid["spec"].clone()).unwrap();
+        let status: KubeFedClusterStatus = serde_json::from_value(valid["status"].clone()).unwrap();
+        assert_errors(&validate_kubefed_cluster(&spec, Some(&status)), &[]);
+
+        // ... and its two error cases, whose first error carries the message.
+        let mut no_endpoint = kubefed_valid_cluster();
+        no_endpoint["spec"]["apiEndpoint"] = json!("");
+        let mut untyped_condition = kubefed_valid_cluster();
+        untyped_condition["status"]["conditions"][1]["type"] = json!("");
+        for (object, status_subresource, kubefed) in [
+            (no_endpoint, false, "apiEndpoint: Required value"),
+            (
+                untyped_condition,
+                true,
+                "conditions[1].type: Required value",
+            ),
+        ] {
+            let errors = strings(&validate_kubefed_cluster_value(&object, status_subresource));
+            assert!(
+                errors.first().is_some_and(|first| first.contains(kubefed)),
+                "{errors:?} does not start with {kubefed:?}"
+            );
         }
     }
 

@@ -187,7 +187,9 @@ pub fn tls_relaxation(disabled: &[TlsValidation]) -> Option<TlsRelaxation> {
 
 /// Normalises `apiEndpoint` (hostname, host:port, IP, IP:port or URL) to a URL, as client-go's
 /// `DefaultServerURL` does, except that the default scheme is always https (client-go picks
-/// http when no CA is configured). A URL may carry a path prefix; a bare host may not.
+/// http when no CA is configured). A URL may carry a path prefix, which every request of the
+/// member's clients then goes under (an API server behind a path-routing proxy); a bare host
+/// may not. A port, if any, is 1–65535.
 pub fn endpoint_url(endpoint: &str) -> Result<http::Uri, ConfigError> {
     let endpoint = endpoint.trim();
     if endpoint.is_empty() {
@@ -220,6 +222,16 @@ pub fn endpoint_url(endpoint: &str) -> Result<http::Uri, ConfigError> {
     }
     if authority.as_str().contains('@') {
         return Err(invalid("credentials in the URL are not supported"));
+    }
+    // `http::Uri` takes any characters after the host's colon; Go's `url.Parse` only digits,
+    // and KubeFed only ports 1–65535. A lone colon is no port.
+    let port = &authority.as_str()[authority.host().len()..];
+    if let Some(digits) = port.strip_prefix(':').filter(|digits| !digits.is_empty())
+        && !digits
+            .parse::<u16>()
+            .is_ok_and(|port| port > 0 && digits.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(invalid("the port must be a number from 1 to 65535"));
     }
     if uri.query().is_some() {
         return Err(invalid("queries are not allowed"));
@@ -480,6 +492,120 @@ mod tests {
         assert_eq!(configs.watch.read_timeout, None);
         let debug = format!("{configs:?}");
         assert!(!debug.contains("tok\""), "{debug}");
+    }
+
+    /// An API server behind a path-routing proxy (KubeFed's `ValidKubeFedCluster` endpoint):
+    /// the path stays in the cluster URL of both clients.
+    #[test]
+    fn endpoint_path_is_kept_in_the_cluster_url() {
+        for (endpoint, expected) in [
+            (
+                "https://my.example.com:80/path/to/endpoint",
+                "https://my.example.com:80/path/to/endpoint",
+            ),
+            (
+                "https://127.0.0.1:6443/path/to/endpoint/",
+                "https://127.0.0.1:6443/path/to/endpoint/",
+            ),
+            ("http://[::1]:8080/a", "http://[::1]:8080/a"),
+        ] {
+            let configs = member_configs(&inputs(spec(endpoint))).unwrap();
+            assert_eq!(configs.request.cluster_url.to_string(), expected);
+            assert_eq!(configs.watch.cluster_url.to_string(), expected);
+        }
+    }
+
+    /// Every endpoint KubeFed's validation accepts (`TestValidateAPIEndpoint` in KubeFed's
+    /// `pkg/apis/core/v1beta1/validation/validation_test.go`) yields a client URL, its path
+    /// kept; those it refuses do not.
+    #[test]
+    fn kubefed_endpoints_build_clients() {
+        for scheme in ["", "http://", "https://"] {
+            for host in [
+                "example.com",
+                "my.example.com",
+                "192.0.2.219",
+                "[2001:db8:25a4:8d2::1]",
+            ] {
+                for port in ["", ":1", ":80", ":8080", ":65535"] {
+                    for path in ["", "/", "/path/to/endpoint"] {
+                        if scheme.is_empty() && path == "/path/to/endpoint" {
+                            continue;
+                        }
+                        let endpoint = format!("{scheme}{host}{port}{path}");
+                        let uri =
+                            endpoint_url(&endpoint).unwrap_or_else(|e| panic!("{endpoint}: {e}"));
+                        let scheme = if scheme.is_empty() {
+                            "https://"
+                        } else {
+                            scheme
+                        };
+                        let path = if path.is_empty() { "/" } else { path };
+                        assert_eq!(uri.to_string(), format!("{scheme}{host}{port}{path}"));
+                    }
+                }
+            }
+        }
+        for endpoint in [
+            "https://",
+            "example.com/path/to/somewhere",
+            "192.0.2.35/path/to/somewhere",
+            "tcp://example.com",
+            "example.com:port80",
+            "example.com:-80",
+            "example.com:0",
+            "example.com:65536",
+        ] {
+            assert!(endpoint_url(endpoint).is_err(), "{endpoint} should fail");
+        }
+    }
+
+    /// The member client sends every request, the health probe's `/healthz` and API calls
+    /// alike, under the endpoint's path.
+    #[tokio::test]
+    async fn member_requests_go_under_the_endpoint_path() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}/path/to/endpoint", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut request_lines = Vec::new();
+            for _ in 0..2 {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut head = Vec::new();
+                while !head.ends_with(b"\r\n\r\n") {
+                    head.push(stream.read_u8().await.unwrap());
+                }
+                let head = String::from_utf8(head).unwrap();
+                let line = head.lines().next().unwrap_or_default().to_owned();
+                let body = if line.contains("/healthz") {
+                    "ok"
+                } else {
+                    r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-system"}}"#
+                };
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                stream.write_all(response.as_bytes()).await.unwrap();
+                request_lines.push(line);
+            }
+            request_lines
+        });
+
+        let configs = member_configs(&inputs(spec(&endpoint))).unwrap();
+        let client = kube::Client::try_from(configs.request).unwrap();
+        let healthz = http::Request::get("/healthz").body(Vec::new()).unwrap();
+        assert_eq!(client.request_text(healthz).await.unwrap(), "ok");
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        namespaces.get("kube-system").await.unwrap();
+        assert_eq!(
+            server.await.unwrap(),
+            [
+                "GET /path/to/endpoint/healthz HTTP/1.1",
+                "GET /path/to/endpoint/api/v1/namespaces/kube-system HTTP/1.1",
+            ]
+        );
     }
 
     #[test]

@@ -521,6 +521,24 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
     );
     ensure!(parsed["metadata"].get("managedFields").is_none());
 
+    // Another control plane's copy in member2 (the managed label is shared; its proof of
+    // ownership is not this control plane's): unjoin must leave it (issue 9).
+    let member2 = fixture.client("member2").await?;
+    let foreign_ns = "other-control-plane";
+    Api::<Namespace>::all(member2.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": foreign_ns}}))?,
+        )
+        .await?;
+    let foreign: ConfigMap = serde_json::from_value(json!({"metadata": {
+        "name": "theirs",
+        "labels": {MANAGED_LABEL: "true"},
+        "annotations": {hubfed_api::names::OWNER_ANNOTATION: "another-plane/some-uid"},
+    }}))?;
+    let foreign_api: Api<ConfigMap> = Api::namespaced(member2.clone(), foreign_ns);
+    foreign_api.create(&PostParams::default(), &foreign).await?;
+
     // Unjoin member2 with everything hubfed put there.
     let run = hubfedctl(
         kubeconfig,
@@ -532,7 +550,14 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
         run.stdout.contains("cluster \"member2\" unjoined"),
         "{run:#?}"
     );
-    let member2 = fixture.client("member2").await?;
+    ensure!(
+        run.stderr
+            .contains("1 objects in member2 labelled kubefed.io/managed=true were left")
+            || run
+                .stdout
+                .contains("1 objects in member2 labelled kubefed.io/managed=true were left"),
+        "{run:#?}"
+    );
     let namespaces_resource = resource("", "v1", "Namespace", "namespaces");
     wait_for(
         "no managed object and no join artifact left in member2",
@@ -540,7 +565,8 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
         async || {
             let mut problems = Vec::new();
             for resource in [&configmaps, &namespaces_resource] {
-                let left = managed_objects(&member2, resource).await?;
+                let mut left = managed_objects(&member2, resource).await?;
+                left.retain(|name| name != "other-control-plane/theirs");
                 if !left.is_empty() {
                     problems.push(format!("managed {}: {left:?}", resource.plural));
                 }
@@ -566,6 +592,10 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
             .await?
             .is_none(),
         "the KubeFedCluster member2 is still in the hub"
+    );
+    ensure!(
+        foreign_api.get_opt("theirs").await?.is_some(),
+        "unjoin deleted another control plane's copy"
     );
     // member1 is untouched.
     ensure!(

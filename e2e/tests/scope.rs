@@ -150,6 +150,7 @@ async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyho
     );
 
     join_credentials_are_protected(&env, &hub).await?;
+    unjoin_keeps_the_namespace(&env).await?;
 
     stop.cancel();
     controller.await??;
@@ -201,6 +202,53 @@ async fn join_credentials_are_protected(env: &TestEnv, hub: &kube::Client) -> an
     anyhow::ensure!(
         token.as_ref().map(|t| t.0.as_slice()) == Some(b"the join's token".as_slice()),
         "member1's credentials were overwritten: {token:?}"
+    );
+    Ok(())
+}
+
+/// Issue 9 (7): unjoin used to delete the member's control-plane namespace, which in a
+/// namespaced control plane holds every propagated object: it is kept.
+async fn unjoin_keeps_the_namespace(env: &TestEnv) -> anyhow::Result<()> {
+    let args = [
+        "hubfedctl",
+        "--kubeconfig",
+        &env.kubeconfig_path().display().to_string(),
+        "--host-cluster-context",
+        "hub",
+        "unjoin",
+        "member2",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = hubfedctl::run_async(args, &mut stdout, &mut stderr).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr),
+    );
+    anyhow::ensure!(code == 0, "unjoin failed: {stdout}{stderr}");
+    anyhow::ensure!(
+        format!("{stdout}{stderr}").contains(
+            "namespace kube-federation-system in member2 holds what it propagated and is kept"
+        ),
+        "{stdout}{stderr}"
+    );
+    let member2 = env.cluster("member2").expect("member").client().await?;
+    let cms = dynamic_api(
+        member2.clone(),
+        &target("ConfigMap"),
+        Some(KUBEFED_NAMESPACE),
+    );
+    let namespace = Api::<Namespace>::all(member2)
+        .get_opt(KUBEFED_NAMESPACE)
+        .await?;
+    anyhow::ensure!(
+        namespace.is_some_and(|n| n.metadata.deletion_timestamp.is_none()),
+        "unjoin deleted member2's {KUBEFED_NAMESPACE}"
+    );
+    anyhow::ensure!(
+        get_value(&cms, "settings").await?.is_some(),
+        "the propagated ConfigMap is gone from member2"
     );
     Ok(())
 }

@@ -2,13 +2,18 @@
 //! then its Secret), so the controller stops writing there; then the member loses hubfed's
 //! rights (bindings first, which cuts off any write still in flight), optionally every object
 //! hubfed propagated (`--remove-managed-resources`), and the rest of the join artifacts.
-//! The kubefed namespace is kept when the member is the hub itself.
+//! The kubefed namespace is kept when the member is the hub itself, and when the control plane
+//! is namespaced (that namespace then holds what it propagated). `--remove-managed-resources`
+//! removes only copies that carry this control plane's proof of ownership
+//! (`hubfed.io/owner`): another control plane's copies share the managed label.
 
 use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::{ApiResource, ResourceScope};
 use hubfed_api::kubefedcluster::KubeFedCluster;
-use hubfed_api::names::MANAGED_LABEL;
+use hubfed_api::kubefedconfig::KubeFedConfig;
+use hubfed_api::names::{KUBEFED_CONFIG_NAME, MANAGED_LABEL, OWNER_ANNOTATION};
+use hubfed_core::gc::owned_by;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -72,6 +77,7 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     } else {
         Vec::new()
     };
+    let plane = control_plane(hub, &ns).await?;
 
     // Hub side.
     let hub_place = host.name.clone();
@@ -95,7 +101,7 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
         &member,
         cluster,
         &names,
-        member_is_hub,
+        (member_is_hub, &plane),
         &targets,
         &args,
     )
@@ -122,6 +128,30 @@ async fn reach_member(session: &mut Session<'_>, cluster: &str, context: &str) -
     Ok(member)
 }
 
+/// What unjoin needs to know of the control plane.
+struct ControlPlane {
+    /// The UID of its namespace in the hub: its identity in `hubfed.io/owner`.
+    id: String,
+    /// KubeFedConfig `scope: Namespaced`.
+    namespaced: bool,
+}
+
+async fn control_plane(hub: &Target, ns: &str) -> Result<ControlPlane> {
+    let namespace = Api::<Namespace>::all(hub.client.clone())
+        .get_metadata(ns)
+        .await
+        .map_err(|e| hub.err(e))?;
+    let configs: Api<KubeFedConfig> = Api::namespaced(hub.client.clone(), ns);
+    let config = configs
+        .get_opt(KUBEFED_CONFIG_NAME)
+        .await
+        .map_err(|e| hub.err(e))?;
+    Ok(ControlPlane {
+        id: namespace.metadata.uid.unwrap_or_default(),
+        namespaced: config.is_some_and(|c| c.spec.scope == ResourceScope::Namespaced),
+    })
+}
+
 /// Whether two clients reach the same cluster: same UID of `kube-system`.
 async fn same_cluster(a: &Target, b: &Target) -> Result<bool> {
     let uid = async |target: &Target| -> Result<Option<String>> {
@@ -141,7 +171,7 @@ async fn clean_member(
     member: &Target,
     cluster: &str,
     names: &JoinNames,
-    member_is_hub: bool,
+    (member_is_hub, plane): (bool, &ControlPlane),
     targets: &[ApiResource],
     args: &UnjoinArgs,
 ) -> Result<()> {
@@ -161,7 +191,15 @@ async fn clean_member(
     ops::delete(session, &place, member, &bindings, &names.role(), dry_run).await?;
 
     if args.remove_managed_resources {
-        remove_managed(session, member, &place, member_is_hub, targets, args).await?;
+        remove_managed(
+            session,
+            member,
+            &place,
+            (member_is_hub, &plane.id),
+            targets,
+            args,
+        )
+        .await?;
     }
 
     for name in &role_names {
@@ -192,11 +230,25 @@ async fn clean_member(
         session.note(format_args!(
             "{cluster} is the hub itself: namespace {ns} is kept"
         ))?;
+    } else if plane.namespaced {
+        session.note(format_args!(
+            "the control plane is namespaced: namespace {ns} in {cluster} holds what it propagated and is kept"
+        ))?;
     } else {
         let namespaces: Api<Namespace> = Api::all(member.client.clone());
         ops::delete(session, &place, member, &namespaces, ns, dry_run).await?;
     }
     Ok(())
+}
+
+/// Whether a member object carries this control plane's proof of ownership.
+fn owned(plane: &str, object: &kube::core::PartialObjectMeta<DynamicObject>) -> bool {
+    let owner = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(OWNER_ANNOTATION));
+    owned_by(plane, owner.map(String::as_str)).is_some()
 }
 
 /// Order of removal: namespaced types, then cluster-scoped ones, namespaces last (deleting
@@ -222,20 +274,24 @@ async fn remove_managed(
     session: &mut Session<'_>,
     member: &Target,
     place: &str,
-    member_is_hub: bool,
+    (member_is_hub, plane): (bool, &str),
     targets: &[ApiResource],
     args: &UnjoinArgs,
 ) -> Result<()> {
     let selector = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
     let mut waiting: Vec<(Api<DynamicObject>, String)> = Vec::new();
+    let mut foreign = 0_usize;
     for target in removal_order(targets) {
         let api: Api<DynamicObject> = Api::all_with(member.client.clone(), &target.to_dynamic());
-        let objects = match api.list_metadata(&selector).await {
+        let mut objects = match api.list_metadata(&selector).await {
             Ok(list) => list.items,
             // The type is not served there: nothing of it can have been propagated.
             Err(kube::Error::Api(status)) if status.code == 404 => continue,
             Err(e) => return Err(member.err(e)),
         };
+        let listed = objects.len();
+        objects.retain(|o| owned(plane, o));
+        foreign += listed - objects.len();
         if objects.is_empty() {
             continue;
         }
@@ -288,13 +344,18 @@ async fn remove_managed(
             waiting.push((api, target.group_qualified_name()));
         }
     }
+    if foreign > 0 {
+        session.note(format_args!(
+            "{foreign} objects in {place} labelled {MANAGED_LABEL}=true were left: they carry no proof ({OWNER_ANNOTATION}) that this control plane created them"
+        ))?;
+    }
     if args.dry_run || waiting.is_empty() {
         return Ok(());
     }
     let gone = ops::poll(args.wait, Duration::from_millis(500), async || {
         for (api, _) in &waiting {
-            match api.list_metadata(&selector.clone().limit(1)).await {
-                Ok(list) if !list.items.is_empty() => return Ok(None),
+            match api.list_metadata(&selector).await {
+                Ok(list) if list.items.iter().any(|o| owned(plane, o)) => return Ok(None),
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(e) => return Err(member.err(e)),

@@ -1,8 +1,10 @@
 //! The admin HTTP server: `/metrics`, `/healthz`, `/readyz`.
 
+use std::future::IntoFuture as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -56,7 +58,12 @@ pub fn router(health: Arc<Health>) -> Router {
         .with_state(health)
 }
 
-/// Serves the admin endpoints until `shutdown`.
+/// Once asked to stop, how long an HTTP server (admin, webhooks) waits for requests in
+/// flight before it closes their connections.
+pub const HTTP_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves the admin endpoints until `shutdown`: then it stops accepting connections and
+/// closes the open ones once their requests are answered, or after [`HTTP_DRAIN_TIMEOUT`].
 pub async fn serve(
     addr: SocketAddr,
     health: Arc<Health>,
@@ -66,8 +73,19 @@ pub async fn serve(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for the admin server: {e}"))?;
     tracing::info!(%addr, "admin server listening (/metrics, /healthz, /readyz)");
-    axum::serve(listener, router(health))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await?;
+    let server = axum::serve(listener, router(health))
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .into_future();
+    let drain_limit = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(HTTP_DRAIN_TIMEOUT).await;
+    };
+    tokio::select! {
+        served = server => served?,
+        () = drain_limit => tracing::warn!(
+            "admin server: connections still open {}s after shutdown; closing them",
+            HTTP_DRAIN_TIMEOUT.as_secs()
+        ),
+    }
     Ok(())
 }

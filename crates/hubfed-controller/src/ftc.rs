@@ -17,7 +17,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::json;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -34,16 +34,59 @@ pub enum Error {
 struct Running {
     generation: i64,
     federated_namespace: Option<ApiResource>,
+    /// A child of the FTC controller's shutdown token: a shutdown reaches every sync
+    /// controller at once.
     stop: CancellationToken,
-    task: JoinHandle<()>,
+    task: SyncTask,
+}
+
+/// A sync controller's task, aborted when dropped: when the FTC controller is dropped (its
+/// stop took too long), no sync controller keeps running.
+struct SyncTask(JoinHandle<()>);
+
+impl SyncTask {
+    fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+
+    /// Waits until the task has ended.
+    async fn join(mut self) {
+        let _ = (&mut self.0).await;
+    }
+}
+
+impl Drop for SyncTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 struct Context {
     shared: Arc<Shared>,
+    shutdown: CancellationToken,
     store: Store<FederatedTypeConfig>,
     running: Mutex<HashMap<String, Running>>,
     /// Requeues every FTC (the `namespaces` FTC gates the namespaced types).
     requeue_all: mpsc::UnboundedSender<()>,
+    /// FTC reconciles running now.
+    reconciling: watch::Sender<usize>,
+}
+
+/// Counts one running reconcile in [`Context::reconciling`] for as long as it lives (also
+/// when the reconcile is cancelled).
+struct Reconciling<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Reconciling<'a> {
+    fn start(count: &'a watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count)
+    }
+}
+
+impl Drop for Reconciling<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// Runs the FTC controller until `shutdown`; stops every sync controller on the way out.
@@ -54,9 +97,11 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
     let (tx, rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(Context {
         shared,
+        shutdown: shutdown.clone(),
         store: controller.store(),
         running: Mutex::new(HashMap::new()),
         requeue_all: tx,
+        reconciling: watch::Sender::new(0),
     });
     let requeue_all =
         futures::stream::unfold(
@@ -64,17 +109,28 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Re
             |mut rx| async move { rx.recv().await.map(|()| ((), rx)) },
         );
     let stop = shutdown.clone();
-    controller
+    let controller = controller
         .reconcile_all_on(requeue_all)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(reconcile, error_policy, Arc::clone(&ctx))
-        .for_each(|_| async {})
-        .await;
-    let running = std::mem::take(&mut *ctx.running.lock().await);
-    for (_, r) in running {
-        r.stop.cancel();
-        let _ = r.task.await;
+        .for_each(|_| async {});
+    // Once stopping, nothing is waited for but reconciles in flight. kube-runtime's graceful
+    // shutdown alone would wait forever for a controller whose cache had not loaded yet (its
+    // runner holds every reconcile until then, and the watch that would load it is stopped):
+    // a hub that does not answer the first list, or a stop right after the start.
+    let idle = async {
+        shutdown.cancelled().await;
+        let _ = ctx.reconciling.subscribe().wait_for(|n| *n == 0).await;
+    };
+    tokio::select! {
+        () = controller => {}
+        () = idle => {}
     }
+    let running = std::mem::take(&mut *ctx.running.lock().await);
+    for r in running.values() {
+        r.stop.cancel();
+    }
+    futures::future::join_all(running.into_values().map(|r| r.task.join())).await;
     Ok(())
 }
 
@@ -87,7 +143,10 @@ fn error_policy(ftc: Arc<FederatedTypeConfig>, error: &Error, _ctx: Arc<Context>
 async fn reconcile(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Result<Action, Error> {
     let metrics = &crate::metrics::METRICS;
     let started = std::time::Instant::now();
-    let result = reconcile_ftc(ftc, ctx).await;
+    let result = {
+        let _reconciling = Reconciling::start(&ctx.reconciling);
+        reconcile_ftc(ftc, Arc::clone(&ctx)).await
+    };
     metrics
         .reconcile_time
         .with_label_values(&["federatedtypeconfig"])
@@ -171,10 +230,10 @@ async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Resu
         if should_run && !up_to_date {
             if let Some(old) = running.remove(&name) {
                 old.stop.cancel();
-                let _ = old.task.await;
+                old.task.join().await;
                 info!(ftc = %name, "refreshing sync controller");
             }
-            let stop = CancellationToken::new();
+            let stop = ctx.shutdown.child_token();
             let task = tokio::spawn({
                 let shared = Arc::clone(&ctx.shared);
                 let stop = stop.clone();
@@ -192,13 +251,13 @@ async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Resu
                     generation,
                     federated_namespace,
                     stop,
-                    task,
+                    task: SyncTask(task),
                 },
             );
             !was_running
         } else if !should_run && let Some(old) = running.remove(&name) {
             old.stop.cancel();
-            let _ = old.task.await;
+            old.task.join().await;
             info!(ftc = %name, "stopped sync controller");
             true
         } else {
@@ -229,7 +288,7 @@ async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Resu
 async fn stop(ctx: &Context, name: &str) {
     if let Some(old) = ctx.running.lock().await.remove(name) {
         old.stop.cancel();
-        let _ = old.task.await;
+        old.task.join().await;
         info!(ftc = %name, "stopped sync controller");
     }
 }

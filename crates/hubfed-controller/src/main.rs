@@ -1,11 +1,34 @@
 //! `hubfed-controller`: the hubfed control plane.
+//!
+//! Shutdown (docs/operations.md, "Shutdown"): the first SIGTERM or SIGINT cancels one token
+//! that every part observes — the controllers stop taking work and get 5 s for the work in
+//! flight, the leader makes one attempt of at most 2 s to release its Lease, the HTTP servers
+//! close — and the process exits 0 with the line `hubfed-controller stopped` within
+//! [`SHUTDOWN_DEADLINE`], whether the hub answers or not: what has not stopped by then is
+//! abandoned. A second signal exits at once, with 128 + the signal's number.
 
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::Write as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use hubfed_controller::{ControllerConfig, run_with};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+/// From the first SIGTERM/SIGINT to the exit, at most (plus [`LOG_FLUSH_TIMEOUT`]).
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+/// Limit of the final flush of the logs: a blocked stdout must not hold up the exit.
+const LOG_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
+/// Names of the parts, as logged when one does not stop in time.
+const CONTROLLERS: &str = "controllers";
+const ADMIN_SERVER: &str = "admin server";
+const WEBHOOK_SERVER: &str = "webhook server";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -64,18 +87,23 @@ async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() {
     let args = Args::parse();
     init_logging(&args.log_format);
-    match serve(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "hubfed-controller stopped");
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            exit(1);
         }
-    }
+    };
+    let code = runtime.block_on(serve(args));
+    // The runtime is not dropped: that would wait for every blocking task, and abandoned tasks
+    // may still wait on an unreachable hub. Exiting ends them all.
+    exit(code)
 }
 
 fn init_logging(format: &str) {
@@ -89,39 +117,127 @@ fn init_logging(format: &str) {
     }
 }
 
-async fn serve(args: Args) -> anyhow::Result<()> {
-    let client = hub_client(&args).await?;
+/// Flushes the logs (stdout; stderr is unbuffered) for at most [`LOG_FLUSH_TIMEOUT`], then
+/// exits with `code`.
+fn exit(code: i32) -> ! {
+    let (flushed, done) = std::sync::mpsc::channel();
+    let flush = std::thread::Builder::new()
+        .name("flush-logs".to_owned())
+        .spawn(move || {
+            let _ = std::io::stdout().flush();
+            let _ = std::io::stderr().flush();
+            let _ = flushed.send(());
+        });
+    if flush.is_ok() {
+        let _ = done.recv_timeout(LOG_FLUSH_TIMEOUT);
+    }
+    std::process::exit(code)
+}
+
+/// The exit code of a process ended by signal `number` (as a shell reports it).
+fn signal_exit_code(number: i32) -> i32 {
+    128 + number
+}
+
+/// Cancels `shutdown` on the first SIGTERM or SIGINT; exits at once on the second.
+fn handle_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        let first = tokio::select! {
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        info!(
+            signal = first,
+            deadline_seconds = SHUTDOWN_DEADLINE.as_secs(),
+            "shutting down; a second SIGTERM or SIGINT exits at once"
+        );
+        shutdown.cancel();
+        let (second, number) = tokio::select! {
+            _ = terminate.recv() => ("SIGTERM", 15),
+            _ = interrupt.recv() => ("SIGINT", 2),
+        };
+        let code = signal_exit_code(number);
+        warn!(
+            signal = second,
+            "second signal: exiting at once, without waiting for the shutdown to finish"
+        );
+        info!(exit_code = code, "hubfed-controller stopped");
+        exit(code)
+    });
+    Ok(())
+}
+
+/// The long-running parts of the process, each a task.
+#[derive(Default)]
+struct Parts {
+    tasks: JoinSet<anyhow::Result<()>>,
+    names: HashMap<tokio::task::Id, &'static str>,
+}
+
+impl Parts {
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        task: impl Future<Output = anyhow::Result<()>> + Send + 'static,
+    ) {
+        let handle = self.tasks.spawn(task);
+        self.names.insert(handle.id(), name);
+    }
+
+    /// The next part to end and how it ended; `None` once none is left.
+    async fn next(&mut self) -> Option<(&'static str, anyhow::Result<()>)> {
+        let (id, result) = match self.tasks.join_next_with_id().await? {
+            Ok((id, result)) => (id, result),
+            Err(e) => (e.id(), Err(anyhow::anyhow!("panicked: {e}"))),
+        };
+        Some((self.names.remove(&id).unwrap_or("a task"), result))
+    }
+
+    /// The parts still running, sorted.
+    fn running(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = self.names.values().copied().collect();
+        names.sort_unstable();
+        names
+    }
+}
+
+/// Runs until the first signal or until a part fails, then stops everything within
+/// [`SHUTDOWN_DEADLINE`]. Returns the exit code, after the final log line.
+async fn serve(args: Args) -> i32 {
     let shutdown = CancellationToken::new();
-    tokio::spawn({
-        let shutdown = shutdown.clone();
-        async move {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(term) => term,
-                    Err(_) => return,
-                };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            tracing::info!("shutting down");
-            shutdown.cancel();
-        }
-    });
+    if let Err(e) = handle_signals(shutdown.clone()) {
+        return stopped(Some(anyhow::anyhow!("cannot handle signals: {e}")));
+    }
+    let client = tokio::select! {
+        () = shutdown.cancelled() => return stopped(None),
+        client = hub_client(&args) => match client {
+            Ok(client) => client,
+            Err(e) => return stopped(Some(e)),
+        },
+    };
     let health = std::sync::Arc::new(hubfed_controller::admin::Health::default());
-    let admin = tokio::spawn(hubfed_controller::admin::serve(
-        args.admin_addr,
-        std::sync::Arc::clone(&health),
-        shutdown.clone(),
-    ));
-    let webhook = args.webhook_cert_dir.clone().map(|dir| {
-        tokio::spawn(hubfed_controller::webhook::serve(
-            args.webhook_addr,
-            dir,
-            args.kubefed_namespace.clone(),
+    let mut parts = Parts::default();
+    parts.spawn(
+        ADMIN_SERVER,
+        hubfed_controller::admin::serve(
+            args.admin_addr,
+            std::sync::Arc::clone(&health),
             shutdown.clone(),
-        ))
-    });
+        ),
+    );
+    if let Some(dir) = args.webhook_cert_dir.clone() {
+        parts.spawn(
+            WEBHOOK_SERVER,
+            hubfed_controller::webhook::serve(
+                args.webhook_addr,
+                dir,
+                args.kubefed_namespace.clone(),
+                shutdown.clone(),
+            ),
+        );
+    }
     let config = ControllerConfig {
         leader_elect: args.leader_elect,
         identity: args.identity,
@@ -129,25 +245,71 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
     };
-    let controller = run_with(client, config, health, shutdown.clone());
-    tokio::pin!(controller);
-    let result = tokio::select! {
-        result = &mut controller => result,
-        served = admin => match served {
-            // The admin server ends first on a normal shutdown: let the controllers finish.
-            Ok(Ok(())) if shutdown.is_cancelled() => controller.await,
-            Ok(Ok(())) => Err(anyhow::anyhow!("the admin server stopped")),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(e.into()),
-        },
-    };
-    shutdown.cancel();
-    if let Some(webhook) = webhook {
-        match webhook.await {
-            Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "webhook server failed"),
-            Err(e) => tracing::error!(error = %e, "webhook server task failed"),
-            Ok(Ok(())) => {}
+    parts.spawn(
+        CONTROLLERS,
+        run_with(client, config, health, shutdown.clone()),
+    );
+
+    // Running: until asked to stop, or until the controllers or the admin server end.
+    let mut failure = None;
+    loop {
+        let (name, result) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            next = parts.next() => match next {
+                Some(ended) => ended,
+                None => break,
+            },
+        };
+        match result {
+            Ok(()) if shutdown.is_cancelled() => break,
+            Ok(()) => {
+                failure = Some(anyhow::anyhow!("the {name} stopped without being asked to"));
+                break;
+            }
+            // As before: a webhook server that cannot serve is reported, the rest goes on.
+            Err(e) if name == WEBHOOK_SERVER => {
+                error!(error = %format!("{e:#}"), "webhook server failed");
+            }
+            Err(e) => {
+                failure = Some(e.context(format!("the {name} failed")));
+                break;
+            }
         }
     }
-    result
+
+    // Stopping: every part observes the token; what has not stopped by the deadline is
+    // abandoned.
+    shutdown.cancel();
+    let deadline = tokio::time::Instant::now() + SHUTDOWN_DEADLINE;
+    let stopping = async {
+        while let Some((name, result)) = parts.next().await {
+            match result {
+                Ok(()) => tracing::debug!(part = name, "stopped"),
+                Err(e) => warn!(part = name, error = %format!("{e:#}"), "failed while stopping"),
+            }
+        }
+    };
+    if tokio::time::timeout_at(deadline, stopping).await.is_err() {
+        warn!(
+            not_stopped = ?parts.running(),
+            "not stopped within {}s of the shutdown request: exiting anyway",
+            SHUTDOWN_DEADLINE.as_secs()
+        );
+    }
+    stopped(failure)
+}
+
+/// Logs the final line; returns the exit code: 0, or 1 after a failure.
+fn stopped(failure: Option<anyhow::Error>) -> i32 {
+    match failure {
+        None => {
+            info!(exit_code = 0, "hubfed-controller stopped");
+            0
+        }
+        Some(e) => {
+            error!(error = %format!("{e:#}"), exit_code = 1, "hubfed-controller stopped");
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
 }

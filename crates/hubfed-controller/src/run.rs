@@ -1,14 +1,18 @@
 //! Wiring: KubeFedConfig, the cluster registry, shared caches and the FTC controller.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
 use hubfed_api::names::KUBEFED_CONFIG_NAME;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, PostParams};
+use kube_lease_manager::{LeaseManager, LeaseManagerError};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::admin::Health;
 use crate::clusters::{HealthCheckSettings, MemberClientPool};
@@ -17,6 +21,19 @@ use crate::sync::Shared;
 
 /// Name of the leader-election Lease (KubeFed's lock name).
 pub const LEASE_NAME: &str = "kubefed-controller-manager";
+
+/// Once asked to stop, how long the controllers may take to finish the work in flight
+/// (member writes, status writes); whatever is still running then is cancelled. A lost lease
+/// is different: see [`LOST_LEASE_STOP_TIMEOUT`].
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// The one attempt to release the leader Lease when stopping. An unreachable hub never holds
+/// up a shutdown: the Lease then expires on its own after its duration.
+pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
+/// After losing the lease, how long the controllers may take to stop before the process
+/// gives up with an error (a standby must not write).
+const LOST_LEASE_STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Limit of one attempt to set up leader election (read or create the Lease).
+const ELECTION_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Run-time settings that do not come from KubeFedConfig.
 #[derive(Clone, Debug)]
@@ -109,6 +126,11 @@ fn seconds(value: Option<&String>, default: u64) -> u64 {
 /// renew in time: an overloaded machine, a slow hub) stops its controllers and goes back to
 /// standby; it does not exit, so no supervisor is needed to bring it back.
 ///
+/// Cancelling `shutdown` stops everything within bounds, whether or not the hub answers: no
+/// new work is taken, work in flight gets [`DRAIN_TIMEOUT`] and is then cancelled, and a
+/// leader makes one attempt of at most [`LEASE_RELEASE_TIMEOUT`] to release the Lease so a
+/// standby takes over at once.
+///
 /// A change of the KubeFedConfig restarts the controllers in the process with the new
 /// settings (scope, health checks, leader election, concurrency, feature gates); only
 /// `adoptResources` is applied without a restart. An invalid change is ignored with an error
@@ -119,8 +141,14 @@ pub async fn run_with(
     health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // One identity for the life of the process: a lease it still holds after a restart of
+    // the controllers is recognised as its own.
+    let identity = identity(&config);
     loop {
-        let kubefed_config = load_kubefed_config(&hub, &config.kubefed_namespace).await?;
+        let kubefed_config = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            loaded = load_kubefed_config(&hub, &config.kubefed_namespace) => loaded?,
+        };
         info!(
             namespace = %config.kubefed_namespace,
             "Using valid KubeFedConfig \"{}/{}\"",
@@ -135,17 +163,24 @@ pub async fn run_with(
             restart.clone(),
         ));
         let result = if config.leader_elect {
-            campaign(&hub, &config, &kubefed_config, &health, &restart).await
+            let candidate = Candidate {
+                hub: &hub,
+                config: &config,
+                identity: &identity,
+                kubefed_config: &kubefed_config,
+                health: &health,
+            };
+            campaign(&candidate, &restart).await
         } else {
             METRICS.leader.with_label_values::<&str>(&[]).set(1);
-            control_plane(
+            let plane = control_plane(
                 hub.clone(),
                 config.clone(),
                 kubefed_config,
                 Arc::clone(&health),
                 restart.clone(),
-            )
-            .await
+            );
+            drained(plane, &restart).await
         };
         follower.abort();
         result?;
@@ -211,19 +246,25 @@ async fn follow_config(
     }
 }
 
+/// What a replica stands for election with.
+struct Candidate<'a> {
+    hub: &'a Client,
+    config: &'a ControllerConfig,
+    identity: &'a str,
+    kubefed_config: &'a KubeFedConfigSpec,
+    health: &'a Arc<Health>,
+}
+
 /// Stands for leader until `stop`: leads while holding the lease, stands by otherwise.
-async fn campaign(
-    hub: &Client,
-    config: &ControllerConfig,
-    kubefed_config: &KubeFedConfigSpec,
-    health: &Arc<Health>,
-    stop: &CancellationToken,
-) -> anyhow::Result<()> {
+async fn campaign(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyhow::Result<()> {
     loop {
-        match lead_once(hub, config, kubefed_config, health, stop).await? {
+        match lead_once(candidate, stop).await? {
             Term::Done => return Ok(()),
             Term::Lost => {
                 tracing::error!("lost the leader lease: controllers stopped, back to standby");
+            }
+            Term::Released => {
+                info!("the leader released the lease: standing for it at once");
             }
         }
     }
@@ -235,43 +276,53 @@ enum Term {
     Done,
     /// Led, then lost the lease.
     Lost,
+    /// Stood by until the leader released the lease: stand again without waiting for it to
+    /// expire.
+    Released,
 }
 
-/// Waits for the lease, then runs the controllers until the lease is lost or shutdown.
-async fn lead_once(
-    hub: &Client,
-    config: &ControllerConfig,
-    kubefed_config: &KubeFedConfigSpec,
-    health: &Arc<Health>,
-    shutdown: &CancellationToken,
-) -> anyhow::Result<Term> {
+/// Waits for the lease, then runs the controllers until the lease is lost or `stop`.
+async fn lead_once(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyhow::Result<Term> {
+    let Candidate {
+        hub,
+        config,
+        identity,
+        kubefed_config,
+        health,
+    } = *candidate;
     let leader_elect = kubefed_config.leader_elect.clone().unwrap_or_default();
     let lease_duration = seconds(leader_elect.lease_duration.as_ref(), 15);
     let renew_deadline = seconds(leader_elect.renew_deadline.as_ref(), 10).min(lease_duration - 1);
-    let identity = identity(config);
+    let retry_period = Duration::from_secs(seconds(leader_elect.retry_period.as_ref(), 5));
     // Replicas starting together race to create the Lease; the loser's build fails with a
-    // conflict. Retry (also covers transient API errors) instead of exiting.
-    let mut delay = std::time::Duration::from_millis(200);
+    // conflict. Retry (also covers transient API errors and a hub that does not answer)
+    // instead of exiting.
+    let mut delay = Duration::from_millis(200);
     let manager = loop {
-        let built = kube_lease_manager::LeaseManagerBuilder::new(hub.clone(), LEASE_NAME)
+        let build = kube_lease_manager::LeaseManagerBuilder::new(hub.clone(), LEASE_NAME)
             .with_namespace(&config.kubefed_namespace)
-            .with_identity(&identity)
+            .with_identity(identity)
             .with_duration(lease_duration)
             .with_grace(lease_duration - renew_deadline)
-            .with_field_manager("hubfed-leader-election")
-            .build()
-            .await;
+            .with_field_manager(lease_field_manager(identity))
+            .build();
+        let built = tokio::select! {
+            () = stop.cancelled() => return Ok(Term::Done),
+            built = tokio::time::timeout(ELECTION_SETUP_TIMEOUT, build) => built,
+        };
         match built {
-            Ok(manager) => break manager,
-            Err(e) => {
-                tracing::warn!(error = %e, "setting up leader election failed; retrying");
-                tokio::select! {
-                    () = shutdown.cancelled() => return Ok(Term::Done),
-                    () = tokio::time::sleep(delay) => {}
-                }
-                delay = (delay * 2).min(std::time::Duration::from_secs(5));
-            }
+            Ok(Ok(manager)) => break manager,
+            Ok(Err(e)) => warn!(error = %e, "setting up leader election failed; retrying"),
+            Err(_) => warn!(
+                "setting up leader election failed: no answer from the hub within {}s; retrying",
+                ELECTION_SETUP_TIMEOUT.as_secs()
+            ),
         }
+        tokio::select! {
+            () = stop.cancelled() => return Ok(Term::Done),
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
     };
     let (mut leading, lease_task) = manager.watch().await;
     info!(identity = %identity, lease = %format!("{}/{LEASE_NAME}", config.kubefed_namespace), "waiting for the leader lease");
@@ -280,32 +331,42 @@ async fn lead_once(
     let standby_ready = tokio::spawn({
         let health = Arc::clone(health);
         async move {
-            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
             health.set_ready(true);
         }
     });
+    // The lease manager looks at a lease held by another replica again only when it would
+    // expire; a release by its holder is noticed here, every retry period.
+    let released = released_by_leader(
+        Api::namespaced(hub.clone(), &config.kubefed_namespace),
+        identity,
+        retry_period,
+    );
+    tokio::pin!(released);
     loop {
         if *leading.borrow_and_update() {
             break;
         }
-        tokio::select! {
-            () = shutdown.cancelled() => {
-                standby_ready.abort();
-                drop(leading);
-                let _ = lease_task.await;
-                return Ok(Term::Done);
-            }
+        let outcome = tokio::select! {
+            () = stop.cancelled() => Term::Done,
+            () = &mut released => Term::Released,
             changed = leading.changed() => if changed.is_err() {
+                standby_ready.abort();
                 return Err(anyhow::anyhow!("leader election stopped"));
+            } else {
+                continue;
             },
-        }
+        };
+        standby_ready.abort();
+        stop_election(leading, lease_task, false).await;
+        return Ok(outcome);
     }
     standby_ready.abort();
     health.set_ready(false);
     info!(identity = %identity, "promoted as leader");
     METRICS.leader.with_label_values::<&str>(&[]).set(1);
 
-    let controllers = shutdown.child_token();
+    let controllers = stop.child_token();
     let lost = async {
         loop {
             if leading.changed().await.is_err() || !*leading.borrow() {
@@ -313,35 +374,136 @@ async fn lead_once(
             }
         }
     };
-    let plane = control_plane(
+    let mut plane = Box::pin(control_plane(
         hub.clone(),
         config.clone(),
         kubefed_config.clone(),
         Arc::clone(health),
         controllers.clone(),
-    );
-    tokio::pin!(plane);
-    let term = tokio::select! {
-        result = &mut plane => result.map(|()| Term::Done),
+    ));
+    let (term, holds_lease) = tokio::select! {
+        result = drained(plane.as_mut(), stop) => (result.map(|()| Term::Done), true),
         () = lost => {
             // Stop every controller and wait until they have: a standby must not write.
             controllers.cancel();
-            match tokio::time::timeout(std::time::Duration::from_secs(30), &mut plane).await {
+            let term = match tokio::time::timeout(LOST_LEASE_STOP_TIMEOUT, &mut plane).await {
                 Ok(_) => Ok(Term::Lost),
                 Err(_) => Err(anyhow::anyhow!(
-                    "lost the leader lease and the controllers did not stop within 30s"
+                    "lost the leader lease and the controllers did not stop within {}s",
+                    LOST_LEASE_STOP_TIMEOUT.as_secs()
                 )),
-            }
+            };
+            (term, false)
         }
     };
+    // Whatever did not finish in time is cancelled here.
+    drop(plane);
     METRICS.leader.with_label_values::<&str>(&[]).set(0);
     health.set_ready(false);
-    // Closing the channel stops renewing; releasing lets a standby take over at once.
-    drop(leading);
-    if let Ok(Ok(manager)) = lease_task.await {
-        let _ = manager.release().await;
-    }
+    // Only once the controllers have stopped: releasing lets a standby take over at once. A
+    // replica that lost the lease has nothing to release.
+    stop_election(leading, lease_task, holds_lease).await;
     term
+}
+
+/// The field manager of this replica's Lease writes. The lease manager takes the Lease with a
+/// server-side apply that must conflict with another holder's: one field manager per identity
+/// (two replicas standing at the same moment cannot both win). At most 128 characters.
+fn lease_field_manager(identity: &str) -> String {
+    let mut manager = format!("hubfed-leader-election-{identity}");
+    let mut end = manager.len().min(128);
+    while !manager.is_char_boundary(end) {
+        end -= 1;
+    }
+    manager.truncate(end);
+    manager
+}
+
+/// Returns once the Lease, seen held by another replica, is seen without a holder: its leader
+/// released it on the way out. Reads the Lease every `every` (each read limited to the same),
+/// which only needs `get` on it.
+async fn released_by_leader(leases: Api<Lease>, identity: &str, every: Duration) {
+    let mut held_by_another = false;
+    loop {
+        if let Ok(Ok(lease)) = tokio::time::timeout(every, leases.get_opt(LEASE_NAME)).await {
+            let holder = lease
+                .and_then(|lease| lease.spec)
+                .and_then(|spec| spec.holder_identity)
+                .filter(|holder| !holder.is_empty());
+            match holder {
+                Some(holder) if holder != identity => held_by_another = true,
+                Some(_) => {}
+                None if held_by_another => return,
+                None => {}
+            }
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Stops leader election. When this replica leads (`release`), closing the channel makes the
+/// lease manager release the Lease: one attempt, within [`LEASE_RELEASE_TIMEOUT`], after
+/// which the manager is abandoned and the Lease left to expire. Otherwise the manager is
+/// stopped without writing: its release also clears a Lease it sees expired or free, which
+/// could undo another replica's fresh lock.
+async fn stop_election(
+    leading: tokio::sync::watch::Receiver<bool>,
+    mut lease_task: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+    release: bool,
+) {
+    if !release {
+        // Aborted before the channel closes, so it never gets to release.
+        lease_task.abort();
+        let _ = lease_task.await;
+        drop(leading);
+        return;
+    }
+    drop(leading);
+    match tokio::time::timeout(LEASE_RELEASE_TIMEOUT, &mut lease_task).await {
+        Ok(Ok(Ok(_))) => info!("released the leader lease"),
+        Ok(Ok(Err(e))) => {
+            warn!(error = %e, "could not release the leader lease; it expires on its own");
+        }
+        Ok(Err(e)) => warn!(error = %e, "the leader election task failed"),
+        Err(_) => {
+            lease_task.abort();
+            warn!(
+                "could not release the leader lease within {}s (is the hub reachable?); it expires on its own",
+                LEASE_RELEASE_TIMEOUT.as_secs()
+            );
+        }
+    }
+}
+
+/// Runs the controllers until they end by themselves or `stop` is cancelled; then they stop
+/// taking work and get [`DRAIN_TIMEOUT`] to finish what is in flight, after which it is
+/// cancelled (the controllers are dropped; their tasks observe `stop` or are aborted).
+async fn drained(
+    plane: impl std::future::Future<Output = anyhow::Result<()>>,
+    stop: &CancellationToken,
+) -> anyhow::Result<()> {
+    tokio::pin!(plane);
+    tokio::select! {
+        result = &mut plane => return result,
+        () = stop.cancelled() => {}
+    }
+    info!(
+        "stopping the controllers: no new work; work in flight has {}s to finish",
+        DRAIN_TIMEOUT.as_secs()
+    );
+    match tokio::time::timeout(DRAIN_TIMEOUT, plane).await {
+        Ok(result) => {
+            info!("controllers stopped");
+            result
+        }
+        Err(_) => {
+            warn!(
+                "the controllers did not finish their work in flight within {}s: cancelled",
+                DRAIN_TIMEOUT.as_secs()
+            );
+            Ok(())
+        }
+    }
 }
 
 /// The controllers proper: registry, shared caches and the FTC controller.
@@ -422,7 +584,45 @@ async fn export_cluster_gauges(pool: Arc<MemberClientPool>, shutdown: Cancellati
 
 #[cfg(test)]
 mod tests {
-    use super::needs_restart;
+    use super::{drained, lease_field_manager, needs_restart};
+    use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
+
+    #[test]
+    fn one_lease_field_manager_per_identity_within_the_limit() {
+        assert_eq!(
+            lease_field_manager("replica-a"),
+            "hubfed-leader-election-replica-a"
+        );
+        assert_ne!(lease_field_manager("a"), lease_field_manager("b"));
+        let long = lease_field_manager(&"é".repeat(100));
+        assert!(long.len() <= 128 && long.starts_with("hubfed-leader-election-é"));
+    }
+
+    #[tokio::test]
+    async fn controllers_that_end_or_stop_in_time_are_waited_for() {
+        let stop = CancellationToken::new();
+        let ended = drained(async { Err(anyhow::anyhow!("failed")) }, &stop).await;
+        assert!(ended.is_err(), "the controllers' own end is passed on");
+
+        // Asked to stop, the controllers finish their work in flight.
+        let (finished_tx, finished_rx) = tokio::sync::oneshot::channel();
+        let plane = {
+            let stop = stop.clone();
+            async move {
+                stop.cancelled().await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let _ = finished_tx.send(());
+                Ok(())
+            }
+        };
+        stop.cancel();
+        let began = std::time::Instant::now();
+        drained(plane, &stop).await.expect("stopped");
+        assert!(finished_rx.await.is_ok(), "the work in flight was finished");
+        assert!(began.elapsed() < super::DRAIN_TIMEOUT);
+    }
+
     use hubfed_api::federatedtypeconfig::ResourceScope;
     use hubfed_api::kubefedconfig::{KubeFedConfigSpec, ResourceAdoption};
 

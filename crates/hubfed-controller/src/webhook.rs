@@ -160,7 +160,8 @@ pub fn router() -> Router {
 }
 
 /// Serves the webhooks over HTTPS with `tls.crt`/`tls.key` from `cert_dir`, reloading them
-/// every minute so rotated certificates are picked up.
+/// every minute so rotated certificates are picked up. On `shutdown` it stops accepting
+/// connections; requests in flight get [`crate::admin::HTTP_DRAIN_TIMEOUT`].
 pub async fn serve(
     addr: SocketAddr,
     cert_dir: PathBuf,
@@ -197,7 +198,7 @@ pub async fn serve(
         let handle = handle.clone();
         async move {
             shutdown.cancelled().await;
-            handle.graceful_shutdown(Some(Duration::from_secs(5)));
+            handle.graceful_shutdown(Some(crate::admin::HTTP_DRAIN_TIMEOUT));
         }
     });
     info!(%addr, "admission webhooks listening");

@@ -21,6 +21,21 @@ pub enum Error {
     Hub(#[from] kube::Error),
     #[error("serializing: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("no answer from the hub within {}s", HUB_WRITE_TIMEOUT.as_secs())]
+    Timeout,
+}
+
+/// How long one hub write may take: the hub client has no read timeout, and a reconcile
+/// waiting on an unreachable hub would hold up its controller, and its shutdown, forever.
+const HUB_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A hub request, bounded by [`HUB_WRITE_TIMEOUT`].
+async fn bounded<T>(
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, Error> {
+    tokio::time::timeout(HUB_WRITE_TIMEOUT, request)
+        .await
+        .map_err(|_| Error::Timeout)
 }
 
 /// RFC 3339 with second precision, as Kubernetes writes times.
@@ -45,13 +60,9 @@ pub async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(),
         "finalizers": finalizers,
         "resourceVersion": obj.resource_version(),
     }});
-    federated_api(ctx, obj.namespace().as_deref())
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    let api = federated_api(ctx, obj.namespace().as_deref());
+    let name = obj.name_any();
+    bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await??;
     Ok(())
 }
 
@@ -65,14 +76,9 @@ pub async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<
         "finalizers": finalizers,
         "resourceVersion": obj.resource_version(),
     }});
-    match federated_api(ctx, obj.namespace().as_deref())
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
+    let api = federated_api(ctx, obj.namespace().as_deref());
+    let name = obj.name_any();
+    match bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await? {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
@@ -92,14 +98,9 @@ pub async fn write_status(
         map.entry("conditions").or_insert_with(|| json!([]));
     }
     let patch = json!({ "status": value });
-    match federated_api(ctx, obj.namespace().as_deref())
-        .patch_status(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
+    let api = federated_api(ctx, obj.namespace().as_deref());
+    let name = obj.name_any();
+    match bounded(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await? {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
@@ -189,13 +190,9 @@ where
     if !exists {
         create_ignoring_conflict(&api, object).await?;
     }
-    let written = api
-        .patch_status(
-            &object.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(status),
-        )
-        .await?;
+    let name = object.name_any();
+    let written =
+        bounded(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))).await??;
     Ok(written.resource_version().unwrap_or_default())
 }
 
@@ -203,7 +200,7 @@ async fn create_ignoring_conflict<K>(api: &Api<K>, object: &K) -> Result<(), Err
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.create(&PostParams::default(), object).await {
+    match bounded(api.create(&PostParams::default(), object)).await? {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),

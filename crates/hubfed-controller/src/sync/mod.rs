@@ -444,6 +444,10 @@ pub async fn run_type(
     // field, per writer) and kubectl's last-applied copy of the whole object are never read.
     let writer = reflector::store::Writer::new(federated.clone());
     let store = writer.as_reader();
+    // Whether the federated objects' first list completed: a kube-runtime controller stopped
+    // before that never finishes stopping (it holds its queue until the cache loads, and the
+    // watch that would load it has stopped).
+    let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let objects = reflector::reflector(
         writer,
         watcher(fed_api, watcher::Config::default()).modify(|object| {
@@ -453,6 +457,14 @@ pub async fn run_type(
             }
         }),
     )
+    .inspect({
+        let listed = Arc::clone(&listed);
+        move |event| {
+            if let Ok(watcher::Event::InitDone) = event {
+                listed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    })
     .applied_objects();
     let controller = Controller::for_stream_with(objects, store.clone(), federated.clone())
         .with_config(
@@ -600,13 +612,23 @@ pub async fn run_type(
     info!(kind = %federated.kind, "starting sync controller");
     tokio::spawn(gc::run(Arc::clone(&ctx), gc_store, stop.clone()));
     let stop_signal = stop.clone();
-    controller
+    let running = controller
         .reconcile_on(triggers)
         .reconcile_all_on(futures::stream::select(registry_changes, settings_changes))
         .graceful_shutdown_on(async move { stop_signal.cancelled().await })
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+        .for_each(|_| async {});
+    // Stopped before the first list completed: nothing can be in flight; do not wait.
+    let stopped_unlisted = async {
+        stop.cancelled().await;
+        if listed.load(std::sync::atomic::Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = running => {}
+        () = stopped_unlisted => {}
+    }
     stop.cancel();
     let _ = members_task.await;
     info!(kind = %federated.kind, "sync controller stopped");

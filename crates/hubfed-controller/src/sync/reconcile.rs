@@ -114,7 +114,14 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         cache_warming: observed.cache_warming,
     };
     let released = match plan.disposition {
-        Disposition::Delete => conclude_deletion(ctx, obj, &observed, &plan, carried).await?,
+        Disposition::Delete => {
+            let released = conclude_deletion(ctx, obj, &observed, &plan, carried).await?;
+            if !released {
+                // A deletion that waits says on what: the clusters and why, in status.
+                write_status(ctx, obj, &observed, &plan, &result).await?;
+            }
+            released
+        }
         _ => {
             conclude_sync(ctx, obj, &observed, &plan, &result, carried).await?;
             false

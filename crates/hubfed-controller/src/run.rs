@@ -81,15 +81,74 @@ async fn load_kubefed_config(hub: &Client, namespace: &str) -> anyhow::Result<Ku
         }
     };
     spec.apply_defaults();
-    // As KubeFed: an invalid configuration stops the controller with a clear message.
-    let errors = hubfed_core::validation::validate_kubefed_config(&spec, None);
-    if !errors.is_empty() {
-        anyhow::bail!(
-            "KubeFedConfig {namespace}/{KUBEFED_CONFIG_NAME} is invalid: {}",
+    Ok(spec)
+}
+
+/// How often an invalid KubeFedConfig is read again while the controllers wait for a valid one.
+const INVALID_CONFIG_RETRY: Duration = Duration::from_secs(5);
+
+/// The KubeFedConfig, once it is valid. KubeFed stopped the controller on an invalid one; the
+/// webhooks then went down with it and, with `failurePolicy: Fail`, refused the very fix. hubfed
+/// keeps the process (and so admission) running and waits: the error is logged and recorded as
+/// a Warning Event on the KubeFedConfig, once per distinct problem, and the config is read
+/// again every [`INVALID_CONFIG_RETRY`].
+async fn valid_kubefed_config(
+    hub: &Client,
+    namespace: &str,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<KubeFedConfigSpec>> {
+    let mut reported = String::new();
+    loop {
+        let spec = tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            loaded = load_kubefed_config(hub, namespace) => loaded?,
+        };
+        let errors = hubfed_core::validation::validate_kubefed_config(&spec, None);
+        if errors.is_empty() {
+            return Ok(Some(spec));
+        }
+        let problem = format!(
+            "KubeFedConfig {namespace}/{KUBEFED_CONFIG_NAME} is invalid, the controllers wait for a valid one: {}",
             hubfed_core::validation::summary(&errors)
         );
+        if problem != reported {
+            tracing::error!("{problem}");
+            report_invalid_config(hub, namespace, &problem).await;
+            reported = problem;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            () = tokio::time::sleep(INVALID_CONFIG_RETRY) => {}
+        }
     }
-    Ok(spec)
+}
+
+/// A Warning Event `InvalidConfiguration` on the KubeFedConfig; failures are only logged.
+async fn report_invalid_config(hub: &Client, namespace: &str, message: &str) {
+    use kube::Resource as _;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let api: Api<KubeFedConfig> = Api::namespaced(hub.clone(), namespace);
+    let Ok(Ok(config)) =
+        tokio::time::timeout(Duration::from_secs(10), api.get(KUBEFED_CONFIG_NAME)).await
+    else {
+        return;
+    };
+    let reporter = Reporter {
+        controller: "hubfed-controller".to_owned(),
+        instance: std::env::var("HOSTNAME").ok(),
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "InvalidConfiguration".to_owned(),
+        note: Some(message.chars().take(1024).collect()),
+        action: "Validate".to_owned(),
+        secondary: None,
+    };
+    let recorder = Recorder::new(hub.clone(), reporter);
+    let published = recorder.publish(&event, &config.object_ref(&())).await;
+    if let Err(e) = published {
+        warn!(error = %e, "recording the InvalidConfiguration event failed");
+    }
 }
 
 /// Runs the control plane until `shutdown` is cancelled.
@@ -145,9 +204,10 @@ pub async fn run_with(
     // the controllers is recognised as its own.
     let identity = identity(&config);
     loop {
-        let kubefed_config = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            loaded = load_kubefed_config(&hub, &config.kubefed_namespace) => loaded?,
+        let Some(kubefed_config) =
+            valid_kubefed_config(&hub, &config.kubefed_namespace, &shutdown).await?
+        else {
+            return Ok(());
         };
         info!(
             namespace = %config.kubefed_namespace,

@@ -39,7 +39,7 @@ async fn bounded<T>(
 }
 
 /// RFC 3339 with second precision, as Kubernetes writes times.
-pub(crate) fn now_rfc3339() -> String {
+fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
@@ -107,33 +107,47 @@ pub async fn write_status(
     }
 }
 
+/// The status for a spec that cannot be read, written when it changes.
 pub async fn write_invalid_status(
     ctx: &TypeContext,
     obj: &DynamicObject,
     message: &str,
 ) -> Result<(), Error> {
+    let input = StatusInput {
+        generation: 0,
+        reason: hubfed_core::status::AggregateReason::ComputePlacementFailed,
+        reason_message: Some(message),
+        outcomes: &[],
+        resources_updated: false,
+        remote_status_collection: false,
+        unknown_clusters: &[],
+        now: "",
+    };
+    write_status_if_changed(ctx, obj, input).await.map(drop)
+}
+
+/// Computes the status from `input` (its `generation` and `now` are filled in here) and
+/// writes it when it differs from the object's; whether it did.
+pub async fn write_status_if_changed(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    input: StatusInput<'_>,
+) -> Result<bool, Error> {
     let previous: Option<FederatedStatus> = obj
         .data
         .get("status")
         .and_then(|s| serde_json::from_value(s.clone()).ok());
     let now = now_rfc3339();
-    let update = compute_status(
-        previous.as_ref(),
-        &StatusInput {
-            generation: obj.metadata.generation.unwrap_or(0),
-            reason: hubfed_core::status::AggregateReason::ComputePlacementFailed,
-            reason_message: Some(message),
-            outcomes: &[],
-            resources_updated: false,
-            remote_status_collection: false,
-            unknown_clusters: &[],
-            now: &now,
-        },
-    );
+    let input = StatusInput {
+        generation: obj.metadata.generation.unwrap_or(0),
+        now: &now,
+        ..input
+    };
+    let update = compute_status(previous.as_ref(), &input);
     if update.changed {
         write_status(ctx, obj, &update.status).await?;
     }
-    Ok(())
+    Ok(update.changed)
 }
 
 /// Creates the (Cluster)PropagatedVersion unless it `exists`, then writes its status;

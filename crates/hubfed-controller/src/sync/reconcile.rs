@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::{
     Carried, RETRY_DELAY, Release, Requeue, awaits_cache, converged, failures_after,
     finalizer_release, requeue,
@@ -13,7 +12,7 @@ use hubfed_core::conclude::{
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
 };
-use hubfed_core::status::{StatusInput, compute_status};
+use hubfed_core::status::StatusInput;
 use hubfed_core::version::update_propagated_version;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
@@ -23,7 +22,7 @@ use tracing::{debug, warn};
 
 use super::dispatch::{self, DispatchResult};
 use super::gc;
-use super::hub_writes::{self, Error, now_rfc3339, publish};
+use super::hub_writes::{self, Error, publish};
 use super::observe::{self, Observed};
 use super::{TypeContext, WrittenVersions};
 use crate::metrics::METRICS;
@@ -302,28 +301,22 @@ async fn write_status(
     plan: &Plan,
     result: &DispatchResult,
 ) -> Result<(), Error> {
-    let previous: Option<FederatedStatus> = obj
-        .data
-        .get("status")
-        .and_then(|s| serde_json::from_value(s.clone()).ok());
-    let now = now_rfc3339();
-    let update = compute_status(
-        previous.as_ref(),
-        &StatusInput {
-            generation: obj.metadata.generation.unwrap_or(0),
-            reason: plan.reason,
-            reason_message: plan.reason_message.as_deref(),
-            outcomes: &result.outcomes,
-            resources_updated: result.wrote,
-            remote_status_collection: false,
-            unknown_clusters: &plan.placement.unknown_clusters,
-            now: &now,
-        },
-    );
-    if !update.changed || observed.cache_warming {
+    if observed.cache_warming {
         return Ok(());
     }
-    hub_writes::write_status(ctx, obj, &update.status).await?;
+    let input = StatusInput {
+        generation: 0,
+        reason: plan.reason,
+        reason_message: plan.reason_message.as_deref(),
+        outcomes: &result.outcomes,
+        resources_updated: result.wrote,
+        remote_status_collection: false,
+        unknown_clusters: &plan.placement.unknown_clusters,
+        now: "",
+    };
+    if !hub_writes::write_status_if_changed(ctx, obj, input).await? {
+        return Ok(());
+    }
     // Placement problems are the user's to fix: say so once per change, as an Event.
     let reference = &observed.reference;
     if let Some(message) = &plan.reason_message {

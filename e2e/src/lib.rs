@@ -11,8 +11,8 @@
 //! Tests wait for conditions with [`wait_for`] and generous deadlines ([`TIMEOUT`]), never
 //! sleep-and-assert. Each test works in its own namespace ([`unique_ns`]) or on uniquely named
 //! cluster-scoped objects ([`unique_name`]), so tests run in parallel. Namespaced federated
-//! objects propagate only inside a federated namespace (cluster-scoped control plane, reference
-//! §1.6): [`Federation::create_federated_namespace`] makes one.
+//! objects propagate only inside a federated namespace (cluster-scoped control plane,
+//! docs/kubefed-compatibility.md §1.6): [`Federation::create_federated_namespace`] makes one.
 //!
 //! Controller logs: set `HUBFED_E2E_LOG` to a tracing filter (e.g.
 //! `info,hubfed_controller=debug`); they go to stderr, or to `HUBFED_E2E_LOG_FILE`.
@@ -112,8 +112,21 @@ impl Federation {
     /// Joins `cluster` under the name `name` (as `hubfedctl join` will) and waits until its
     /// KubeFedCluster is `Ready`. Joining the hub itself as `"hub"` is allowed.
     pub async fn join(&self, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
+        self.join_via(name, cluster, &cluster.server_url(), cluster.ca_pem())
+            .await
+    }
+
+    /// [`Self::join`] with the KubeFedCluster's endpoint and CA bundle given, e.g. those of a
+    /// [`fault_proxy::FaultProxy`] in front of the cluster.
+    pub async fn join_via(
+        &self,
+        name: &str,
+        cluster: &Cluster,
+        endpoint: &str,
+        ca_pem: &str,
+    ) -> anyhow::Result<()> {
         let hub = self.hub().await?;
-        register_cluster(&hub, name, cluster).await?;
+        register_cluster_at(&hub, name, cluster, endpoint, ca_pem).await?;
         wait_clusters_ready(&hub, &[name]).await
     }
 
@@ -621,10 +634,22 @@ pub async fn install_control_plane(
 /// later issue) and a long-lived token for it; in the hub, the token Secret and the
 /// KubeFedCluster.
 pub async fn register_cluster(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
+    register_cluster_at(hub, name, cluster, &cluster.server_url(), cluster.ca_pem()).await
+}
+
+/// [`register_cluster`] with the KubeFedCluster's endpoint and CA bundle given (a proxy in
+/// front of the cluster).
+pub async fn register_cluster_at(
+    hub: &Client,
+    name: &str,
+    cluster: &Cluster,
+    endpoint: &str,
+    ca_pem: &str,
+) -> anyhow::Result<()> {
     let member = cluster.client().await?;
     let account = format!("hubfed-{name}");
     let token = service_account_token(&member, &account, "cluster-admin").await?;
-    register_endpoint(hub, name, &cluster.server_url(), cluster.ca_pem(), &token).await
+    register_endpoint(hub, name, endpoint, ca_pem, &token).await
 }
 
 /// A long-lived token of ServiceAccount `account` in the control plane's namespace of the

@@ -15,8 +15,7 @@ use hubfed_core::validation::{summary, validate_kubefed_cluster_spec};
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, dynamic_api, federated, federated_object,
-    get_value, member_mismatch, placement, propagated_ok, register_endpoint, service_account_token,
-    target, unique_ns, wait_clusters_ready, wait_for,
+    get_value, member_mismatch, placement, propagated_ok, target, unique_ns, wait_for,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Namespace;
@@ -69,11 +68,15 @@ async fn a_member_behind_a_path_routing_proxy_is_used() -> anyhow::Result<()> {
 
 async fn scenario(fed: &Federation, proxy: &FaultProxy) -> anyhow::Result<()> {
     let hub = fed.hub().await?;
-    let member2 = fed.client("member2").await?;
-    let token = service_account_token(&member2, "hubfed-member2-via-path", "cluster-admin").await?;
-    register_endpoint(&hub, VIA_PATH, &proxy.url(), proxy.ca_pem(), &token).await?;
     // Ready means /healthz answered ok: the proxy answers 404 outside the path.
-    wait_clusters_ready(&hub, &[VIA_PATH]).await?;
+    fed.join_via(
+        VIA_PATH,
+        fed.cluster("member2")?,
+        &proxy.url(),
+        proxy.ca_pem(),
+    )
+    .await?;
+    let member2 = fed.client("member2").await?;
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     let version = clusters
         .get(VIA_PATH)

@@ -223,9 +223,9 @@ async fn join_hub(
                     _ => FaultResponse::Hang,
                 },
             }]);
-            let token =
-                service_account_token(hub, "hubfed-hubself-proxied", "cluster-admin").await?;
-            (proxy.url(), proxy.ca_pem().to_owned(), token, Some(proxy))
+            fed.join_via(HUB_MEMBER, cluster, &proxy.url(), proxy.ca_pem())
+                .await?;
+            return Ok(Some(proxy));
         }
     };
     register_endpoint(hub, HUB_MEMBER, &endpoint, &ca_pem, &token).await?;

@@ -20,8 +20,7 @@ use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, dynamic_api, federated,
-    federated_object, get_value, modify, placement, register_endpoint, report,
-    service_account_token, target, unique_ns, wait_clusters_ready, wait_for,
+    federated_object, get_value, modify, placement, report, target, unique_ns, wait_for,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
@@ -41,7 +40,7 @@ async fn a_partitioned_member_never_holds_up_deletions_and_is_cleaned_up_after()
     // Default health checks (every 10 s, Offline after 3 failures). Faster ones would need a
     // KubeFedConfig change, which restarts the controllers; a restart right after start does
     // not complete yet (issue 18).
-    let proxy = rejoin_through_proxy(fed, &hub).await?;
+    let proxy = rejoin_through_proxy(fed).await?;
 
     let ns = unique_ns("partition");
     fed.create_federated_namespace(&ns, &MEMBERS).await?;
@@ -197,18 +196,12 @@ async fn a_partitioned_member_never_holds_up_deletions_and_is_cleaned_up_after()
 }
 
 /// Replaces member2's KubeFedCluster by one whose endpoint is a [`FaultProxy`] in front of it.
-async fn rejoin_through_proxy(fed: &Federation, hub: &kube::Client) -> anyhow::Result<FaultProxy> {
+async fn rejoin_through_proxy(fed: &Federation) -> anyhow::Result<FaultProxy> {
     let member2 = fed.cluster("member2")?;
     let proxy = FaultProxy::start(&member2.server_url(), member2.ca_pem(), None).await?;
-    let token = service_account_token(
-        &member2.client().await?,
-        "hubfed-member2-proxied",
-        "cluster-admin",
-    )
-    .await?;
     fed.unjoin("member2").await?;
-    register_endpoint(hub, "member2", &proxy.url(), proxy.ca_pem(), &token).await?;
-    wait_clusters_ready(hub, &["member2"]).await?;
+    fed.join_via("member2", member2, &proxy.url(), proxy.ca_pem())
+        .await?;
     Ok(proxy)
 }
 

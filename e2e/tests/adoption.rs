@@ -1,5 +1,5 @@
 //! Adoption of pre-existing member objects, switched at run time by KubeFedConfig
-//! `spec.syncController.adoptResources` (reference §1.4, §2.4).
+//! `spec.syncController.adoptResources` (docs/kubefed-compatibility.md §1.4, §2.4).
 //!
 //! Its own test binary: it changes the federation-wide KubeFedConfig, which would disturb tests
 //! running beside it. Keep it to this one test.

@@ -51,7 +51,8 @@ use tokio_util::sync::CancellationToken;
 const RELEASE: &str = "hubfed";
 /// KubeFed's leader-election lock name.
 const LEASE: &str = "kubefed-controller-manager";
-/// The webhook paths the controller serves (reference §6, plus hubfed's `/validate-federated`).
+/// The webhook paths the controller serves (docs/kubefed-compatibility.md §6, plus hubfed's
+/// `/validate-federated`).
 const WEBHOOK_PATHS: [&str; 5] = [
     "/default-kubefedconfig",
     "/validate-federated",

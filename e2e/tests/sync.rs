@@ -1,6 +1,6 @@
-//! Propagation by the sync controller (reference §1.6, §2.4), against a real hub and two real
-//! members: every default type through its whole life, retention of member-owned fields,
-//! orphaning, overrides that cannot apply, bad placements, and a type enabled at run time.
+//! Propagation by the sync controller (docs/kubefed-compatibility.md §1.6, §2.4), against a real
+//! hub and two real members: every default type through its whole life, retention of member-owned
+//! fields, orphaning, overrides that cannot apply, bad placements, and a type enabled at run time.
 //!
 //! Each test has its own namespace or uniquely named cluster-scoped objects.
 

@@ -1,6 +1,7 @@
-//! KubeFedCluster `disabledTLSValidations` short of `*` (reference §1.3), against member1's
-//! real API server: reached under a host name its serving certificate does not carry, the
-//! member is Ready only when `SubjectName` is skipped, and its chain is verified regardless.
+//! KubeFedCluster `disabledTLSValidations` short of `*` (docs/kubefed-compatibility.md §1.3),
+//! against member1's real API server: reached under a host name its serving certificate does not
+//! carry, the member is Ready only when `SubjectName` is skipped, and its chain is verified
+//! regardless.
 //!
 //! The wrong host name comes from an HTTP CONNECT proxy run by the test (the clusters'
 //! `proxyURL`): it tunnels `CONNECT member1.hubfed-tls.invalid:<port>` to member1's API server

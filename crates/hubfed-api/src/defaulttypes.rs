@@ -1,5 +1,5 @@
-//! The ten types KubeFed's chart federates out of the box (reference §1.5): their
-//! FederatedTypeConfigs and `Federated<Kind>` CRDs.
+//! The ten types KubeFed's chart federates out of the box (docs/kubefed-compatibility.md §1.5):
+//! their FederatedTypeConfigs and `Federated<Kind>` CRDs.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

@@ -1,5 +1,6 @@
 //! The parts every generated `Federated<Kind>` object shares: `spec.template`,
-//! `spec.placement`, `spec.overrides`, `spec.retainReplicas` and the status (reference §1.6).
+//! `spec.placement`, `spec.overrides`, `spec.retainReplicas` and the status
+//! (docs/kubefed-compatibility.md §1.6).
 //!
 //! Federated objects are handled as dynamic objects (their kinds are data, configured by
 //! FederatedTypeConfigs), so these types are deserialised from the object's `spec`/`status`.
@@ -108,7 +109,8 @@ pub struct ClusterPropagationStatus {
 pub const PROPAGATION_CONDITION_TYPE: &str = "Propagation";
 
 crate::condition::string_enum! {
-    /// Per-cluster `status.clusters[].status` (KubeFed `PropagationStatus`, reference §2.4).
+    /// Per-cluster `status.clusters[].status` (KubeFed `PropagationStatus`,
+    /// docs/kubefed-compatibility.md §2.4).
     pub enum PropagationStatus {
         /// Propagated; KubeFed omits the field (empty string).
         Ok => "",
@@ -143,8 +145,8 @@ crate::condition::string_enum! {
 }
 
 impl PropagationStatus {
-    /// Whether KubeFed retries the reconcile with backoff for this status (reference §2.4
-    /// step 7); the others wait for an external change.
+    /// Whether KubeFed retries the reconcile with backoff for this status
+    /// (docs/kubefed-compatibility.md §2.4 step 7); the others wait for an external change.
     pub const fn is_recoverable(self) -> bool {
         matches!(
             self,

@@ -1,5 +1,6 @@
-//! The generated `Federated<Kind>` CRDs (reference §1.6): KubeFed's `CrdForAPIResource` +
-//! `federatedTypeValidationSchema`, plus hubfed's category and printer columns.
+//! The generated `Federated<Kind>` CRDs (docs/kubefed-compatibility.md §1.6): KubeFed's
+//! `CrdForAPIResource` + `federatedTypeValidationSchema`, plus hubfed's category and printer
+//! columns.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,

@@ -1,5 +1,5 @@
-//! `FederatedTypeConfig` (`core.kubefed.io/v1beta1`, reference §1.5): which target type is
-//! federated, under which `Federated<Kind>` type, and whether propagation runs.
+//! `FederatedTypeConfig` (`core.kubefed.io/v1beta1`, docs/kubefed-compatibility.md §1.5): which
+//! target type is federated, under which `Federated<Kind>` type, and whether propagation runs.
 
 use kube::CustomResource;
 use kube::core::{ApiResource as DynamicApiResource, GroupVersionKind};
@@ -172,8 +172,9 @@ impl ApiResource {
 }
 
 impl FederatedTypeConfig {
-    /// The FTC KubeFed's `enable` writes for `target` (reference §3): named after the target,
-    /// federated kind `Federated<Kind>`, plural `federated<plural>`, propagation enabled.
+    /// The FTC KubeFed's `enable` writes for `target` (docs/kubefed-compatibility.md §3): named
+    /// after the target, federated kind `Federated<Kind>`, plural `federated<plural>`, propagation
+    /// enabled.
     pub fn for_target(target: ApiResource, namespace: &str) -> Self {
         Self::for_target_in_group(target, namespace, TYPES_GROUP, TYPES_VERSION)
     }

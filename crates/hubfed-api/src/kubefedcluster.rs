@@ -1,5 +1,5 @@
-//! `KubeFedCluster` (`core.kubefed.io/v1beta1`, reference §1.3, §2.6): a member cluster and
-//! how to reach it; the health controller owns the status.
+//! `KubeFedCluster` (`core.kubefed.io/v1beta1`, docs/kubefed-compatibility.md §1.3, §2.6): a member
+//! cluster and how to reach it; the health controller owns the status.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -1,5 +1,5 @@
-//! `KubeFedConfig` (`core.kubefed.io/v1beta1`, reference §1.4): control-plane settings, one
-//! object named `kubefed` in the KubeFed namespace. Durations are Go duration strings
+//! `KubeFedConfig` (`core.kubefed.io/v1beta1`, docs/kubefed-compatibility.md §1.4): control-plane
+//! settings, one object named `kubefed` in the KubeFed namespace. Durations are Go duration strings
 //! (`"20s"`, `"1m0s"`); read them with [`crate::duration::parse_go_duration`].
 
 use kube::CustomResource;

@@ -1,4 +1,5 @@
-//! Well-known names: API groups, labels, annotations and finalizers (reference §1.10).
+//! Well-known names: API groups, labels, annotations and finalizers
+//! (docs/kubefed-compatibility.md §1.10).
 
 /// API group of KubeFedCluster, KubeFedConfig, FederatedTypeConfig and PropagatedVersion.
 pub const CORE_GROUP: &str = "core.kubefed.io";

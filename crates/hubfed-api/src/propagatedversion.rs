@@ -1,6 +1,6 @@
-//! `PropagatedVersion` / `ClusterPropagatedVersion` (`core.kubefed.io/v1alpha1`, reference
-//! §1.7): what was last propagated for one federated object, so unchanged members are not
-//! rewritten. They have no spec; everything lives in the status.
+//! `PropagatedVersion` / `ClusterPropagatedVersion` (`core.kubefed.io/v1alpha1`,
+//! docs/kubefed-compatibility.md §1.7): what was last propagated for one federated object, so
+//! unchanged members are not rewritten. They have no spec; everything lives in the status.
 
 use kube::CustomResource;
 use schemars::JsonSchema;

@@ -1,5 +1,6 @@
-//! `ReplicaSchedulingPreference` (`scheduling.kubefed.io/v1alpha1`, reference §1.8, §2.7):
-//! spreads a FederatedDeployment/FederatedReplicaSet of the same namespace/name over clusters.
+//! `ReplicaSchedulingPreference` (`scheduling.kubefed.io/v1alpha1`,
+//! docs/kubefed-compatibility.md §1.8, §2.7): spreads a FederatedDeployment/FederatedReplicaSet of
+//! the same namespace/name over clusters.
 
 use std::collections::BTreeMap;
 

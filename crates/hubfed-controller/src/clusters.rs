@@ -3,8 +3,9 @@
 //! [`MemberClientPool`] watches the KubeFedClusters of the KubeFed namespace and the Secrets
 //! holding their tokens, keeps one client per cluster, probes every cluster's health and
 //! publishes it in the KubeFedCluster status as KubeFed's cluster controller does
-//! (reference §1.3, §2.6). Decisions live in `health` and `config`; only `pool` does IO.
-//! `tls` builds the clients of members that skip single TLS checks (`disabledTLSValidations`).
+//! (docs/kubefed-compatibility.md §1.3, §2.6). Decisions live in `health` and `config`; only `pool`
+//! does IO. `tls` builds the clients of members that skip single TLS checks
+//! (`disabledTLSValidations`).
 
 mod config;
 mod health;

@@ -1,6 +1,7 @@
-//! The controller's Prometheus metrics. Names follow KubeFed's where one exists (reference
-//! §4), so existing dashboards keep working; hubfed's own carry the `hubfed_` prefix. Labels
-//! are bounded: type, cluster, operation, result — never object names.
+//! The controller's Prometheus metrics. Names follow KubeFed's where one exists
+//! (docs/kubefed-compatibility.md §4), so existing dashboards keep working; hubfed's own carry
+//! the `hubfed_` prefix. Labels are bounded: type, cluster, operation, result — never object
+//! names.
 
 use std::sync::LazyLock;
 

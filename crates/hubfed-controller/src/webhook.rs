@@ -1,4 +1,4 @@
-//! Admission webhooks over HTTPS (reference §6): KubeFed's validations of
+//! Admission webhooks over HTTPS (docs/kubefed-compatibility.md §6): KubeFed's validations of
 //! FederatedTypeConfig, KubeFedCluster and KubeFedConfig, KubeFedConfig defaulting, and —
 //! hubfed's addition — validation of every federated object's placement and overrides, so
 //! bad input is refused at `kubectl apply` with a readable message. The rules themselves are

@@ -1,5 +1,6 @@
-//! The object hubfed applies to one member cluster (reference §1.6 "Template rules", KubeFed
-//! `sync/resource.go:ObjectForCluster` + `ApplyOverrides`), built from the template alone.
+//! The object hubfed applies to one member cluster (docs/kubefed-compatibility.md §1.6 "Template
+//! rules", KubeFed `sync/resource.go:ObjectForCluster` + `ApplyOverrides`), built from the template
+//! alone.
 //!
 //! Steps, in order:
 //! 1. start from `spec.template` (`{}` when absent, e.g. a FederatedNamespace);

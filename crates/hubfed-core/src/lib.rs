@@ -3,7 +3,7 @@
 //! The controller reads caches, calls [`plan::plan`] for one federated object, carries out the
 //! per-cluster actions, and turns the outcomes into status with [`status::compute_status`] and
 //! into a PropagatedVersion with [`version::update_propagated_version`]. Behaviour follows
-//! KubeFed v1beta1 (`shared/reference/kubefed-v1beta1.md` §1.6, §1.7, §1.10, §2.4); where hubfed
+//! KubeFed v1beta1 (`docs/kubefed-compatibility.md` §1.6, §1.7, §1.10, §2.4); where hubfed
 //! deliberately differs, the item's documentation says so. `hubfedctl enable` takes a built-in
 //! type's template schema from [`openapi::kind_schema`].
 

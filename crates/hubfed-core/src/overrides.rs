@@ -1,5 +1,5 @@
 //! Per-cluster overrides: `spec.overrides[].clusterOverrides` as RFC 6902 JSON patches
-//! (reference §1.6 "Overrides", KubeFed `pkg/controller/util/overrides.go`).
+//! (docs/kubefed-compatibility.md §1.6 "Overrides", KubeFed `pkg/controller/util/overrides.go`).
 //!
 //! - an empty `op` means `replace`; only `add`, `remove` and `replace` are allowed;
 //! - paths `/metadata/namespace`, `/metadata/name`, `/metadata/generateName` and `/kind` are

@@ -1,5 +1,5 @@
-//! Which member clusters a federated object is placed in (reference §1.6 "Placement",
-//! KubeFed `pkg/controller/util/placement.go`).
+//! Which member clusters a federated object is placed in (docs/kubefed-compatibility.md §1.6
+//! "Placement", KubeFed `pkg/controller/util/placement.go`).
 //!
 //! - `clusters` present (even `[]`) ⇒ exactly those names that are known clusters; the selector
 //!   is ignored. Names that are not known clusters are reported in

@@ -1,4 +1,4 @@
-//! The per-cluster plan for one federated object (reference §2.4, KubeFed
+//! The per-cluster plan for one federated object (docs/kubefed-compatibility.md §2.4, KubeFed
 //! `sync/controller.go:syncToClusters` / `ensureDeletion` and `dispatch/managed.go`), as data in,
 //! data out: the controller observes, calls [`plan`], carries out each [`ClusterAction`] with
 //! server-side apply / delete / label removal, then reports outcomes to

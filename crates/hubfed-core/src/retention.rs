@@ -1,5 +1,5 @@
 //! Fields hubfed leaves to member clusters (KubeFed "Local Value Retention",
-//! `dispatch/retain.go`, reference §2.4).
+//! `dispatch/retain.go`, docs/kubefed-compatibility.md §2.4).
 //!
 //! KubeFed updated members with a full PUT, which clears every field missing from the body.
 //! It therefore copied member-owned values into each body: `resourceVersion`, `finalizers`,

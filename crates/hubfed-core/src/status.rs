@@ -1,5 +1,6 @@
 //! Federated object status: per-cluster propagation status values, the `Propagation`
-//! condition and its reasons (reference §1.6 and §2.4, KubeFed `sync/status/status.go`).
+//! condition and its reasons (docs/kubefed-compatibility.md §1.6 and §2.4, KubeFed
+//! `sync/status/status.go`).
 //!
 //! [`compute_status`] turns per-cluster outcomes into the new `status` and says whether it
 //! differs from the previous one, so the controller writes only on change. Time is an input.

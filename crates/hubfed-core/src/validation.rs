@@ -1,6 +1,6 @@
-//! Admission validation and defaulting (reference §6): pure functions behind the webhooks for
-//! FederatedTypeConfig, KubeFedCluster, KubeFedConfig and — a hubfed addition — federated
-//! objects. Errors are apimachinery field errors (`spec.apiEndpoint: Required value`) and
+//! Admission validation and defaulting (docs/kubefed-compatibility.md §6): pure functions behind
+//! the webhooks for FederatedTypeConfig, KubeFedCluster, KubeFedConfig and — a hubfed addition —
+//! federated objects. Errors are apimachinery field errors (`spec.apiEndpoint: Required value`) and
 //! [`summary`] joins them the way an aggregate error does, which is what the webhook reports.
 //!
 //! Each kind has a typed entry point over the `hubfed-api` structs and a `*_value` entry point

@@ -1,6 +1,7 @@
 //! Versions: KubeFed's template/overrides hashes, per-cluster object versions and the
-//! `PropagatedVersion` status (reference §1.7, KubeFed `sync/resource.go`, `sync/version/*`,
-//! `util/propagatedversion.go`), plus hubfed's decision whether a member needs an apply.
+//! `PropagatedVersion` status (docs/kubefed-compatibility.md §1.7, KubeFed `sync/resource.go`,
+//! `sync/version/*`, `util/propagatedversion.go`), plus hubfed's decision whether a member needs an
+//! apply.
 //!
 //! The hashes are byte-identical to KubeFed's, so PropagatedVersions written by either agree:
 //! `templateVersion = hex(md5(E(spec.template)))`, `overridesVersion =

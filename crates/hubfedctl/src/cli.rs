@@ -1,5 +1,5 @@
-//! The command line (clap derive). Flag names and defaults follow kubefedctl (reference §3)
-//! where it has the flag.
+//! The command line (clap derive). Flag names and defaults follow kubefedctl
+//! (docs/kubefed-compatibility.md §3) where it has the flag.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,6 +1,6 @@
-//! `federate TYPE NAME` (reference §3): creates `Federated<Kind>` objects from existing hub
-//! objects (`--contents`: a namespace and what it holds), or converts a YAML file offline
-//! (`-f`).
+//! `federate TYPE NAME` (docs/kubefed-compatibility.md §3): creates `Federated<Kind>` objects from
+//! existing hub objects (`--contents`: a namespace and what it holds), or converts a YAML file
+//! offline (`-f`).
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
-//! `join CLUSTER` (reference §3): in the member, the kubefed namespace, a ServiceAccount, its
-//! token Secret and RBAC; in the hub, a Secret with the token and the KubeFedCluster. Then
-//! waits for the cluster to be `Ready`.
+//! `join CLUSTER` (docs/kubefed-compatibility.md §3): in the member, the kubefed namespace, a
+//! ServiceAccount, its token Secret and RBAC; in the hub, a Secret with the token and the
+//! KubeFedCluster. Then waits for the cluster to be `Ready`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -16,7 +16,8 @@ pub struct KubeconfigFile {
     origin: String,
 }
 
-/// What a KubeFedCluster needs from a kubeconfig cluster entry (reference §3, `join`).
+/// What a KubeFedCluster needs from a kubeconfig cluster entry (docs/kubefed-compatibility.md §3,
+/// `join`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterEndpoint {
     pub server: String,

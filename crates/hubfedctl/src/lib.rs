@@ -2,11 +2,10 @@
 //! streams and returns the exit code, so the binary is a thin `main` and tests drive the
 //! exact code users run, in process.
 //!
-//! Commands follow kubefedctl (reference §3): `join`, `unjoin`, `enable`, `disable`,
-//! `federate`, `orphaning-deletion`, plus `get clusters`, `version` and `completion`.
-//! Results go to stdout, warnings and the error to stderr; an error is always one line
-//! starting with `error: `. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`],
-//! [`EXIT_NOT_READY`].
+//! Commands follow kubefedctl (docs/kubefed-compatibility.md §3): `join`, `unjoin`, `enable`,
+//! `disable`, `federate`, `orphaning-deletion`, plus `get clusters`, `version` and `completion`.
+//! Results go to stdout, warnings and the error to stderr; an error is always one line starting
+//! with `error: `. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_NOT_READY`].
 
 mod cli;
 mod error;

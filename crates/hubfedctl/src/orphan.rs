@@ -1,6 +1,6 @@
 //! `orphaning-deletion enable|disable|status TYPE NAME`: the `kubefed.io/orphan: "true"`
-//! annotation on a federated object (reference §1.10): with it, deleting the federated
-//! object keeps the member copies (only their managed label is removed).
+//! annotation on a federated object (docs/kubefed-compatibility.md §1.10): with it, deleting the
+//! federated object keeps the member copies (only their managed label is removed).
 
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::names::ORPHAN_ANNOTATION;

@@ -1,5 +1,6 @@
 //! What join grants hubfed in a member cluster, and the names of the objects (kubefedctl's
-//! names, reference §3, so a KubeFed-joined cluster unjoins with hubfedctl and vice versa).
+//! names, docs/kubefed-compatibility.md §3, so a KubeFed-joined cluster unjoins with hubfedctl and
+//! vice versa).
 //!
 //! By default the grant is least privilege: full object rights on exactly the target types of
 //! the hub's FederatedTypeConfigs, `get` on namespaces (the controller compares the UID of

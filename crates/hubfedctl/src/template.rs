@@ -1,6 +1,6 @@
-//! From a live (or hand-written) object to its federated form (reference §3 `federate`):
-//! `spec.template` is the object without what belongs to one live copy — status, identity
-//! and server-set metadata, allocated addresses and ports, generated selectors — and the
+//! From a live (or hand-written) object to its federated form (docs/kubefed-compatibility.md §3
+//! `federate`): `spec.template` is the object without what belongs to one live copy — status,
+//! identity and server-set metadata, allocated addresses and ports, generated selectors — and the
 //! placement selects every cluster (`clusterSelector: {}`).
 //!
 //! Unlike kubefedctl, labels *and* annotations are kept (hubfed propagates template

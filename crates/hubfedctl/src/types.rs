@@ -1,5 +1,5 @@
-//! Federated types: finding a type by the names people use (discovery, reference §3
-//! `enable`), and `enable` / `disable`.
+//! Federated types: finding a type by the names people use (discovery,
+//! docs/kubefed-compatibility.md §3 `enable`), and `enable` / `disable`.
 
 use std::path::Path;
 use std::time::Duration;

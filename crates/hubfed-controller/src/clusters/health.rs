@@ -1,6 +1,6 @@
-//! Health decisions (reference §2.6), pure: what a probe means, when a changed result is
-//! published (thresholds), the conditions KubeFed writes for it, and whether the status on
-//! the hub needs a write at all.
+//! Health decisions (docs/kubefed-compatibility.md §2.6), pure: what a probe means, when a changed
+//! result is published (thresholds), the conditions KubeFed writes for it, and whether the status
+//! on the hub needs a write at all.
 
 use hubfed_api::condition::ConditionStatus;
 use hubfed_api::kubefedcluster::{

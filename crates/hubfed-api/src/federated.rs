@@ -141,6 +141,10 @@ crate::condition::string_enum! {
         /// member, or an object in its namespace on the hub joined as a member) and is never
         /// written or deleted by propagation.
         Protected => "Protected",
+        /// hubfed extension: another joined cluster reaches the same API server (the same
+        /// `kube-system` UID); nothing is written or deleted through either name until one is
+        /// unjoined (they would undo each other's work).
+        DuplicateCluster => "DuplicateCluster",
     }
 }
 
@@ -179,7 +183,7 @@ mod tests {
 
     #[test]
     fn propagation_statuses_round_trip_through_the_wire() {
-        assert_eq!(PropagationStatus::ALL.len(), 22);
+        assert_eq!(PropagationStatus::ALL.len(), 23);
         for status in PropagationStatus::ALL {
             assert_eq!(PropagationStatus::parse(status.as_str()), Some(*status));
             let wire = status.to_wire();

@@ -113,6 +113,25 @@ pub fn namespace_role(
     }
 }
 
+/// Joined clusters that reach the same API server as another one (equal `kube-system` UIDs),
+/// each with the other names it shares the server with, sorted.
+pub fn duplicate_clusters(
+    uids: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut duplicates = std::collections::BTreeMap::new();
+    for (cluster, uid) in uids {
+        let others: Vec<String> = uids
+            .iter()
+            .filter(|(other, other_uid)| *other != cluster && *other_uid == uid && !uid.is_empty())
+            .map(|(other, _)| other.clone())
+            .collect();
+        if !others.is_empty() {
+            duplicates.insert(cluster.clone(), others);
+        }
+    }
+    duplicates
+}
+
 /// How long to wait before looking up a cluster's identity again after `failures` failed
 /// lookups in a row: 1 s doubling to at most 5 minutes.
 pub fn identity_retry_delay(failures: u32) -> Duration {
@@ -228,6 +247,19 @@ mod tests {
             ),
             NamespaceRole::Hub
         );
+    }
+
+    #[test]
+    fn clusters_sharing_an_api_server_are_found() {
+        let uids: std::collections::BTreeMap<String, String> =
+            [("a", "u1"), ("b", "u2"), ("c", "u1"), ("d", ""), ("e", "")]
+                .into_iter()
+                .map(|(c, u)| (c.to_owned(), u.to_owned()))
+                .collect();
+        let duplicates = duplicate_clusters(&uids);
+        assert_eq!(duplicates.len(), 2, "{duplicates:?}");
+        assert_eq!(duplicates["a"], ["c"]);
+        assert_eq!(duplicates["c"], ["a"]);
     }
 
     #[test]

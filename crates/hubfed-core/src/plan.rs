@@ -122,6 +122,9 @@ pub struct PlanInput<'a> {
     /// For `Namespace` targets: the hub's own namespace of the object's name, read only when a
     /// plan asks for it ([`Plan::needs_hub_namespace`]).
     pub hub_namespace: HubNamespace<'a>,
+    /// Clusters that reach the same API server as other joined clusters
+    /// ([`crate::hub::duplicate_clusters`]): nothing is written or deleted there.
+    pub duplicates: &'a BTreeMap<String, Vec<String>>,
     /// KubeFedConfig `spec.syncController.adoptResources == Enabled`.
     pub adopt_resources: bool,
     /// Member observations by cluster name; a missing entry means [`MemberObservation::Absent`].
@@ -573,6 +576,20 @@ fn protection(input: &PlanInput<'_>, cluster: &str) -> Option<ClusterAction> {
     })
 }
 
+/// Two joined names for one API server would undo each other's work (a copy placed through
+/// one is not placed through the other, which deletes it): neither is used.
+fn duplicate(input: &PlanInput<'_>, cluster: &str) -> Option<ClusterAction> {
+    let others = input.duplicates.get(cluster)?;
+    Some(ClusterAction::Blocked {
+        status: PropagationStatus::DuplicateCluster,
+        message: format!(
+            "the cluster reaches the same API server as {} (same kube-system UID): nothing is \
+             written or deleted there until one of them is unjoined",
+            others.join(", ")
+        ),
+    })
+}
+
 fn protected(message: String) -> ClusterAction {
     ClusterAction::Blocked {
         status: PropagationStatus::Protected,
@@ -589,6 +606,9 @@ fn sync_action(
 ) -> Option<ClusterAction> {
     if !cluster.ready {
         return selected.then(not_ready);
+    }
+    if let Some(refusal) = duplicate(input, &cluster.name) {
+        return selected.then_some(refusal);
     }
     if let Some(refusal) = protection(input, &cluster.name) {
         return selected.then_some(refusal);
@@ -726,7 +746,9 @@ fn plan_deletion(
                 }
                 continue;
             }
-            if protection(input, &cluster.name).is_some() {
+            if protection(input, &cluster.name).is_some()
+                || input.duplicates.contains_key(&cluster.name)
+            {
                 continue;
             }
             let action = match observation(input, &cluster.name) {
@@ -770,8 +792,9 @@ fn plan_deletion(
             // Never deleted; nothing to wait for.
             continue;
         }
-        let action = if !cluster.ready {
-            // Never wait on an unreachable cluster: record it, collect the copy later.
+        let action = if !cluster.ready || input.duplicates.contains_key(&cluster.name) {
+            // Never wait on an unreachable cluster (nor one joined twice): record it, collect
+            // the copy later.
             plan.leftovers.push(cluster.name.clone());
             continue;
         } else {
@@ -820,6 +843,7 @@ fn plan_deletion(
         .into_iter()
         .filter(|c| c.ready && !plan.hub_namespace_in.contains(&c.name))
         .filter(|c| protection(input, &c.name).is_none())
+        .filter(|c| !input.duplicates.contains_key(&c.name))
         .filter(|c| match observation(input, &c.name) {
             MemberObservation::Absent => plan.placement.clusters.contains(&c.name),
             MemberObservation::Present(_) => true,
@@ -869,6 +893,7 @@ mod tests {
         identities: BTreeMap<String, ClusterIdentity>,
         hub_namespace: HubNamespace<'static>,
         control_plane: Option<&'static str>,
+        duplicates: BTreeMap<String, Vec<String>>,
         adopt_resources: bool,
         members: BTreeMap<String, MemberObservation>,
         recorded: BTreeMap<String, RecordedApply>,
@@ -907,6 +932,7 @@ mod tests {
                     .collect(),
                 hub_namespace: HubNamespace::Absent,
                 control_plane: None,
+                duplicates: BTreeMap::new(),
                 adopt_resources: true,
                 members: BTreeMap::new(),
                 recorded: BTreeMap::new(),
@@ -947,6 +973,7 @@ mod tests {
                 scope: self.scope,
                 kubefed_namespace: "kube-federation-system",
                 control_plane: self.control_plane,
+                duplicates: &self.duplicates,
                 identities: &self.identities,
                 hub_namespace: self.hub_namespace,
                 adopt_resources: self.adopt_resources,
@@ -1775,6 +1802,25 @@ mod tests {
             f.plan().clusters[2].action,
             ClusterAction::Apply(_)
         ));
+    }
+
+    /// Issue 9 (10): two names for one API server never delete what the other placed.
+    #[test]
+    fn clusters_joined_twice_are_neither_written_nor_deleted() {
+        let mut f = Fixture::deployment(basic_spec()).member("c3", managed("gen:1"));
+        f.duplicates.insert("c1".into(), vec!["c3".into()]);
+        f.duplicates.insert("c3".into(), vec!["c1".into()]);
+        let p = f.plan();
+        let (status, message) = blocked(&p.clusters[0].action);
+        assert_eq!(status, PropagationStatus::DuplicateCluster);
+        assert!(message.contains("c3"), "{message}");
+        assert!(
+            !p.clusters.iter().any(|c| c.cluster == "c3"),
+            "c3's copy (placed through c1) is not deleted: {p:?}"
+        );
+        let p = deleting(f).plan();
+        assert!(p.clusters.iter().all(|c| c.cluster == "c2"), "{p:?}");
+        assert_eq!(p.leftovers, ["c1", "c3"]);
     }
 
     #[test]

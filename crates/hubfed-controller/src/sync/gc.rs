@@ -260,6 +260,11 @@ async fn forget_settled(ctx: &TypeContext, records: &mut BTreeMap<String, Leftov
         let Some((cluster, _)) = key.rsplit_once('.') else {
             continue;
         };
+        if !clusters.iter().any(|c| c.name == cluster) {
+            // Unjoined: nothing will collect there any more.
+            settled.push(key.clone());
+            continue;
+        }
         if !clusters.iter().any(|c| c.ready && c.name == cluster) {
             continue;
         }

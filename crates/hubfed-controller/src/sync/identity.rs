@@ -26,6 +26,8 @@ enum Entry {
     Known {
         client_id: usize,
         is_hub: bool,
+        /// The member's `kube-system` UID: two names with the same one are one API server.
+        uid: String,
     },
     Failed {
         client_id: usize,
@@ -44,15 +46,16 @@ pub struct HubIdentities {
 }
 
 impl HubIdentities {
-    /// The identity of every ready cluster with a client; a lookup is made for those not known
-    /// yet and not backing off.
+    /// The identity of every ready cluster with a client, and the `kube-system` UIDs of those
+    /// whose identity is known; a lookup is made for those not known yet and not backing off.
     pub async fn resolve(
         &self,
         hub: &Client,
         clusters: &[Arc<MemberCluster>],
-    ) -> BTreeMap<String, ClusterIdentity> {
+    ) -> (BTreeMap<String, ClusterIdentity>, BTreeMap<String, String>) {
         let now = Instant::now();
         let mut known = BTreeMap::new();
+        let mut uids = BTreeMap::new();
         let mut to_look_up = Vec::new();
         {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -61,13 +64,18 @@ impl HubIdentities {
                     continue;
                 };
                 match entries.get(&cluster.name) {
-                    Some(Entry::Known { client_id, is_hub }) if *client_id == cluster.client_id => {
+                    Some(Entry::Known {
+                        client_id,
+                        is_hub,
+                        uid,
+                    }) if *client_id == cluster.client_id => {
                         let identity = if *is_hub {
                             ClusterIdentity::Hub
                         } else {
                             ClusterIdentity::NotHub
                         };
                         known.insert(cluster.name.clone(), identity);
+                        uids.insert(cluster.name.clone(), uid.clone());
                     }
                     Some(Entry::Failed {
                         client_id,
@@ -85,7 +93,7 @@ impl HubIdentities {
             }
         }
         if to_look_up.is_empty() {
-            return known;
+            return (known, uids);
         }
 
         let hub_uid = self.hub_uid(hub).await;
@@ -105,7 +113,13 @@ impl HubIdentities {
                     if is_hub {
                         info!(cluster = %name, "this joined cluster is the hub itself");
                     }
-                    Entry::Known { client_id, is_hub }
+                    let uid = member_uid.clone().unwrap_or_default();
+                    uids.insert(name.clone(), uid.clone());
+                    Entry::Known {
+                        client_id,
+                        is_hub,
+                        uid,
+                    }
                 }
                 ClusterIdentity::Unknown(message) => {
                     let failures = match entries.get(&name) {
@@ -137,7 +151,12 @@ impl HubIdentities {
         }
         let names: Vec<&String> = clusters.iter().map(|c| &c.name).collect();
         entries.retain(|name, _| names.contains(&name));
-        known
+        let duplicates = hubfed_core::hub::duplicate_clusters(&uids);
+        for (cluster, others) in &duplicates {
+            warn!(cluster = %cluster, same_api_server = ?others,
+                "joined clusters reach the same API server: nothing is written or deleted through them until one is unjoined");
+        }
+        (known, uids)
     }
 
     /// The hub's `kube-system` UID: read once, then remembered (it never changes).

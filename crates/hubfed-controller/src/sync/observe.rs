@@ -53,6 +53,7 @@ pub struct Observed {
     pub versions_stored: bool,
     pub recorded: BTreeMap<String, RecordedApply>,
     identities: BTreeMap<String, ClusterIdentity>,
+    duplicates: BTreeMap<String, Vec<String>>,
     control_plane: Option<String>,
 }
 
@@ -93,16 +94,14 @@ pub async fn observe(
             ready: c.ready,
         })
         .collect();
-    // Which cluster is the hub matters for namespaces, and for objects in the control plane's
-    // own namespace (protected on the hub).
-    let in_control_plane_namespace = ctx.target.namespaced
-        && federated.namespace.as_deref() == Some(ctx.shared.kubefed_namespace.as_str());
-    let identities = if ctx.target.is_namespace() || in_control_plane_namespace {
-        let hub = &ctx.shared.hub;
-        ctx.shared.hub_identities.resolve(hub, &clusters).await
-    } else {
-        BTreeMap::new()
-    };
+    // Which cluster is the hub matters for namespaces and for objects in the control plane's
+    // own namespace (protected on the hub); which clusters share an API server, for all.
+    let (identities, uids) = ctx
+        .shared
+        .hub_identities
+        .resolve(&ctx.shared.hub, &clusters)
+        .await;
+    let duplicates = hubfed_core::hub::duplicate_clusters(&uids);
     let object_ref = ObjectRef::from_obj_with(obj, ctx.federated.clone());
     let template_version = template_version(federated.spec.template.as_ref());
     let overrides_version = overrides_version(federated.spec.overrides.as_deref());
@@ -122,6 +121,7 @@ pub async fn observe(
         template_version,
         overrides_version,
         identities,
+        duplicates,
         control_plane: ctx.shared.control_plane().await.map(str::to_owned),
         clusters,
         federated,
@@ -197,6 +197,7 @@ impl Observed {
             scope: ctx.shared.scope,
             kubefed_namespace: &ctx.shared.kubefed_namespace,
             control_plane: self.control_plane.as_deref(),
+            duplicates: &self.duplicates,
             identities: &self.identities,
             hub_namespace: HubNamespace::NotRead,
             adopt_resources: ctx

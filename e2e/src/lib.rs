@@ -507,6 +507,50 @@ pub fn status_is_current(object: &Value) -> bool {
         && object["status"]["observedGeneration"] == object["metadata"]["generation"]
 }
 
+/// One plain HTTP/1.0 GET on loopback (a controller's admin port): (status, body); `None` when
+/// it fails or takes more than 10 s.
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, body.to_owned()))
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Creates `Federated<kind>` `namespace/name` (or cluster-scoped `name`) on the hub with
+/// `spec`; returns the API of its type in that namespace.
+pub async fn create_federated(
+    hub: &Client,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<Api<DynamicObject>> {
+    let resource = federated(kind);
+    let api = dynamic_api(hub.clone(), &resource, namespace);
+    api.create(
+        &PostParams::default(),
+        &federated_object(&resource, namespace, name, spec),
+    )
+    .await
+    .with_context(|| format!("creating Federated{kind} {name}"))?;
+    Ok(api)
+}
+
 /// Writes a line to stderr (not through the print macros, which the test harness captures):
 /// timings and facts worth seeing in CI logs, never asserted.
 pub fn report(line: impl Display) {

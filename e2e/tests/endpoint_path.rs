@@ -14,12 +14,12 @@ use hubfed_api::kubefedcluster::{KubeFedCluster, KubeFedClusterSpec, LocalSecret
 use hubfed_core::validation::{summary, validate_kubefed_cluster_spec};
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, dynamic_api, federated, federated_object,
-    get_value, member_mismatch, placement, propagated_ok, target, unique_ns, wait_for,
+    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, get_value, member_mismatch,
+    placement, propagated_ok, target, unique_ns, wait_for,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 
 /// The name member2 is joined under through the proxy.
@@ -91,35 +91,25 @@ async fn scenario(fed: &Federation, proxy: &FaultProxy) -> anyhow::Result<()> {
 
     let ns = unique_ns("endpoint-path");
     fed.create_hub_namespace(&ns).await?;
-    let fns_api = dynamic_api(hub.clone(), &federated("Namespace"), Some(&ns));
-    fns_api
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &federated("Namespace"),
-                Some(&ns),
-                &ns,
-                json!({ "placement": placement(&[VIA_PATH]) }),
-            ),
-        )
-        .await
-        .context("creating the FederatedNamespace")?;
-    let fcm_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
-    fcm_api
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &federated("ConfigMap"),
-                Some(&ns),
-                CONFIG_MAP,
-                json!({
-                    "template": {"data": {"key": "value"}},
-                    "placement": placement(&[VIA_PATH]),
-                }),
-            ),
-        )
-        .await
-        .context("creating the FederatedConfigMap")?;
+    let fns_api = create_federated(
+        &hub,
+        "Namespace",
+        Some(&ns),
+        &ns,
+        json!({ "placement": placement(&[VIA_PATH]) }),
+    )
+    .await?;
+    let fcm_api = create_federated(
+        &hub,
+        "ConfigMap",
+        Some(&ns),
+        CONFIG_MAP,
+        json!({
+            "template": {"data": {"key": "value"}},
+            "placement": placement(&[VIA_PATH]),
+        }),
+    )
+    .await?;
 
     let forwarded_before = proxy.forwarded();
     let value = json!("value");

@@ -16,13 +16,13 @@ use anyhow::{Context as _, bail, ensure};
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::fault_proxy::{Fault, FaultProxy, FaultResponse};
 use hubfed_e2e::{
-    Federation, TIMEOUT, Wait, apply, dynamic_api, federated, federated_object, get_value, modify,
-    placement, register_endpoint, service_account_token, unique_ns, wait_clusters_ready, wait_for,
+    Federation, TIMEOUT, Wait, apply, create_federated, get_value, modify, placement,
+    register_endpoint, service_account_token, unique_ns, wait_clusters_ready, wait_for,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -58,35 +58,25 @@ async fn scenario(fed: &Federation, failure: Failure) -> anyhow::Result<()> {
     let proxy = join_hub(fed, &hub, &ns, failure).await?;
 
     fed.create_hub_namespace(&ns).await?;
-    let fns_api = dynamic_api(hub.clone(), &federated("Namespace"), Some(&ns));
-    fns_api
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &federated("Namespace"),
-                Some(&ns),
-                &ns,
-                json!({ "placement": placement(&[HUB_MEMBER, "member1"]) }),
-            ),
-        )
-        .await
-        .context("creating the FederatedNamespace")?;
-    let fcm_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
-    fcm_api
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &federated("ConfigMap"),
-                Some(&ns),
-                "precious",
-                json!({
-                    "template": {"data": {"key": "value"}},
-                    "placement": placement(&["member1"]),
-                }),
-            ),
-        )
-        .await
-        .context("creating the FederatedConfigMap")?;
+    let fns_api = create_federated(
+        &hub,
+        "Namespace",
+        Some(&ns),
+        &ns,
+        json!({ "placement": placement(&[HUB_MEMBER, "member1"]) }),
+    )
+    .await?;
+    let fcm_api = create_federated(
+        &hub,
+        "ConfigMap",
+        Some(&ns),
+        "precious",
+        json!({
+            "template": {"data": {"key": "value"}},
+            "placement": placement(&["member1"]),
+        }),
+    )
+    .await?;
 
     let hub_namespaces: Api<Namespace> = Api::all(hub.clone());
     let member1_namespaces: Api<Namespace> = Api::all(fed.client("member1").await?);

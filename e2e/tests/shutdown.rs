@@ -22,8 +22,8 @@ use anyhow::{Context as _, bail, ensure};
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfigSpec, LeaderElectConfig};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, Wait, dynamic_api, federated, federated_object, install_control_plane,
-    placement, register_cluster, report, wait_clusters_ready, wait_for,
+    KUBEFED_NAMESPACE, Wait, dynamic_api, federated, federated_object, http_get,
+    install_control_plane, placement, register_cluster, report, wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::process::{GuardedProcess, Spawn, alive};
 use hubfed_testenv::{Cluster, TestEnv, TestEnvConfig};
@@ -32,7 +32,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// SIGTERM to exit with the hub healthy.
 const HEALTHY_EXIT_LIMIT: Duration = Duration::from_secs(3);
@@ -251,22 +250,6 @@ fn exit_status(pid: u32) -> anyhow::Result<ExitStatus> {
         .with_context(|| format!("no exit_code field in /proc/{pid}/stat"))?
         .parse()?;
     Ok(ExitStatus::from_raw(raw))
-}
-
-/// `GET path` on the admin port: status and body.
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
 }
 
 async fn lease_holder(leases: &Api<Lease>) -> anyhow::Result<Option<String>> {

@@ -533,15 +533,7 @@ async fn create_federated(
     name: &str,
     spec: Value,
 ) -> anyhow::Result<Api<DynamicObject>> {
-    let resource = federated(kind);
-    let api = dynamic_api(fed.hub().await?, &resource, Some(namespace));
-    api.create(
-        &PostParams::default(),
-        &federated_object(&resource, Some(namespace), name, spec),
-    )
-    .await
-    .with_context(|| format!("creating Federated{kind} {namespace}/{name}"))?;
-    Ok(api)
+    hubfed_e2e::create_federated(&fed.hub().await?, kind, Some(namespace), name, spec).await
 }
 
 /// The `kind` APIs of both members in `namespace`, member1 first.

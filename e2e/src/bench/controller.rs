@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use hubfed_e2e::http_get;
 use hubfed_testenv::TestEnv;
 use hubfed_testenv::process::{GuardedProcess, Spawn};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::procstat;
 
@@ -194,28 +194,6 @@ impl ControllerProcess {
     pub fn stop(mut self) {
         self.process.stop();
     }
-}
-
-/// One plain HTTP/1.0 GET on loopback: (status, body).
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-            .await
-            .ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        let (head, body) = response.split_once("\r\n\r\n")?;
-        let status = head.split_whitespace().nth(1)?.parse().ok()?;
-        Some((status, body.to_owned()))
-    };
-    tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .ok()
-        .flatten()
 }
 
 /// One Prometheus sample.

@@ -215,10 +215,29 @@ async fn act(
 ) -> bool {
     let (verb, result) = match action {
         Collect::Delete => {
+            // The cache may be behind: an orphaning deletion unlabels its copies just before
+            // its finalizer goes. Delete only what is, read live, still the managed copy seen,
+            // and nothing changed since that read.
+            let live = match api.get_metadata_opt(&copy.name).await {
+                Ok(Some(live)) => live,
+                Ok(None) => return true,
+                Err(e) => {
+                    warn!(cluster, name = %copy.name, error = %e, "garbage collection: cannot read the copy");
+                    return false;
+                }
+            };
+            let managed = live
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(MANAGED_LABEL));
+            if managed.map(String::as_str) != Some("true") || live.metadata.uid != copy.uid {
+                return false;
+            }
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: copy.uid.clone(),
-                    resource_version: None,
+                    resource_version: live.metadata.resource_version,
                 }),
                 ..DeleteParams::default()
             };

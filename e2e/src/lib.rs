@@ -51,6 +51,7 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+pub mod controller;
 pub mod fault_proxy;
 
 /// Namespace of the control plane: FTCs, KubeFedClusters, their Secrets, the KubeFedConfig.
@@ -151,16 +152,7 @@ impl Federation {
 
     /// Creates namespace `namespace` on the hub (only there).
     pub async fn create_hub_namespace(&self, namespace: &str) -> anyhow::Result<()> {
-        let namespaces: Api<Namespace> = Api::all(self.hub().await?);
-        let object = Namespace {
-            metadata: named(namespace),
-            ..Default::default()
-        };
-        namespaces
-            .create(&PostParams::default(), &object)
-            .await
-            .with_context(|| format!("creating namespace {namespace} on the hub"))?;
-        Ok(())
+        create_hub_namespace(&self.hub().await?, namespace).await
     }
 
     /// Creates namespace `namespace` on the hub and its FederatedNamespace placed on
@@ -170,40 +162,11 @@ impl Federation {
         namespace: &str,
         clusters: &[&str],
     ) -> anyhow::Result<()> {
-        self.create_hub_namespace(namespace).await?;
-        let resource = federated("Namespace");
-        let hub_api = dynamic_api(self.hub().await?, &resource, Some(namespace));
-        let object = federated_object(
-            &resource,
-            Some(namespace),
-            namespace,
-            json!({ "placement": placement(clusters) }),
-        );
-        hub_api
-            .create(&PostParams::default(), &object)
-            .await
-            .with_context(|| format!("creating FederatedNamespace {namespace}"))?;
-        let mut member_apis = Vec::new();
+        let mut members = Vec::new();
         for cluster in clusters {
-            let namespaces: Api<Namespace> = Api::all(self.client(cluster).await?);
-            member_apis.push((*cluster, namespaces));
+            members.push((*cluster, self.client(cluster).await?));
         }
-        wait_for(
-            &format!("namespace {namespace} in {}", clusters.join(", ")),
-            TIMEOUT,
-            async || {
-                let mut missing = Vec::new();
-                for (cluster, namespaces) in &member_apis {
-                    let found = namespaces.get_opt(namespace).await?;
-                    let found = found.map(serde_json::to_value).transpose()?;
-                    if let Some(problem) = member_mismatch(cluster, found.as_ref(), &[]) {
-                        missing.push(problem);
-                    }
-                }
-                Ok(Wait::all_or_pending(missing))
-            },
-        )
-        .await
+        create_federated_namespace(&self.hub().await?, &members, namespace).await
     }
 
     /// A member's (or the hub's) object of type `resource` as JSON; `None` when absent.
@@ -217,6 +180,56 @@ impl Federation {
         let api = dynamic_api(self.client(cluster).await?, resource, namespace);
         get_value(&api, name).await
     }
+}
+
+/// Creates namespace `namespace` on the `hub` (only there).
+pub async fn create_hub_namespace(hub: &Client, namespace: &str) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(hub.clone());
+    let object = Namespace {
+        metadata: named(namespace),
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &object)
+        .await
+        .with_context(|| format!("creating namespace {namespace} on the hub"))?;
+    Ok(())
+}
+
+/// Creates namespace `namespace` on the `hub` and its FederatedNamespace placed on the
+/// `members` (name, client), and waits until each of them holds the namespace, managed.
+pub async fn create_federated_namespace(
+    hub: &Client,
+    members: &[(&str, Client)],
+    namespace: &str,
+) -> anyhow::Result<()> {
+    create_hub_namespace(hub, namespace).await?;
+    let clusters: Vec<&str> = members.iter().map(|(name, _)| *name).collect();
+    create_federated(
+        hub,
+        "Namespace",
+        Some(namespace),
+        namespace,
+        json!({ "placement": placement(&clusters) }),
+    )
+    .await?;
+    wait_for(
+        &format!("namespace {namespace} in {}", clusters.join(", ")),
+        TIMEOUT,
+        async || {
+            let mut missing = Vec::new();
+            for (cluster, client) in members {
+                let namespaces: Api<Namespace> = Api::all(client.clone());
+                let found = namespaces.get_opt(namespace).await?;
+                let found = found.map(serde_json::to_value).transpose()?;
+                if let Some(problem) = member_mismatch(cluster, found.as_ref(), &[]) {
+                    missing.push(problem);
+                }
+            }
+            Ok(Wait::all_or_pending(missing))
+        },
+    )
+    .await
 }
 
 /// What one check of a [`wait_for`] found.

@@ -2,14 +2,14 @@
 //! hub, failover after `kill -9`, and the `/metrics` endpoint.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec, LeaderElectConfig};
+use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, sample, scrape};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, Wait, bootstrap, federated, federated_object, placement,
+    KUBEFED_NAMESPACE, Wait, bootstrap, federated, federated_object, placement, report,
     wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
@@ -22,88 +22,6 @@ use serde_json::json;
 /// The test's lease duration: short, so failover is quick to observe, with 2 s of slack for
 /// renewals on a loaded machine.
 const LEASE_SECONDS: i32 = 6;
-
-/// A controller process, killed when dropped.
-struct ControllerProcess {
-    identity: String,
-    admin_port: u16,
-    child: Child,
-}
-
-impl Drop for ControllerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn controller_binary() -> PathBuf {
-    // tests run from target/<profile>/deps/; binaries live in target/<profile>/.
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target directory");
-    let bin = dir.join("hubfed-controller");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p hubfed-controller`; `make e2e` does)",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn start_controller(env: &TestEnv, identity: &str) -> ControllerProcess {
-    let admin_port = free_port();
-    let log = std::fs::File::create(env.dir().join(format!("logs/controller-{identity}.log")))
-        .expect("controller log file");
-    let child = Command::new(controller_binary())
-        .args(["--kubeconfig", &env.kubeconfig_path().display().to_string()])
-        .args(["--context", "hub"])
-        .args(["--admin-addr", &format!("127.0.0.1:{admin_port}")])
-        .args(["--leader-elect", "true", "--identity", identity])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("hubfed-controller starts");
-    ControllerProcess {
-        identity: identity.to_string(),
-        admin_port,
-        child,
-    }
-}
-
-async fn scrape(port: u16) -> Option<String> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .ok()?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.ok()?;
-    body.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
-}
-
-/// The value of a sample line `name{labels} value` whose series contains every `parts`.
-fn sample(metrics: &str, name: &str, parts: &[&str]) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.starts_with(name) && parts.iter().all(|p| l.contains(p)))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .reduce(|a, b| a + b)
-}
 
 async fn leader_flag(port: u16) -> Option<f64> {
     scrape(port)
@@ -125,10 +43,6 @@ async fn wait_leader_flag(
         })
     })
     .await
-}
-
-fn report(line: &str) {
-    let _ = writeln!(std::io::stderr(), "hubfed-e2e: {line}");
 }
 
 /// On failure, the end of each controller's log goes to stderr (the test log is all CI keeps).
@@ -183,14 +97,14 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         .await?;
 
     let mut controllers = vec![
-        start_controller(env, "replica-a"),
-        start_controller(env, "replica-b"),
+        ControllerProcess::start(env, &ControllerOptions::replica("replica-a"))?,
+        ControllerProcess::start(env, &ControllerOptions::replica("replica-b"))?,
     ];
     wait_clusters_ready(&hub, &["member1", "member2"]).await?;
 
     // Exactly one leads, and the Lease names it.
     let leases: Api<Lease> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    let ports: Vec<u16> = controllers.iter().map(|c| c.admin_port).collect();
+    let ports: Vec<u16> = controllers.iter().map(|c| c.admin_port()).collect();
     let leader = wait_for(
         "exactly one replica leading",
         Duration::from_secs(180),
@@ -224,9 +138,9 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     let (leader_index, holder) = leader;
     assert_eq!(
         holder.as_deref(),
-        Some(controllers[leader_index].identity.as_str())
+        Some(controllers[leader_index].identity())
     );
-    report(&format!("{} leads", controllers[leader_index].identity));
+    report(&format!("{} leads", controllers[leader_index].identity()));
 
     // Propagation works under the leader.
     let ns = "ops-failover";
@@ -311,7 +225,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
 
     // The standby wrote nothing to the members; the leader did.
     let standby_index = 1 - leader_index;
-    let standby_metrics = scrape(controllers[standby_index].admin_port)
+    let standby_metrics = scrape(controllers[standby_index].admin_port())
         .await
         .unwrap_or_default();
     assert_eq!(
@@ -321,7 +235,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     );
     // The member objects can be in place a moment before the reconcile that wrote them ends
     // and records its metrics: wait for the series rather than read them once.
-    let leader_port = controllers[leader_index].admin_port;
+    let leader_port = controllers[leader_index].admin_port();
     let leader_metrics = wait_for(
         "the leader's metrics of the propagation",
         Duration::from_secs(30),
@@ -362,11 +276,10 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
 
     // kill -9 the leader: the standby takes over and propagation continues.
     let killed = std::time::Instant::now();
-    let mut leader_process = controllers.remove(leader_index);
-    leader_process.child.kill()?;
-    leader_process.child.wait()?;
+    let leader_process = controllers.remove(leader_index);
+    leader_process.kill().await?;
     let survivor = &controllers[0];
-    let port = survivor.admin_port;
+    let port = survivor.admin_port();
     wait_leader_flag(
         "the standby to take over",
         port,
@@ -376,7 +289,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     .await?;
     report(&format!(
         "{} took over {:.1}s after kill -9 of the leader",
-        survivor.identity,
+        survivor.identity(),
         killed.elapsed().as_secs_f64()
     ));
     next_round("2").await?;
@@ -418,7 +331,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         )
         .await?;
     let survivor = &mut controllers[0];
-    let port = survivor.admin_port;
+    let port = survivor.admin_port();
     wait_leader_flag(
         "the replica to step down",
         port,
@@ -427,9 +340,9 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     )
     .await?;
     anyhow::ensure!(
-        survivor.child.try_wait()?.is_none(),
+        survivor.is_alive(),
         "{} exited after losing the lease instead of standing by",
-        survivor.identity
+        survivor.identity()
     );
     wait_leader_flag(
         "the replica to lead again",
@@ -440,7 +353,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     .await?;
     report(&format!(
         "{} stepped down when its lease was taken and led again {:.1}s later",
-        survivor.identity,
+        survivor.identity(),
         taken.elapsed().as_secs_f64()
     ));
     next_round("3").await?;
@@ -476,9 +389,9 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     )
     .await?;
     anyhow::ensure!(
-        controllers[0].child.try_wait()?.is_none(),
+        controllers[0].is_alive(),
         "{} exited on a KubeFedConfig change",
-        controllers[0].identity
+        controllers[0].identity()
     );
     next_round("4").await?;
     report("a KubeFedConfig change was applied without restarting the process");

@@ -9,23 +9,21 @@
 //! - a second SIGTERM, while a shutdown waits on the frozen hub, exits at once (143).
 //!
 //! Each case has its own clusters (the hub is frozen or cut off) and controller processes,
-//! started through `hubfed_testenv::process::GuardedProcess`: they cannot outlive the test.
+//! started through `hubfed_e2e::controller`: they cannot outlive the test.
 //! Their logs are in the environment's `logs/controller-<identity>.log`, printed on failure;
 //! `HUBFED_E2E_CONTROLLER_LOG` sets their `RUST_LOG`.
 
-use std::os::unix::process::ExitStatusExt as _;
-use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfigSpec, LeaderElectConfig};
+use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
 use hubfed_e2e::{
     KUBEFED_NAMESPACE, Wait, dynamic_api, federated, federated_object, http_get,
     install_control_plane, placement, register_cluster, report, wait_clusters_ready, wait_for,
 };
-use hubfed_testenv::process::{GuardedProcess, Spawn, alive};
 use hubfed_testenv::{Cluster, TestEnv, TestEnvConfig};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -79,74 +77,8 @@ async fn set_up() -> anyhow::Result<TestEnv> {
     Ok(env)
 }
 
-fn controller_binary() -> anyhow::Result<PathBuf> {
-    // Tests run from target/<profile>/deps/; binaries live in target/<profile>/.
-    let exe = std::env::current_exe()?;
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("target directory")?
-        .join("hubfed-controller");
-    ensure!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p hubfed-controller`; `make e2e` does)",
-        bin.display()
-    );
-    Ok(bin)
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// A `hubfed-controller` process with leader election, against the hub of its environment.
-struct Controller {
-    identity: String,
-    admin_port: u16,
-    pid: u32,
-    process: GuardedProcess,
-}
-
-fn start_controller(env: &TestEnv, identity: &str) -> anyhow::Result<Controller> {
-    let admin_port = free_port()?;
-    let pid_dir = env.dir().join("shutdown-pids");
-    std::fs::create_dir_all(&pid_dir)?;
-    let process = GuardedProcess::spawn(Spawn {
-        name: &format!("hubfed-controller-{identity}"),
-        program: &controller_binary()?,
-        args: vec![
-            format!("--kubeconfig={}", env.kubeconfig_path().display()),
-            "--context=hub".to_owned(),
-            format!("--admin-addr=127.0.0.1:{admin_port}"),
-            "--leader-elect=true".to_owned(),
-            format!("--identity={identity}"),
-        ],
-        env: vec![
-            (
-                "RUST_LOG",
-                std::env::var("HUBFED_E2E_CONTROLLER_LOG")
-                    .unwrap_or_else(|_| "info,kube_runtime=warn".to_owned()),
-            ),
-            ("NO_COLOR", "1".to_owned()),
-        ],
-        pid_dir: &pid_dir,
-        log_file: env.dir().join(format!("logs/controller-{identity}.log")),
-        // Only when the test ends with the process still running (a failure).
-        grace_seconds: 20,
-        outlive_others: false,
-        remove_dir_after: None,
-    })?;
-    let pid = process
-        .pid()
-        .with_context(|| format!("{identity} did not start:\n{}", process.log_tail(20)))?;
-    Ok(Controller {
-        identity: identity.to_owned(),
-        admin_port,
-        pid,
-        process,
-    })
+fn start_controller(env: &TestEnv, identity: &str) -> anyhow::Result<ControllerProcess> {
+    ControllerProcess::start(env, &ControllerOptions::replica(identity))
 }
 
 /// How a SIGTERM ended a controller.
@@ -158,52 +90,34 @@ struct Stopped {
     log: String,
 }
 
-impl Controller {
-    /// Sends SIGTERM and waits for the process to exit, for at most `wait`.
-    async fn terminate(&self, wait: Duration) -> anyhow::Result<Stopped> {
-        let sent = Instant::now();
-        self.process.signal("TERM")?;
-        self.exited(sent, wait).await
-    }
+/// Sends SIGTERM and waits for the process to exit, for at most `wait`.
+async fn terminate(controller: &ControllerProcess, wait: Duration) -> anyhow::Result<Stopped> {
+    let sent = Instant::now();
+    controller.signal("TERM")?;
+    exited(controller, sent, wait).await
+}
 
-    /// Waits for the process to exit, until `wait` after `since` (when the signal was sent).
-    async fn exited(&self, since: Instant, wait: Duration) -> anyhow::Result<Stopped> {
-        while alive(Some(self.pid)) {
-            if since.elapsed() > wait {
-                bail!(
-                    "{} still runs {}s after SIGTERM; last log lines:\n{}",
-                    self.identity,
-                    wait.as_secs(),
-                    self.process.log_tail(40)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let took = since.elapsed();
-        let status = exit_status(self.pid)?;
-        let log = std::fs::read_to_string(self.process.log_file())?;
-        let last_line = log
-            .lines()
-            .rev()
-            .find(|line| !line.trim().is_empty())
-            .unwrap_or_default()
-            .to_owned();
-        Ok(Stopped {
-            took,
-            status,
-            last_line,
-            log,
-        })
-    }
-
-    async fn leader_flag(&self) -> Option<f64> {
-        let (_, metrics) = http_get(self.admin_port, "/metrics").await?;
-        metrics
-            .lines()
-            .find(|line| line.starts_with("hubfed_leader "))
-            .and_then(|line| line.rsplit_once(' '))
-            .and_then(|(_, value)| value.trim().parse().ok())
-    }
+/// Waits for the process to exit, until `wait` after `since` (when the signal was sent).
+async fn exited(
+    controller: &ControllerProcess,
+    since: Instant,
+    wait: Duration,
+) -> anyhow::Result<Stopped> {
+    let status = controller.wait_exit(since, wait).await?;
+    let took = since.elapsed();
+    let log = std::fs::read_to_string(controller.log_file())?;
+    let last_line = log
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Stopped {
+        took,
+        status,
+        last_line,
+        log,
+    })
 }
 
 impl Stopped {
@@ -234,24 +148,6 @@ impl Stopped {
     }
 }
 
-/// The exit status of a process that has exited but is not reaped yet — its guardian reaps it
-/// only when told to stop — from field 52 of `/proc/<pid>/stat` (proc(5)), as waitpid(2)
-/// reports it.
-fn exit_status(pid: u32) -> anyhow::Result<ExitStatus> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("process {pid} was reaped before its exit status was read"))?;
-    // Fields after the command name, which is in parentheses, start with field 3.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let raw: i32 = fields
-        .get(52 - 3)
-        .with_context(|| format!("no exit_code field in /proc/{pid}/stat"))?
-        .parse()?;
-    Ok(ExitStatus::from_raw(raw))
-}
-
 async fn lease_holder(leases: &Api<Lease>) -> anyhow::Result<Option<String>> {
     Ok(leases
         .get_opt(hubfed_controller::LEASE_NAME)
@@ -264,17 +160,17 @@ async fn lease_holder(leases: &Api<Lease>) -> anyhow::Result<Option<String>> {
 /// Waits until `controller` holds the Lease and reports itself leader.
 async fn wait_leading(
     leases: &Api<Lease>,
-    controller: &Controller,
+    controller: &ControllerProcess,
     limit: Duration,
 ) -> anyhow::Result<()> {
     wait_for(
-        &format!("{} to lead", controller.identity),
+        &format!("{} to lead", controller.identity()),
         limit,
         async || {
             let holder = lease_holder(leases).await?;
             let flag = controller.leader_flag().await;
             Ok(
-                if holder.as_deref() == Some(controller.identity.as_str()) && flag == Some(1.0) {
+                if holder.as_deref() == Some(controller.identity()) && flag == Some(1.0) {
                     Wait::Done(())
                 } else {
                     Wait::Pending(format!("Lease holder {holder:?}, hubfed_leader {flag:?}"))
@@ -375,7 +271,7 @@ async fn propagate_change(env: &TestEnv, hub: &Client, value: &str) -> anyhow::R
 
 /// A leader, running and busy: it holds the Lease, the member is Ready, a namespace has
 /// propagated; then a burst of work.
-async fn busy_leader(env: &TestEnv, identity: &str) -> anyhow::Result<Controller> {
+async fn busy_leader(env: &TestEnv, identity: &str) -> anyhow::Result<ControllerProcess> {
     let hub = env.hub().client().await?;
     let leases: Api<Lease> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     let leader = start_controller(env, identity)?;
@@ -421,7 +317,7 @@ async fn healthy(env: &TestEnv) -> anyhow::Result<()> {
         "replica-b to stand by",
         Duration::from_secs(60),
         async || {
-            let ready = http_get(standby.admin_port, "/readyz")
+            let ready = http_get(standby.admin_port(), "/readyz")
                 .await
                 .map(|(s, _)| s);
             let flag = standby.leader_flag().await;
@@ -435,9 +331,7 @@ async fn healthy(env: &TestEnv) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     burst(&hub, "shutdown").await?;
-    let stopped = leader
-        .terminate(HEALTHY_EXIT_LIMIT + UNREACHABLE_EXIT_LIMIT)
-        .await?;
+    let stopped = terminate(&leader, HEALTHY_EXIT_LIMIT + UNREACHABLE_EXIT_LIMIT).await?;
     let exited = Instant::now();
     report(format_args!(
         "hub healthy: the leader exited {:.2}s after SIGTERM ({})",
@@ -471,9 +365,7 @@ async fn healthy(env: &TestEnv) -> anyhow::Result<()> {
     // for the change also waits out its start: a sync controller stopped before its cache has
     // loaded is held by kube-runtime until the 5 s drain limit.)
     propagate_change(env, &hub, "after-takeover").await?;
-    let stopped = standby
-        .terminate(HEALTHY_EXIT_LIMIT + UNREACHABLE_EXIT_LIMIT)
-        .await?;
+    let stopped = terminate(&standby, HEALTHY_EXIT_LIMIT + UNREACHABLE_EXIT_LIMIT).await?;
     report(format_args!(
         "hub healthy: the new leader exited {:.2}s after SIGTERM ({})",
         stopped.took.as_secs_f64(),
@@ -507,13 +399,16 @@ async fn second_signal(env: &TestEnv) -> anyhow::Result<()> {
     env.hub().pause()?;
     let _frozen = Frozen(env.hub());
     tokio::time::sleep(Duration::from_secs(3)).await;
-    leader.process.signal("TERM")?;
+    leader.signal("TERM")?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let second = Instant::now();
-    leader.process.signal("TERM")?;
-    let stopped = leader
-        .exited(second, UNREACHABLE_EXIT_LIMIT + Duration::from_secs(30))
-        .await?;
+    leader.signal("TERM")?;
+    let stopped = exited(
+        &leader,
+        second,
+        UNREACHABLE_EXIT_LIMIT + Duration::from_secs(30),
+    )
+    .await?;
     report(format_args!(
         "hub frozen: the leader exited {:.2}s after a second SIGTERM ({})",
         stopped.took.as_secs_f64(),
@@ -602,9 +497,7 @@ async fn unreachable(env: &TestEnv, outage: Outage) -> anyhow::Result<()> {
     };
     // Everything that talks to the hub now hangs: Lease renewals, status writes, watches.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let stopped = leader
-        .terminate(UNREACHABLE_EXIT_LIMIT + Duration::from_secs(30))
-        .await;
+    let stopped = terminate(&leader, UNREACHABLE_EXIT_LIMIT + Duration::from_secs(30)).await;
     drop(guard);
     let stopped = stopped?;
     report(format_args!(

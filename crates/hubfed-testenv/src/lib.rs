@@ -11,6 +11,7 @@
 pub mod bins;
 mod pki;
 pub mod process;
+mod restart;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -88,6 +89,9 @@ pub struct Cluster {
     port: u16,
     pki: ClusterPki,
     apiserver: GuardedProcess,
+    /// How the API server was started, to start it again ([`TestEnv::restart_apiserver`]).
+    apiserver_program: PathBuf,
+    apiserver_args: Vec<String>,
     controller_manager: Option<GuardedProcess>,
 }
 
@@ -151,6 +155,11 @@ pub struct TestEnv {
     // Field order is drop order: clusters (API servers) go before etcd.
     clusters: Vec<Cluster>,
     etcd: GuardedProcess,
+    /// How etcd was started, to start it again ([`TestEnv::restart_etcd`]).
+    etcd_program: PathBuf,
+    etcd_args: Vec<String>,
+    /// Servers restarted so far: numbers the log file of each new incarnation.
+    restarts: u32,
     startup: Duration,
 }
 
@@ -304,7 +313,7 @@ impl TestEnv {
         let etcd = GuardedProcess::spawn(Spawn {
             name: "etcd",
             program: &bins.etcd,
-            args: etcd_args,
+            args: etcd_args.clone(),
             env: vec![],
             pid_dir: &dir.join("pids"),
             log_file: dir.join("logs/etcd.log"),
@@ -319,6 +328,9 @@ impl TestEnv {
             owns_dir,
             clusters: Vec::new(),
             etcd,
+            etcd_program: bins.etcd.clone(),
+            etcd_args,
+            restarts: 0,
             startup: Duration::ZERO,
         };
         env.wait_for_etcd(&etcd_url, config.ready_timeout)?;
@@ -397,7 +409,7 @@ impl TestEnv {
         let apiserver = GuardedProcess::spawn(Spawn {
             name: &format!("{name}-kube-apiserver"),
             program: &bins.kube_apiserver,
-            args,
+            args: args.clone(),
             env: vec![],
             pid_dir: &self.dir.join("pids"),
             log_file: self.dir.join(format!("logs/{name}-kube-apiserver.log")),
@@ -410,6 +422,8 @@ impl TestEnv {
             port,
             pki,
             apiserver,
+            apiserver_program: bins.kube_apiserver.clone(),
+            apiserver_args: args,
             controller_manager: None,
         };
         wait_ready(&mut cluster, config.ready_timeout)?;

@@ -185,6 +185,32 @@ impl GuardedProcess {
         let _ = self.guardian.wait();
     }
 
+    /// Stops the server with `signal` (`KILL` for a crash) and the guardian with it, without
+    /// the guardian's own shutdown steps (waiting for other servers, removing a directory),
+    /// so that a new incarnation can take the server's place at once. Waits for both to
+    /// exit; a server that outlives `timeout` is killed.
+    pub fn stop_now(&mut self, signal: &str, timeout: Duration) -> Result<(), Error> {
+        let pid = self.pid();
+        self.signal(signal)?;
+        let deadline = Instant::now() + timeout;
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if alive(pid) {
+            self.signal("KILL")?;
+        }
+        // The guardian is a shell waiting on its stdin: SIGKILL ends it before it acts.
+        let _ = self.guardian.kill();
+        let _ = self.guardian.wait();
+        self.stdin.take();
+        // The server, now an orphan, is reaped by init; its pid file goes with the guardian.
+        let _ = std::fs::remove_file(&self.pid_file);
+        while alive(pid) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
     /// The last lines of the server's log, for error messages.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log_file).unwrap_or_default();

@@ -140,7 +140,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         holder.as_deref(),
         Some(controllers[leader_index].identity())
     );
-    report(&format!("{} leads", controllers[leader_index].identity()));
+    report(format_args!("{} leads", controllers[leader_index].identity()));
 
     // Propagation works under the leader.
     let ns = "ops-failover";
@@ -287,7 +287,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         Duration::from_secs(180),
     )
     .await?;
-    report(&format!(
+    report(format_args!(
         "{} took over {:.1}s after kill -9 of the leader",
         survivor.identity(),
         killed.elapsed().as_secs_f64()
@@ -351,7 +351,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         Duration::from_secs(60),
     )
     .await?;
-    report(&format!(
+    report(format_args!(
         "{} stepped down when its lease was taken and led again {:.1}s later",
         survivor.identity(),
         taken.elapsed().as_secs_f64()

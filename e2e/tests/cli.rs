@@ -826,6 +826,26 @@ async fn enable_a_crd_type_and_federate_an_object_of_it() -> anyhow::Result<()> 
         .await
         .fails_with(1, "cannot delete CRD federatedwidgets.types.kubefed.io")?;
     ensure!(ftcs.get(&ftc_name).await?.spec.propagation.is_enabled());
+    // A user who may delete the CRD but not list its objects: a refused list is no proof
+    // that none exists (it was taken for one, and the CRD deleted with its objects).
+    let restricted = troubled_kubeconfig(fixture, &hub).await?;
+    hubfedctl(
+        &restricted,
+        &[
+            "disable",
+            "widgets",
+            "--delete-crd",
+            "--host-cluster-context",
+            "no-list",
+        ],
+    )
+    .await
+    .fails_with(1, "federatedwidgets.types.kubefed.io is forbidden")?;
+    ensure!(ftcs.get(&ftc_name).await?.spec.propagation.is_enabled());
+    Api::<CustomResourceDefinition>::all(hub.clone())
+        .get("federatedwidgets.types.kubefed.io")
+        .await
+        .context("the federated CRD was deleted")?;
 
     let run = hubfedctl(kubeconfig, &["disable", &ftc_name]).await.ok()?;
     ensure!(run.stdout.contains("propagation disabled"), "{run:#?}");
@@ -1206,32 +1226,36 @@ rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
 }
 
 /// A kubeconfig with the test clusters plus broken contexts: `dead` (nothing listens),
-/// `nobody` (a token without rights on the hub), `bogus` (a token the hub rejects).
+/// `nobody` (a token without rights on the hub), `bogus` (a token the hub rejects), and
+/// `no-list` (may change FederatedTypeConfigs and delete CRDs, but not list federated
+/// objects).
 async fn troubled_kubeconfig(fixture: &CliEnv, hub: &Client) -> anyhow::Result<PathBuf> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), "default");
     let name = unique_name("nobody");
-    accounts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
-        )
+    let token = hub_token(hub, &name).await?;
+    let no_list = unique_name("no-list");
+    let no_list_token = hub_token(hub, &no_list).await?;
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": no_list},
+        "rules": [
+            {"apiGroups": ["core.kubefed.io"], "resources": ["federatedtypeconfigs"],
+             "verbs": ["get", "list", "watch", "patch", "update", "delete"]},
+            {"apiGroups": ["core.kubefed.io"], "resources": ["kubefedclusters", "kubefedconfigs"],
+             "verbs": ["get", "list"]},
+            {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+             "verbs": ["get", "list", "delete"]},
+        ],
+    }))?;
+    Api::<ClusterRole>::all(hub.clone())
+        .create(&PostParams::default(), &role)
         .await?;
-    let token = accounts
-        .create_token_request(
-            &name,
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
-        .await?
-        .status
-        .and_then(|status| status.token)
-        .context("no token")?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": no_list},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": no_list},
+        "subjects": [{"kind": "ServiceAccount", "name": no_list, "namespace": "default"}],
+    }))?;
+    Api::<ClusterRoleBinding>::all(hub.clone())
+        .create(&PostParams::default(), &binding)
+        .await?;
     let mut config = Kubeconfig::read_from(fixture.kubeconfig())?;
     let free_port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -1245,7 +1269,11 @@ async fn troubled_kubeconfig(fixture: &CliEnv, hub: &Client) -> anyhow::Result<P
         }),
         other: Default::default(),
     });
-    for (user, token) in [("nobody", token), ("bogus", "not-a-token".to_owned())] {
+    for (user, token) in [
+        ("nobody", token),
+        ("bogus", "not-a-token".to_owned()),
+        ("no-list", no_list_token),
+    ] {
         config.auth_infos.push(NamedAuthInfo {
             name: user.to_owned(),
             auth_info: Some(AuthInfo {
@@ -1259,6 +1287,7 @@ async fn troubled_kubeconfig(fixture: &CliEnv, hub: &Client) -> anyhow::Result<P
         ("dead", "dead", "hub-admin"),
         ("nobody", "hub", "nobody"),
         ("bogus", "hub", "bogus"),
+        ("no-list", "hub", "no-list"),
     ] {
         config.contexts.push(NamedContext {
             name: context.to_owned(),
@@ -1273,6 +1302,33 @@ async fn troubled_kubeconfig(fixture: &CliEnv, hub: &Client) -> anyhow::Result<P
     let path = fixture.env.dir().join(format!("{name}.kubeconfig"));
     std::fs::write(&path, serde_json::to_string(&config)?)?;
     Ok(path)
+}
+
+/// A token of a new ServiceAccount `name` in the hub's `default` namespace.
+async fn hub_token(hub: &Client, name: &str) -> anyhow::Result<String> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), "default");
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
+        )
+        .await?;
+    accounts
+        .create_token_request(
+            name,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await?
+        .status
+        .and_then(|status| status.token)
+        .context("no token")
 }
 
 /// Every bad input ends in one `error: ...` line on stderr and the documented exit code.

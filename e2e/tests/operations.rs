@@ -140,7 +140,10 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
         holder.as_deref(),
         Some(controllers[leader_index].identity())
     );
-    report(format_args!("{} leads", controllers[leader_index].identity()));
+    report(format_args!(
+        "{} leads",
+        controllers[leader_index].identity()
+    ));
 
     // Propagation works under the leader.
     let ns = "ops-failover";

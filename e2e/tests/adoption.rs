@@ -4,9 +4,9 @@
 //! Its own test binary: it changes the federation-wide KubeFedConfig, which would disturb tests
 //! running beside it. Keep it to this one test.
 
-use anyhow::Context as _;
+use anyhow::{Context as _, ensure};
 use hubfed_api::kubefedconfig::KubeFedConfig;
-use hubfed_api::names::KUBEFED_CONFIG_NAME;
+use hubfed_api::names::{FIELD_MANAGER, KUBEFED_CONFIG_NAME};
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, dynamic_api, federated,
     federated_object, get_value, is_managed, member_mismatch, placement, propagated_ok,
@@ -225,6 +225,42 @@ async fn adoption_follows_kubefed_config_at_run_time() -> anyhow::Result<()> {
                 problems.push(problem);
             }
             Ok(Wait::all_or_pending(problems))
+        },
+    )
+    .await?;
+
+    // That creation was create-only (a POST, which fails if anything took the name after
+    // the GET): hubfed's field manager still owns the copy through its Apply entry only, so
+    // a key dropped from the template is dropped in the member.
+    let fields =
+        get_value(&member1, blocked).await?.unwrap_or_default()["metadata"]["managedFields"]
+            .clone();
+    let ours: Vec<&Value> = fields
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["manager"] == FIELD_MANAGER && e["subresource"].is_null())
+        .collect();
+    ensure!(
+        ours.len() == 1 && ours[0]["operation"] == "Apply",
+        "hubfed's managedFields entries of a create-only copy: {ours:?}"
+    );
+    hub.patch(
+        blocked,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"data": {"owner": null, "next": "yes"}}}})),
+    )
+    .await?;
+    wait_for(
+        "the key dropped from the template dropped in member1",
+        TIMEOUT,
+        async || {
+            let data = get_value(&member1, blocked).await?.unwrap_or_default()["data"].clone();
+            Ok(if data == json!({"next": "yes"}) {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("data {data}"))
+            })
         },
     )
     .await?;

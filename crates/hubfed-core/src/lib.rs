@@ -15,6 +15,7 @@ pub mod gojson;
 pub mod hub;
 pub mod openapi;
 pub mod overrides;
+pub mod ownership;
 pub mod placement;
 pub mod plan;
 pub mod retention;

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use tracing::{debug, info};
 
 use super::TypeContext;
+use super::create_only::{self, Created};
 use super::hub_writes::publish;
 use super::members::Unmanaged;
 use crate::clusters::MemberCluster;
@@ -314,6 +315,12 @@ async fn apply_to_cluster(
 
         done: None,
     };
+    let already_exists = || {
+        fail(
+            Some(PropagationStatus::AlreadyExists),
+            format!("{what} already exists in the cluster and adoptResources is Disabled"),
+        )
+    };
 
     // The member cache holds managed objects only. Before creating, an unmanaged object of
     // the same name must be looked at (adoption, AlreadyExists, managed=false). With
@@ -349,12 +356,7 @@ async fn apply_to_cluster(
                     format!("{what} is labeled {MANAGED_LABEL}=false in the cluster"),
                 );
             }
-            _ if apply.create_only => {
-                return fail(
-                    Some(PropagationStatus::AlreadyExists),
-                    format!("{what} already exists in the cluster and adoptResources is Disabled"),
-                );
-            }
+            _ if apply.create_only => return already_exists(),
             _ => publish(
                 ctx,
                 &reference,
@@ -389,9 +391,25 @@ async fn apply_to_cluster(
     let creating = apply.creates && live.is_none();
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let started = std::time::Instant::now();
-    let mut result = api
-        .patch(&object.name, &params, &Patch::Apply(&apply.object))
-        .await;
+    let mut result = if creating && apply.create_only {
+        match create_only::create(api, &object.name, &params, &apply.object).await {
+            Ok(Created::Created(created)) => Ok(*created),
+            Ok(Created::Exists) => {
+                record(cluster, "create", started, false);
+                return already_exists();
+            }
+            Err(e) => Err(e),
+        }
+    } else {
+        match api
+            .patch(&object.name, &params, &Patch::Apply(&apply.object))
+            .await
+        {
+            // A copy a create-only POST left half done (see create_only).
+            Ok(applied) => Ok(create_only::settle_ownership(api, &object.name, applied).await),
+            Err(e) => Err(e),
+        }
+    };
     record(
         cluster,
         if creating { "create" } else { "update" },

@@ -26,6 +26,9 @@ pub struct ControllerOptions {
     /// Seconds from the guardian's SIGTERM to its SIGKILL when the test ends with the
     /// process still running.
     pub grace_seconds: u32,
+    /// A kubeconfig whose context `hub` reaches the hub another way (through a fault proxy);
+    /// `None`: the environment's.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl ControllerOptions {
@@ -35,6 +38,7 @@ impl ControllerOptions {
             identity: identity.to_owned(),
             leader_elect: true,
             grace_seconds: 20,
+            kubeconfig: None,
         }
     }
 
@@ -91,7 +95,14 @@ impl ControllerProcess {
             name: &format!("hubfed-controller-{identity}"),
             program: &controller_binary()?,
             args: vec![
-                format!("--kubeconfig={}", env.kubeconfig_path().display()),
+                format!(
+                    "--kubeconfig={}",
+                    options
+                        .kubeconfig
+                        .as_deref()
+                        .unwrap_or(env.kubeconfig_path())
+                        .display()
+                ),
                 "--context=hub".to_owned(),
                 format!("--admin-addr=127.0.0.1:{admin_port}"),
                 format!("--leader-elect={}", options.leader_elect),

@@ -5,12 +5,16 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec, LeaderElectConfig};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, sample, scrape};
+use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, Wait, bootstrap, federated, federated_object, placement, report,
-    wait_clusters_ready, wait_for,
+    KUBEFED_NAMESPACE, TIMEOUT, Wait, bootstrap, federated, federated_object,
+    install_control_plane, placement, report, service_account_token, wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -429,6 +433,96 @@ fn promtool_check_metrics(metrics: &str) -> anyhow::Result<()> {
         "promtool check metrics failed:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// A leader cut off from the hub (every packet between them dropped, the standby unaffected)
+/// cannot renew its Lease, and its lease manager waits on a renewal that is never answered.
+/// It must stop leading before the Lease can expire and the standby takes over: never two
+/// leaders. (Before, it went on "leading" for as long as the cut lasted.)
+#[tokio::test]
+async fn a_leader_cut_off_from_the_hub_steps_down_before_the_standby_leads() -> anyhow::Result<()> {
+    let env = tokio::task::spawn_blocking(|| {
+        TestEnv::start(TestEnvConfig {
+            members: 1,
+            controller_manager: false,
+            ..Default::default()
+        })
+    })
+    .await??;
+    let hub = env.hub().client().await?;
+    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
+    spec.leader_elect = Some(LeaderElectConfig {
+        lease_duration: Some(format!("{LEASE_SECONDS}s")),
+        renew_deadline: Some(format!("{}s", LEASE_SECONDS - 2)),
+        retry_period: Some("1s".into()),
+        ..spec.leader_elect.clone().unwrap_or_default()
+    });
+    install_control_plane(&hub, Some(spec)).await?;
+
+    // replica-a reaches the hub through a proxy that can cut it off; replica-b directly.
+    let proxy = FaultProxy::start(&env.hub().server_url(), env.hub().ca_pem(), None).await?;
+    let token = service_account_token(&hub, "replica-a", "cluster-admin").await?;
+    let kubeconfig = env.dir().join("replica-a.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        serde_json::to_string(&json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "hub",
+            "clusters": [{"name": "hub", "cluster": {
+                "server": proxy.url(),
+                "certificate-authority-data": BASE64.encode(proxy.ca_pem()),
+            }}],
+            "users": [{"name": "replica-a", "user": {"token": token}}],
+            "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "replica-a"}}],
+        }))?,
+    )?;
+    let a = ControllerProcess::start(
+        &env,
+        &ControllerOptions {
+            kubeconfig: Some(kubeconfig),
+            ..ControllerOptions::replica("replica-a")
+        },
+    )?;
+    wait_leader_flag("replica-a to lead", a.admin_port(), 1.0, TIMEOUT).await?;
+    let b = ControllerProcess::start(&env, &ControllerOptions::replica("replica-b"))?;
+    wait_for("replica-b to stand by", TIMEOUT, async || {
+        Ok(match b.leader_flag().await {
+            Some(0.0) => Wait::Done(()),
+            other => Wait::Pending(format!("hubfed_leader {other:?}")),
+        })
+    })
+    .await?;
+
+    proxy.partition();
+    let cut = std::time::Instant::now();
+    let (mut a_stepped_down, mut b_led) = (None, None);
+    while b_led.is_none() && cut.elapsed() < Duration::from_secs(60) {
+        if a_stepped_down.is_none()
+            && std::fs::read_to_string(a.log_file())?.contains("stepping down")
+        {
+            a_stepped_down = Some(cut.elapsed());
+        }
+        if b.leader_flag().await == Some(1.0) {
+            b_led = Some(cut.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    proxy.heal();
+    report(format_args!(
+        "hub cut off from the leader: it stepped down after {:?}, the standby led after {:?} (Lease {LEASE_SECONDS}s)",
+        a_stepped_down, b_led
+    ));
+    let b_led = b_led.context("the standby never took over")?;
+    let a_stepped_down = a_stepped_down.with_context(|| {
+        format!(
+            "replica-a never stepped down although replica-b leads since {b_led:?}:\n{}",
+            a.log_tail(30)
+        )
+    })?;
+    anyhow::ensure!(
+        a_stepped_down < b_led,
+        "two leaders: replica-b led {b_led:?} after the cut, replica-a stepped down only after {a_stepped_down:?}"
     );
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
 use hubfed_api::names::KUBEFED_CONFIG_NAME;
+use hubfed_core::lease::{LeaseClock, LeaseRead};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -427,11 +428,28 @@ async fn lead_once(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyho
     METRICS.leader.with_label_values::<&str>(&[]).set(1);
 
     let controllers = stop.child_token();
+    let grace = Duration::from_secs(lease_duration - renew_deadline);
+    let unconfirmed = lease_unconfirmed(
+        Api::namespaced(hub.clone(), &config.kubefed_namespace),
+        identity,
+        LeaseClock::new(
+            std::time::Instant::now(),
+            Duration::from_secs(lease_duration),
+            grace,
+        ),
+        LeaseClock::read_interval(grace),
+        grace,
+    );
     let lost = async {
-        loop {
-            if leading.changed().await.is_err() || !*leading.borrow() {
-                return;
-            }
+        tokio::select! {
+            () = unconfirmed => {}
+            () = async {
+                loop {
+                    if leading.changed().await.is_err() || !*leading.borrow() {
+                        return;
+                    }
+                }
+            } => {}
         }
     };
     let mut plane = Box::pin(control_plane(
@@ -477,6 +495,53 @@ fn lease_field_manager(identity: &str) -> String {
     }
     manager.truncate(end);
     manager
+}
+
+/// Returns once this leader can no longer be sure it holds the Lease ([`LeaseClock`]): its
+/// renewals are not seen on the hub in time (a hub that does not answer this replica leaves
+/// the lease manager waiting on a renewal, still "leading", while the Lease expires and a
+/// standby takes it), or the Lease is seen held by another replica. Reads the Lease every
+/// `every`; a read may take `read_timeout` (a slow read only delays what it shows).
+async fn lease_unconfirmed(
+    leases: Api<Lease>,
+    identity: &str,
+    mut clock: LeaseClock,
+    every: Duration,
+    read_timeout: Duration,
+) {
+    loop {
+        let sent = std::time::Instant::now();
+        // A read that hangs must not hold the decision back: the deadline wins.
+        let read = tokio::select! {
+            read = tokio::time::timeout(read_timeout, leases.get_opt(LEASE_NAME)) => match read {
+                Ok(Ok(lease)) => {
+                    let spec = lease.and_then(|lease| lease.spec).unwrap_or_default();
+                    match (spec.holder_identity, spec.renew_time) {
+                        (Some(holder), Some(renewed)) if holder == identity => LeaseRead::Ours {
+                            renew_time: renewed.0.to_string(),
+                        },
+                        _ => LeaseRead::NotOurs,
+                    }
+                }
+                _ => LeaseRead::Unknown,
+            },
+            () = tokio::time::sleep_until(clock.step_down_at().into()) => LeaseRead::Unknown,
+        };
+        clock.observe(sent, read);
+        if !clock.must_step_down(std::time::Instant::now()) {
+            tokio::select! {
+                () = tokio::time::sleep(every) => continue,
+                () = tokio::time::sleep_until(clock.step_down_at().into()) => {}
+            }
+        }
+        if clock.must_step_down(std::time::Instant::now()) {
+            warn!(
+                identity,
+                "cannot confirm holding the leader lease in time (is the hub reachable?): stepping down"
+            );
+            return;
+        }
+    }
 }
 
 /// Returns once the Lease, seen held by another replica, is seen without a holder: its leader

@@ -13,6 +13,7 @@ pub mod error;
 pub mod gc;
 pub mod gojson;
 pub mod hub;
+pub mod lease;
 pub mod openapi;
 pub mod overrides;
 pub mod ownership;

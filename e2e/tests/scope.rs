@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
-use hubfed_api::names::KUBEFED_CONFIG_NAME;
+use hubfed_api::names::{KUBEFED_CONFIG_NAME, MANAGED_LABEL};
 use hubfed_e2e::{
     KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, bootstrap, dynamic_api, federated, federated_object,
-    get_value, member_mismatch, placement, propagated_ok, target, wait_clusters_ready, wait_for,
+    get_value, member_mismatch, placement, propagated_ok, register_cluster, target,
+    wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::Api;
 use kube::api::PostParams;
+use kube::{Api, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -150,6 +151,7 @@ async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyho
     );
 
     join_credentials_are_protected(&env, &hub).await?;
+    hub_as_member_is_protected(&env, &hub).await?;
     unjoin_keeps_the_namespace(&env).await?;
 
     stop.cancel();
@@ -203,6 +205,75 @@ async fn join_credentials_are_protected(env: &TestEnv, hub: &kube::Client) -> an
         token.as_ref().map(|t| t.0.as_slice()) == Some(b"the join's token".as_slice()),
         "member1's credentials were overwritten: {token:?}"
     );
+    Ok(())
+}
+
+/// Issue 9 (9): with the hub joined as a member, a federated object in the control plane's
+/// namespace placed on the hub would write over (and, deleted, delete) the hub's own object
+/// of that name — the very namespace the control plane lives in. Nothing is written or
+/// deleted there: `Protected`; other clusters propagate as usual.
+async fn hub_as_member_is_protected(env: &TestEnv, hub: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    register_cluster(hub, "hub-self", env.hub()).await?;
+    wait_clusters_ready(hub, &["hub-self"]).await?;
+    let name = "precious";
+    let own: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    own.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": name}, "data": {"mine": "yes"}}))?,
+    )
+    .await?;
+    let federated_cms = dynamic_api(
+        hub.clone(),
+        &federated("ConfigMap"),
+        Some(KUBEFED_NAMESPACE),
+    );
+    let spec = json!({"template": {"data": {"mine": "no"}}, "placement": placement(&["hub-self", "member1"])});
+    federated_cms
+        .create(
+            &PostParams::default(),
+            &federated_object(&federated("ConfigMap"), Some(KUBEFED_NAMESPACE), name, spec),
+        )
+        .await?;
+    wait_for(
+        "hub-self Protected, member1 propagated",
+        TIMEOUT,
+        async || {
+            let object = get_value(&federated_cms, name).await?;
+            let status = |cluster: &str| {
+                object
+                    .as_ref()
+                    .and_then(|o| hubfed_e2e::cluster_status(o, cluster))
+                    .map(|e| e["status"].clone())
+            };
+            Ok(match (status("hub-self"), status("member1")) {
+                (Some(p), Some(ok)) if p == "Protected" && ok.is_null() => Wait::Done(()),
+                other => Wait::Pending(format!("status hub-self, member1: {other:?}")),
+            })
+        },
+    )
+    .await?;
+    federated_cms.delete(name, &Default::default()).await?;
+    wait_for("the FederatedConfigMap deleted", TIMEOUT, async || {
+        Ok(match get_value(&federated_cms, name).await? {
+            None => Wait::Done(()),
+            Some(o) => Wait::Pending(format!("finalizers {}", o["metadata"]["finalizers"])),
+        })
+    })
+    .await?;
+    let kept = own.get_opt(name).await?;
+    let data = kept.as_ref().and_then(|c| c.data.clone());
+    anyhow::ensure!(
+        data.as_ref()
+            .and_then(|d| d.get("mine"))
+            .map(String::as_str)
+            == Some("yes")
+            && kept.is_some_and(|c| !c.labels().contains_key(MANAGED_LABEL)),
+        "the hub's own {KUBEFED_NAMESPACE}/{name} was written or deleted: {data:?}"
+    );
+    Api::<hubfed_api::kubefedcluster::KubeFedCluster>::namespaced(hub.clone(), KUBEFED_NAMESPACE)
+        .delete("hub-self", &Default::default())
+        .await?;
     Ok(())
 }
 

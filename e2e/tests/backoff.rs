@@ -4,6 +4,8 @@
 //! a Warning event, every 5 seconds forever — and counts the object in
 //! `hubfed_objects_in_backoff`. A fix of the template ends the backoff at once.
 //!
+//! Also: a deletion that waits on a member shows in `hubfed_oldest_deletion_wait_seconds`.
+//!
 //! Its own test binary: it reads the in-process controller's member write counters.
 
 use std::time::Duration;
@@ -106,6 +108,78 @@ async fn a_refused_update_is_retried_with_backoff() -> anyhow::Result<()> {
             Wait::Done(()) if in_backoff() == 0 => Wait::Done(()),
             Wait::Done(()) => Wait::Pending(format!("hubfed_objects_in_backoff {}", in_backoff())),
             pending => pending,
+        })
+    })
+    .await
+}
+
+/// A deletion that waits on a Ready member (its copy held there by a finalizer of the
+/// member's own) shows in `hubfed_oldest_deletion_wait_seconds` — the gauge of alert
+/// `HubfedDeletionsStuck` — and stops counting once it completes.
+#[tokio::test]
+async fn a_waiting_deletion_shows_in_the_oldest_deletion_gauge() -> anyhow::Result<()> {
+    let fed = Federation::shared();
+    let ns = unique_ns("held");
+    fed.create_federated_namespace(&ns, &["member1"]).await?;
+    let name = "held";
+    let hub = hubfed_e2e::create_federated(
+        &fed.hub().await?,
+        "ConfigMap",
+        Some(&ns),
+        name,
+        json!({"template": {"data": {"k": "v"}}, "placement": placement(&["member1"])}),
+    )
+    .await?;
+    wait_for("held propagated", TIMEOUT, async || {
+        let object = get_value(&hub, name).await?.context("held is gone")?;
+        Ok(propagated_ok(&object, &["member1"]))
+    })
+    .await?;
+    let member1 = dynamic_api(
+        fed.client("member1").await?,
+        &hubfed_e2e::target("ConfigMap"),
+        Some(&ns),
+    );
+    let hold = json!({"metadata": {"finalizers": ["e2e.hubfed.io/hold"]}});
+    member1
+        .patch(name, &Default::default(), &kube::api::Patch::Merge(&hold))
+        .await?;
+    hub.delete(name, &Default::default()).await?;
+    let gauge = || {
+        METRICS
+            .oldest_deletion_wait
+            .with_label_values(&["federatedconfigmap"])
+            .get()
+    };
+    let seconds = wait_for("the waiting deletion in the gauge", TIMEOUT, async || {
+        Ok(match gauge() {
+            0 => Wait::Pending("hubfed_oldest_deletion_wait_seconds 0".to_owned()),
+            seconds => Wait::Done(seconds),
+        })
+    })
+    .await?;
+    report(format_args!(
+        "a deletion held in member1: gauge at {seconds} s"
+    ));
+    let release = json!({"metadata": {"finalizers": null}});
+    member1
+        .patch(
+            name,
+            &Default::default(),
+            &kube::api::Patch::Merge(&release),
+        )
+        .await?;
+    wait_for("the deletion completed", TIMEOUT, async || {
+        Ok(match get_value(&hub, name).await? {
+            None => Wait::Done(()),
+            Some(o) => Wait::Pending(format!("status {}", show(o.get("status")))),
+        })
+    })
+    .await?;
+    wait_for("the gauge back to 0", TIMEOUT, async || {
+        Ok(match gauge() {
+            0 => Wait::Done(()),
+            seconds => Wait::Pending(format!("hubfed_oldest_deletion_wait_seconds {seconds}")),
         })
     })
     .await

@@ -42,6 +42,7 @@ pub struct Metrics {
     pub gc_collected_total: IntCounterVec,
     pub leftovers: IntGaugeVec,
     pub objects_in_backoff: IntGaugeVec,
+    pub oldest_deletion_wait: IntGaugeVec,
 }
 
 fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
@@ -169,6 +170,11 @@ impl Metrics {
                 "Federated objects whose last attempts failed and that are retried with exponential backoff (5 s doubling to 5 min).",
                 &["type"],
             ),
+            oldest_deletion_wait: gauge(
+                "hubfed_oldest_deletion_wait_seconds",
+                "Seconds since the oldest federated object still held by hubfed's finalizer was deleted (0: no deletion waits).",
+                &["type"],
+            ),
         };
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(m.kubefedcluster_state.clone()),
@@ -190,6 +196,7 @@ impl Metrics {
             Box::new(m.gc_collected_total.clone()),
             Box::new(m.leftovers.clone()),
             Box::new(m.objects_in_backoff.clone()),
+            Box::new(m.oldest_deletion_wait.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for c in collectors {

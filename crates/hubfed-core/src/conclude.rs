@@ -135,6 +135,19 @@ pub fn converged(carried: Carried, reason: AggregateReason, outcomes: &[ClusterO
         && outcomes.iter().all(|o| o.status == PropagationStatus::Ok)
 }
 
+/// Seconds the oldest deletion still held by the sync finalizer has been waiting, at `now`
+/// (Unix seconds), from the `(deletionTimestamp, finalizer held)` of each federated object
+/// being deleted; 0 when none waits. Objects whose finalizer is gone, or not hubfed's, do not
+/// wait on hubfed.
+pub fn oldest_waiting_deletion(now: i64, deletions: impl IntoIterator<Item = (i64, bool)>) -> i64 {
+    deletions
+        .into_iter()
+        .filter(|(_, held)| *held)
+        .map(|(deleted_at, _)| (now - deleted_at).max(0))
+        .max()
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,5 +298,16 @@ mod tests {
         let mut failing = ok.to_vec();
         failing[1].status = PropagationStatus::UpdateFailed;
         assert!(!converged(carried, AggregateReason::Success, &failing));
+    }
+
+    #[test]
+    fn the_oldest_held_deletion_counts() {
+        assert_eq!(oldest_waiting_deletion(1_000, []), 0);
+        assert_eq!(
+            oldest_waiting_deletion(1_000, [(900, true), (400, false), (990, true)]),
+            100
+        );
+        // A clock behind the hub's never reports a negative wait.
+        assert_eq!(oldest_waiting_deletion(1_000, [(1_010, true)]), 0);
     }
 }

@@ -7,6 +7,7 @@
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
 mod create_only;
+mod deletions;
 mod dispatch;
 mod gc;
 mod hub_writes;
@@ -534,6 +535,11 @@ pub async fn run_type(
         trigger_tx.clone(),
     );
     let members_task = tokio::spawn(members.clone().run(stop.clone()));
+    tokio::spawn(deletions::report_waiting_deletions(
+        store.clone(),
+        federated.kind.to_lowercase(),
+        stop.clone(),
+    ));
 
     let reporter = Reporter {
         controller: format!("{}-controller", federated.kind.to_lowercase()),

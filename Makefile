@@ -7,7 +7,7 @@ CARGO ?= cargo
 CLUSTERS_DIR ?= $(HOME)/.cache/hubfed/clusters
 MEMBERS ?= 2
 
-.PHONY: all build tools fmt-check lint unit monitoring e2e test generate clusters-up clusters-down demo bench clean
+.PHONY: all build tools fmt-check lint unit monitoring image image-check e2e test generate clusters-up clusters-down demo bench clean
 
 all: build
 
@@ -42,7 +42,15 @@ e2e: tools
 monitoring:
 	hack/check-monitoring.sh
 
-test: fmt-check lint unit monitoring e2e
+## image: the container image as an OCI archive, target/image/hubfed-controller-<version>.oci.tar (no Docker needed)
+image:
+	hack/build-image.sh
+
+## image-check: build the image and check it (non-root, entrypoint runs, nothing extra)
+image-check: image
+	hack/test-image.sh
+
+test: fmt-check lint unit monitoring image-check e2e
 
 ## generate: regenerate the CRDs in crds/ from the Rust types
 generate:

@@ -1,0 +1,21 @@
+# syntax=docker/dockerfile:1
+# The hubfed-controller image, for those who build with Docker or BuildKit:
+#
+#   docker build -t ghcr.io/hubfed/hubfed-controller:0.1.0 .
+#
+# `make image` builds the same image without a daemon (hack/build-image.sh): the final stage
+# below is what it assembles, from the build machine's own Debian files instead of the
+# distroless base. Static-enough binaries (Rust, rustls: no OpenSSL), a base with only the C
+# runtime and CA certificates, a non-root user, nothing writable needed (the chart mounts the
+# root file system read-only).
+ARG RUST_VERSION=1.95
+
+FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked -p hubfed-controller -p hubfedctl --bins
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/hubfed-controller /src/target/release/hubfedctl /usr/local/bin/
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/hubfed-controller"]

@@ -16,6 +16,7 @@ build:
 
 ## tools: build/cache kube-apiserver + kube-controller-manager (pinned in hack/KUBE_VERSION) and etcd
 tools:
+	@echo "==> test tools: kube-apiserver, kube-controller-manager, etcd, helm (built once and cached)"
 	@hack/build-kube.sh >/dev/null
 	@hack/install-etcd.sh >/dev/null
 	@hack/build-helm.sh >/dev/null
@@ -66,7 +67,10 @@ clusters-down:
 
 ## demo: a local federation (hub + 2 members, hubfed-controller, members joined, examples); Ctrl-C stops it
 demo: tools
-	@$(CARGO) build -q -p hubfed-testenv -p hubfed-controller -p hubfedctl --bins
+	@echo "==> building hubfed-testenv, hubfed-controller, hubfedctl (the first build takes a few minutes)"
+	@start=$$(date +%s); \
+	$(CARGO) build -p hubfed-testenv -p hubfed-controller -p hubfedctl --bins && \
+	echo "==> built in $$(( $$(date +%s) - start ))s"
 	@hack/demo.sh
 
 ## bench: a hub + 10 members; raw apply limit, cold start, propagation latency, memory,

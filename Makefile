@@ -53,9 +53,11 @@ image-check: image
 
 test: fmt-check lint unit monitoring image-check e2e
 
-## generate: regenerate the CRDs in crds/ from the Rust types
+## generate: regenerate the CRDs in crds/ from the Rust types, and the chart's copies
 generate:
 	$(CARGO) run -q -p hubfed-api --bin crdgen -- crds
+	cp crds/core.yaml crds/federated-types.yaml charts/hubfed/crds/
+	cp crds/default-ftcs.yaml charts/hubfed/files/
 
 ## clusters-up: a hub and $(MEMBERS) members on loopback, in the background
 clusters-up: tools

@@ -71,6 +71,10 @@ pub struct FederatedStatus {
     pub conditions: Vec<FederatedCondition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<ClusterPropagationStatus>,
+    /// hubfed extension: placed clusters whose copy is ready, of all placed clusters ("2/3"),
+    /// for `kubectl get`; the `Ready` condition says which are not and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
 }
 
 /// A condition of a federated object; KubeFed uses only the `Propagation` type.
@@ -107,6 +111,8 @@ pub struct ClusterPropagationStatus {
 
 /// The only condition type KubeFed sets on federated objects.
 pub const PROPAGATION_CONDITION_TYPE: &str = "Propagation";
+/// hubfed's condition: every placed cluster's copy is ready (`kubectl wait --for=condition=Ready`).
+pub const READY_CONDITION_TYPE: &str = "Ready";
 
 crate::condition::string_enum! {
     /// Per-cluster `status.clusters[].status` (KubeFed `PropagationStatus`,

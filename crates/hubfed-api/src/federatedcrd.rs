@@ -125,9 +125,9 @@ pub fn federated_crd(
 
 const PROPAGATION_CONDITION_PATH: &str = ".status.conditions[?(@.type=='Propagation')]";
 
-/// Columns for `kubectl get federated<plural>`: whether propagation succeeded and why not.
-/// A placed-cluster count is missing: the server-side printer shows only the first match of
-/// a JSONPath, so it would need a scalar status field.
+/// Columns for `kubectl get federated<plural>`: whether propagation succeeded and why not,
+/// and how many placed clusters run a ready copy (`status.ready`, a scalar: the server-side
+/// printer shows only the first match of a JSONPath).
 fn printer_columns() -> Vec<CustomResourceColumnDefinition> {
     let column = |name: &str, type_: &str, json_path: String, description: &str| {
         CustomResourceColumnDefinition {
@@ -151,6 +151,12 @@ fn printer_columns() -> Vec<CustomResourceColumnDefinition> {
             format!("{PROPAGATION_CONDITION_PATH}.reason"),
             "Why propagation is not complete",
         ),
+        column(
+            "Ready",
+            "string",
+            ".status.ready".to_owned(),
+            "Placed clusters whose copy is ready, of all placed clusters",
+        ),
         CustomResourceColumnDefinition {
             priority: Some(1),
             ..column(
@@ -169,8 +175,8 @@ fn printer_columns() -> Vec<CustomResourceColumnDefinition> {
     ]
 }
 
-/// KubeFed's `federatedTypeValidationSchema`, with hubfed's `message` fields in the status
-/// (declared so the API server does not prune them).
+/// KubeFed's `federatedTypeValidationSchema`, with hubfed's `message` fields and `ready`
+/// count in the status (declared so the API server does not prune them).
 fn federated_type_schema(template: Value, retain_replicas: bool) -> Value {
     let mut spec_properties = json!({
         "template": template,
@@ -245,6 +251,7 @@ fn federated_type_schema(template: Value, retain_replicas: bool) -> Value {
                 "type": "object",
                 "properties": {
                     "observedGeneration": { "type": "integer", "format": "int64" },
+                    "ready": { "type": "string" },
                     "conditions": {
                         "type": "array",
                         "items": {

@@ -19,6 +19,7 @@ pub mod overrides;
 pub mod ownership;
 pub mod placement;
 pub mod plan;
+pub mod readiness;
 pub mod retention;
 pub mod selector;
 pub mod status;

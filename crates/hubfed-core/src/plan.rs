@@ -80,6 +80,8 @@ pub struct MemberObject {
     pub uid: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// Whether its workload is up ([`crate::readiness`]).
+    pub readiness: crate::readiness::Readiness,
 }
 
 impl MemberObject {

@@ -12,8 +12,12 @@
 
 use std::collections::BTreeMap;
 
-use hubfed_api::federated::{ClusterPropagationStatus, FederatedCondition, FederatedStatus};
+use hubfed_api::federated::{
+    ClusterPropagationStatus, FederatedCondition, FederatedStatus, READY_CONDITION_TYPE,
+};
 use serde_json::Value;
+
+use crate::readiness::Readiness;
 
 /// Type of the only condition KubeFed sets on federated objects.
 pub const PROPAGATION_CONDITION: &str = "Propagation";
@@ -105,6 +109,9 @@ pub struct StatusInput<'a> {
     pub unknown_clusters: &'a [String],
     /// RFC 3339 time of this reconcile.
     pub now: &'a str,
+    /// Readiness of each placed cluster's copy (hubfed's `Ready` condition and `status.ready`);
+    /// `None` leaves both as they were (a status written during deletion).
+    pub readiness: Option<&'a [(String, Readiness)]>,
 }
 
 /// The new status and whether it differs from the previous one.
@@ -195,13 +202,86 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
         None => conditions.push(condition),
     }
 
+    let mut ready = previous_status.ready.clone();
+    if let Some(readiness) = input.readiness {
+        let (condition, count) = ready_condition(&conditions, readiness, input.now);
+        match conditions
+            .iter_mut()
+            .find(|c| c.type_ == READY_CONDITION_TYPE)
+        {
+            Some(existing) => *existing = condition,
+            None => conditions.push(condition),
+        }
+        ready = Some(count);
+    }
+
     let status = FederatedStatus {
         observed_generation: Some(input.generation),
         conditions,
         clusters,
+        ready,
     };
     let changed = previous != Some(&status);
     StatusUpdate { status, changed }
+}
+
+/// The `Ready` condition — `True` when every placed cluster's copy is ready (also when none
+/// is placed), else `False` naming the clusters that are not and why — and the count for
+/// `status.ready`. `lastTransitionTime` moves only when the status flips; `lastUpdateTime`
+/// when the message changes too.
+fn ready_condition(
+    conditions: &[FederatedCondition],
+    readiness: &[(String, Readiness)],
+    now: &str,
+) -> (FederatedCondition, String) {
+    let not_ready: Vec<String> = readiness
+        .iter()
+        .filter_map(|(cluster, r)| match r {
+            Readiness::Ready => None,
+            Readiness::NotReady(why) => Some(format!("{cluster} ({why})")),
+        })
+        .collect();
+    let count = format!("{}/{}", readiness.len() - not_ready.len(), readiness.len());
+    let (status, reason, message) = if not_ready.is_empty() {
+        ("True", "AllClustersReady", None)
+    } else {
+        let mut listed: Vec<String> = not_ready
+            .iter()
+            .take(MESSAGE_CLUSTER_LIMIT)
+            .cloned()
+            .collect();
+        if not_ready.len() > MESSAGE_CLUSTER_LIMIT {
+            listed.push(format!(
+                "and {} more",
+                not_ready.len() - MESSAGE_CLUSTER_LIMIT
+            ));
+        }
+        let message = format!(
+            "{} of {} placed clusters not ready: {}",
+            not_ready.len(),
+            readiness.len(),
+            listed.join(", ")
+        );
+        ("False", "ClustersNotReady", Some(message))
+    };
+    let previous = conditions.iter().find(|c| c.type_ == READY_CONDITION_TYPE);
+    let flipped = previous.is_none_or(|c| c.status != status);
+    let updated = flipped || previous.is_none_or(|c| c.message != message);
+    let condition = FederatedCondition {
+        type_: READY_CONDITION_TYPE.to_owned(),
+        status: status.to_owned(),
+        reason: Some(reason.to_owned()),
+        message,
+        last_update_time: match previous {
+            Some(c) if !updated => c.last_update_time.clone(),
+            _ => Some(now.to_owned()),
+        },
+        last_transition_time: match previous {
+            Some(c) if !flipped => c.last_transition_time.clone(),
+            _ => Some(now.to_owned()),
+        },
+    };
+    (condition, count)
 }
 
 fn condition_message(
@@ -543,5 +623,75 @@ mod tests {
         assert_eq!(s.conditions.len(), 2);
         assert_eq!(s.conditions[0].type_, "Custom");
         assert_eq!(s.conditions[1].type_, PROPAGATION_CONDITION);
+    }
+
+    #[test]
+    fn the_ready_condition_names_what_is_not_ready_and_counts_the_ready() {
+        let outcomes = [ClusterOutcome::ok("a"), ClusterOutcome::ok("b")];
+        let waiting = [
+            ("a".to_owned(), Readiness::Ready),
+            (
+                "b".to_owned(),
+                Readiness::NotReady("1 of 2 replicas available".into()),
+            ),
+        ];
+        let first = compute_status(
+            None,
+            &StatusInput {
+                readiness: Some(&waiting),
+                ..input(&outcomes, T0)
+            },
+        );
+        let ready = |status: &FederatedStatus| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == READY_CONDITION_TYPE)
+                .cloned()
+                .expect("a Ready condition")
+        };
+        let condition = ready(&first.status);
+        assert_eq!(first.status.ready.as_deref(), Some("1/2"));
+        assert_eq!(condition.status, "False");
+        assert_eq!(condition.reason.as_deref(), Some("ClustersNotReady"));
+        assert_eq!(
+            condition.message.as_deref(),
+            Some("1 of 2 placed clusters not ready: b (1 of 2 replicas available)")
+        );
+
+        // Same verdict later: nothing changes, no write.
+        let again = compute_status(
+            Some(&first.status),
+            &StatusInput {
+                readiness: Some(&waiting),
+                ..input(&outcomes, T1)
+            },
+        );
+        assert!(!again.changed);
+
+        let all = [
+            ("a".to_owned(), Readiness::Ready),
+            ("b".to_owned(), Readiness::Ready),
+        ];
+        let up = compute_status(
+            Some(&first.status),
+            &StatusInput {
+                readiness: Some(&all),
+                ..input(&outcomes, T2)
+            },
+        );
+        let condition = ready(&up.status);
+        assert!(up.changed);
+        assert_eq!(up.status.ready.as_deref(), Some("2/2"));
+        assert_eq!(
+            (condition.status.as_str(), condition.message.as_deref()),
+            ("True", None)
+        );
+        assert_eq!(condition.last_transition_time.as_deref(), Some(T2));
+
+        // A status written without readiness (a deletion) keeps what was there.
+        let kept = compute_status(Some(&up.status), &input(&outcomes, T2));
+        assert_eq!(ready(&kept.status), condition);
+        assert_eq!(kept.status.ready.as_deref(), Some("2/2"));
     }
 }

@@ -122,6 +122,7 @@ pub async fn write_invalid_status(
         remote_status_collection: false,
         unknown_clusters: &[],
         now: "",
+        readiness: None,
     };
     write_status_if_changed(ctx, obj, input).await.map(drop)
 }

@@ -18,12 +18,15 @@ use futures::StreamExt;
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_core::desired::TargetType;
 use hubfed_core::plan::MemberObject;
+use hubfed_core::readiness::{Readiness, needs_status, readiness};
 use hubfed_core::version::object_version;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::discovery::ApiResource;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -40,6 +43,8 @@ struct Cached {
     terminating: bool,
     labels: Box<[(Box<str>, Box<str>)]>,
     annotations: Box<[(Box<str>, Box<str>)]>,
+    /// Why the copy is not ready ([`hubfed_core::readiness`]); `None`: ready.
+    not_ready: Option<Box<str>>,
 }
 
 fn compact(
@@ -70,6 +75,20 @@ impl Cached {
             terminating: meta.deletion_timestamp.is_some(),
             labels: compact(meta.labels.as_ref()),
             annotations: compact(meta.annotations.as_ref()),
+            not_ready: None,
+        }
+    }
+
+    /// From a whole object, for types whose readiness depends on their status.
+    fn with_readiness(object: &DynamicObject, target: &TargetType) -> Self {
+        let json = serde_json::to_value(object).unwrap_or_default();
+        let not_ready = match readiness(&target.group, &target.kind, &json) {
+            Readiness::Ready => None,
+            Readiness::NotReady(why) => Some(why.into()),
+        };
+        Self {
+            not_ready,
+            ..Self::new(&object.metadata)
         }
     }
 
@@ -82,6 +101,10 @@ impl Cached {
             uid: (!self.uid.is_empty()).then(|| self.uid.to_string()),
             labels,
             annotations: expand(&self.annotations),
+            readiness: match &self.not_ready {
+                None => Readiness::Ready,
+                Some(why) => Readiness::NotReady(why.to_string()),
+            },
         }
     }
 }
@@ -318,13 +341,20 @@ impl MemberWatches {
             let Some(client) = cluster.watch_client.clone() else {
                 continue;
             };
-            // `Api<PartialObjectMeta<_>>` makes metadata-only requests.
-            let api: Api<MemberMeta> = match self.shared.target_namespace() {
-                Some(ns) if self.target.namespaced => {
-                    Api::namespaced_with(client, ns, &self.target_resource)
-                }
-                _ => Api::all_with(client, &self.target_resource),
-            };
+            // `Api<PartialObjectMeta<_>>` makes metadata-only requests; whole objects are
+            // watched only for the managed copies of types whose readiness is in their status.
+            let (api, objects): (Api<MemberMeta>, Api<DynamicObject>) =
+                match self.shared.target_namespace() {
+                    Some(ns) if self.target.namespaced => (
+                        Api::namespaced_with(client.clone(), ns, &self.target_resource),
+                        Api::namespaced_with(client, ns, &self.target_resource),
+                    ),
+                    _ => (
+                        Api::all_with(client.clone(), &self.target_resource),
+                        Api::all_with(client, &self.target_resource),
+                    ),
+                };
+            let with_status = needs_status(&self.target.group, &self.target.kind);
             let cache = Arc::new(MemberCache {
                 objects: std::sync::RwLock::new(None),
                 unmanaged: std::sync::RwLock::new(None),
@@ -338,14 +368,23 @@ impl MemberWatches {
             let name = cluster.name.clone();
             tokio::spawn(async move {
                 // `!=` also selects objects without the label.
-                let managed = this.mirror(
-                    &name,
-                    api.clone(),
-                    format!("{MANAGED_LABEL}=true"),
-                    (&cache.objects, Some(&cache.list_failure)),
-                    &cache.stop,
-                    Cached::new,
-                );
+                let selector = format!("{MANAGED_LABEL}=true");
+                let mirror = (&cache.objects, Some(&cache.list_failure));
+                let managed_api = api.clone();
+                let managed = async {
+                    if with_status {
+                        let target = &this.target;
+                        this.mirror(&name, objects, selector, mirror, &cache.stop, |object| {
+                            Cached::with_readiness(object, target)
+                        })
+                        .await;
+                    } else {
+                        this.mirror(&name, managed_api, selector, mirror, &cache.stop, |meta| {
+                            Cached::new(&meta.metadata)
+                        })
+                        .await;
+                    }
+                };
                 let unmanaged = this.mirror(
                     &name,
                     api,
@@ -353,7 +392,8 @@ impl MemberWatches {
                     (&cache.unmanaged, None),
                     &cache.stop,
                     |meta| {
-                        meta.labels
+                        meta.metadata
+                            .labels
                             .as_ref()
                             .and_then(|l| l.get(MANAGED_LABEL))
                             .is_some_and(|v| v == "false")
@@ -369,24 +409,25 @@ impl MemberWatches {
     /// (after a re-list, of every key that changed while the watch was down). `failure`, given
     /// for the managed objects' mirror, keeps why its first list fails; that mirror also queues
     /// every key after its first list.
-    async fn mirror<V: PartialEq>(
+    async fn mirror<K, V: PartialEq>(
         &self,
         cluster: &str,
-        api: Api<MemberMeta>,
+        api: Api<K>,
         selector: String,
         (map, failure): (&Mirror<V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
         stop: &CancellationToken,
-        value: impl Fn(&ObjectMeta) -> V,
-    ) {
+        value: impl Fn(&K) -> V,
+    ) where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
         let stream = watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
         let mut stream = std::pin::pin!(stream);
         let mut listing: HashMap<Box<str>, V> = HashMap::new();
         let mut failed_before = false;
-        let key_of = |meta: &MemberMeta| {
-            let name = meta.metadata.name.as_deref()?;
-            Some(Box::<str>::from(
-                self.key(name, meta.metadata.namespace.as_deref()),
-            ))
+        let key_of = |object: &K| {
+            let meta = object.meta();
+            let name = meta.name.as_deref()?;
+            Some(Box::<str>::from(self.key(name, meta.namespace.as_deref())))
         };
         loop {
             let event = tokio::select! {
@@ -395,9 +436,9 @@ impl MemberWatches {
             };
             match event {
                 Some(Ok(watcher::Event::Init)) => listing = HashMap::new(),
-                Some(Ok(watcher::Event::InitApply(meta))) => {
-                    if let Some(key) = key_of(&meta) {
-                        listing.insert(key, value(&meta.metadata));
+                Some(Ok(watcher::Event::InitApply(object))) => {
+                    if let Some(key) = key_of(&object) {
+                        listing.insert(key, value(&object));
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
@@ -429,25 +470,25 @@ impl MemberWatches {
                     }
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }
-                Some(Ok(watcher::Event::Apply(meta))) => {
-                    if let Some(key) = key_of(&meta) {
-                        let v = value(&meta.metadata);
+                Some(Ok(watcher::Event::Apply(object))) => {
+                    if let Some(key) = key_of(&object) {
+                        let v = value(&object);
                         let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
                         if let Some(map) = guard.as_mut()
                             && map.get(&key) != Some(&v)
                         {
                             map.insert(key, v);
-                            self.queue_owner(&meta);
+                            self.queue_owner(object.meta());
                         }
                     }
                 }
-                Some(Ok(watcher::Event::Delete(meta))) => {
-                    if let Some(key) = key_of(&meta)
+                Some(Ok(watcher::Event::Delete(object))) => {
+                    if let Some(key) = key_of(&object)
                         && let Some(map) = map.write().unwrap_or_else(|e| e.into_inner()).as_mut()
                     {
                         map.remove(&key);
                     }
-                    self.queue_owner(&meta);
+                    self.queue_owner(object.meta());
                 }
                 Some(Err(e)) => {
                     warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
@@ -471,9 +512,9 @@ impl MemberWatches {
     }
 
     /// Queues the federated object a member object belongs to.
-    fn queue_owner(&self, meta: &MemberMeta) {
-        if let Some(name) = meta.metadata.name.as_deref() {
-            self.queue(name, meta.metadata.namespace.as_deref());
+    fn queue_owner(&self, meta: &ObjectMeta) {
+        if let Some(name) = meta.name.as_deref() {
+            self.queue(name, meta.namespace.as_deref());
         }
     }
 

@@ -12,6 +12,7 @@ use hubfed_core::conclude::{
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
 };
+use hubfed_core::readiness::{needs_status, placed_readiness};
 use hubfed_core::status::StatusInput;
 use hubfed_core::version::update_propagated_version;
 use kube::api::DynamicObject;
@@ -304,6 +305,16 @@ async fn write_status(
     if observed.cache_warming {
         return Ok(());
     }
+    let readiness = (plan.disposition == Disposition::Sync).then(|| {
+        let written = result.new_versions.keys().map(String::as_str).collect();
+        placed_readiness(
+            &plan.placement.clusters,
+            &result.outcomes,
+            &observed.members,
+            &written,
+            !needs_status(&ctx.target.group, &ctx.target.kind),
+        )
+    });
     let input = StatusInput {
         generation: 0,
         reason: plan.reason,
@@ -313,6 +324,7 @@ async fn write_status(
         remote_status_collection: false,
         unknown_clusters: &plan.placement.unknown_clusters,
         now: "",
+        readiness: readiness.as_deref(),
     };
     if !hub_writes::write_status_if_changed(ctx, obj, input).await? {
         return Ok(());

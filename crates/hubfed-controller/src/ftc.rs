@@ -217,6 +217,9 @@ async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Resu
     let should_run = defaulted.propagation_enabled()
         && (!needs_namespace_type || federated_namespace.is_some())
         && !cluster_target_in_namespaced_plane;
+    // Remote status is collected by the sync controller itself (KubeFed's raw resource
+    // status collection); the status controller is reported running while it does.
+    let collecting = should_run && ctx.shared.collects_status(&defaulted);
     let generation = ftc.metadata.generation.unwrap_or(0);
 
     let changed_state = {
@@ -275,7 +278,11 @@ async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Resu
         } else {
             ControllerStatus::NotRunning
         },
-        status_controller: Some(ControllerStatus::NotRunning),
+        status_controller: Some(if collecting {
+            ControllerStatus::Running
+        } else {
+            ControllerStatus::NotRunning
+        }),
     };
     if ftc.status.as_ref() != Some(&status) {
         let patch = json!({ "status": status });

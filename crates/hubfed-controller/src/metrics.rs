@@ -43,6 +43,7 @@ pub struct Metrics {
     pub leftovers: IntGaugeVec,
     pub objects_in_backoff: IntGaugeVec,
     pub oldest_deletion_wait: IntGaugeVec,
+    pub status_writes_deferred: IntCounterVec,
 }
 
 fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
@@ -170,6 +171,11 @@ impl Metrics {
                 "Federated objects whose last attempts failed and that are retried with exponential backoff (5 s doubling to 5 min).",
                 &["type"],
             ),
+            status_writes_deferred: counter(
+                "hubfed_status_writes_deferred_total",
+                "Hub status writes put off because only remote status changed and the object's status was written less than 5 s before (coalesced into the next write).",
+                &["type"],
+            ),
             oldest_deletion_wait: gauge(
                 "hubfed_oldest_deletion_wait_seconds",
                 "Seconds since the oldest federated object still held by hubfed's finalizer was deleted (0: no deletion waits).",
@@ -197,6 +203,7 @@ impl Metrics {
             Box::new(m.leftovers.clone()),
             Box::new(m.objects_in_backoff.clone()),
             Box::new(m.oldest_deletion_wait.clone()),
+            Box::new(m.status_writes_deferred.clone()),
             Box::new(prometheus::process_collector::ProcessCollector::for_self()),
         ];
         for c in collectors {

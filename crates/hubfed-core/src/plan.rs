@@ -82,6 +82,8 @@ pub struct MemberObject {
     pub annotations: BTreeMap<String, String>,
     /// Whether its workload is up ([`crate::readiness`]).
     pub readiness: crate::readiness::Readiness,
+    /// Its `.status`, when the type's status is collected.
+    pub remote_status: Option<serde_json::Value>,
 }
 
 impl MemberObject {

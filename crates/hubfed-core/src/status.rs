@@ -225,6 +225,30 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
     StatusUpdate { status, changed }
 }
 
+/// Whether `new` differs from `previous` only in what remote status collection brings —
+/// `status.clusters[].remoteStatus` and the `lastUpdateTime` that moves with it: such a write
+/// may be coalesced with the next ones (a member status that changes every second must not
+/// become a hub write every second).
+pub fn only_remote_status_changed(
+    previous: Option<&FederatedStatus>,
+    new: &FederatedStatus,
+) -> bool {
+    let Some(previous) = previous else {
+        return false;
+    };
+    let strip = |status: &FederatedStatus| {
+        let mut status = status.clone();
+        for cluster in &mut status.clusters {
+            cluster.remote_status = None;
+        }
+        for condition in &mut status.conditions {
+            condition.last_update_time = None;
+        }
+        status
+    };
+    previous != new && strip(previous) == strip(new)
+}
+
 /// The `Ready` condition — `True` when every placed cluster's copy is ready (also when none
 /// is placed), else `False` naming the clusters that are not and why — and the count for
 /// `status.ready`. `lastTransitionTime` moves only when the status flips; `lastUpdateTime`
@@ -693,5 +717,32 @@ mod tests {
         let kept = compute_status(Some(&up.status), &input(&outcomes, T2));
         assert_eq!(ready(&kept.status), condition);
         assert_eq!(kept.status.ready.as_deref(), Some("2/2"));
+    }
+
+    #[test]
+    fn remote_status_alone_can_be_coalesced() {
+        let with = |replicas: i64, status: Option<PropagationStatus>| {
+            let mut outcome = ClusterOutcome::ok("a");
+            outcome.remote_status = Some(serde_json::json!({"replicas": replicas}));
+            if let Some(status) = status {
+                outcome.status = status;
+            }
+            compute_status(
+                None,
+                &StatusInput {
+                    remote_status_collection: true,
+                    ..input(std::slice::from_ref(&outcome), T0)
+                },
+            )
+            .status
+        };
+        let one = with(1, None);
+        let mut two = with(2, None);
+        two.conditions[0].last_update_time = Some(T1.to_owned());
+        assert!(only_remote_status_changed(Some(&one), &two));
+        assert!(!only_remote_status_changed(Some(&one), &one));
+        assert!(!only_remote_status_changed(None, &two));
+        let failed = with(2, Some(PropagationStatus::UpdateFailed));
+        assert!(!only_remote_status_changed(Some(&one), &failed));
     }
 }

@@ -4,7 +4,7 @@
 use hubfed_api::federated::FederatedStatus;
 use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
 use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
-use hubfed_core::status::{StatusInput, compute_status};
+use hubfed_core::status::{StatusInput, compute_status, only_remote_status_changed};
 use hubfed_core::version::{PropagatedVersionStatus, propagated_version_name};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -127,13 +127,27 @@ pub async fn write_invalid_status(
     write_status_if_changed(ctx, obj, input).await.map(drop)
 }
 
+/// What [`write_status_if_changed`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StatusWrite {
+    Written,
+    Unchanged,
+    /// Only remote status changed, and this object's status was written less than
+    /// [`REMOTE_STATUS_WRITE_INTERVAL`] ago: write after this long (reconcile again then).
+    Deferred(std::time::Duration),
+}
+
+/// At most one status write per object in this interval when only remote status changed.
+pub const REMOTE_STATUS_WRITE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Computes the status from `input` (its `generation` and `now` are filled in here) and
-/// writes it when it differs from the object's; whether it did.
+/// writes it when it differs from the object's — unless only remote status changed and the
+/// object's status was written moments ago ([`StatusWrite::Deferred`]).
 pub async fn write_status_if_changed(
     ctx: &TypeContext,
     obj: &DynamicObject,
     input: StatusInput<'_>,
-) -> Result<bool, Error> {
+) -> Result<StatusWrite, Error> {
     let previous: Option<FederatedStatus> = obj
         .data
         .get("status")
@@ -145,10 +159,29 @@ pub async fn write_status_if_changed(
         ..input
     };
     let update = compute_status(previous.as_ref(), &input);
-    if update.changed {
-        write_status(ctx, obj, &update.status).await?;
+    if !update.changed {
+        return Ok(StatusWrite::Unchanged);
     }
-    Ok(update.changed)
+    if ctx.collect_status {
+        let key = kube::runtime::reflector::ObjectRef::from_obj_with(obj, ctx.federated.clone());
+        let now = std::time::Instant::now();
+        let mut last = ctx.status_written.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = last.get(&key)
+            && now.duration_since(*at) < REMOTE_STATUS_WRITE_INTERVAL
+            && only_remote_status_changed(previous.as_ref(), &update.status)
+        {
+            crate::metrics::METRICS
+                .status_writes_deferred
+                .with_label_values(&[&ctx.federated.kind.to_lowercase()])
+                .inc();
+            return Ok(StatusWrite::Deferred(
+                REMOTE_STATUS_WRITE_INTERVAL - now.duration_since(*at),
+            ));
+        }
+        last.insert(key, now);
+    }
+    write_status(ctx, obj, &update.status).await?;
+    Ok(StatusWrite::Written)
 }
 
 /// Creates the (Cluster)PropagatedVersion unless it `exists`, then writes its status;

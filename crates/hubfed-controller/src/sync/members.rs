@@ -45,6 +45,8 @@ struct Cached {
     annotations: Box<[(Box<str>, Box<str>)]>,
     /// Why the copy is not ready ([`hubfed_core::readiness`]); `None`: ready.
     not_ready: Option<Box<str>>,
+    /// The copy's `.status`, kept only when the type's status is collected.
+    status: Option<Box<serde_json::Value>>,
 }
 
 fn compact(
@@ -76,18 +78,24 @@ impl Cached {
             labels: compact(meta.labels.as_ref()),
             annotations: compact(meta.annotations.as_ref()),
             not_ready: None,
+            status: None,
         }
     }
 
-    /// From a whole object, for types whose readiness depends on their status.
-    fn with_readiness(object: &DynamicObject, target: &TargetType) -> Self {
+    /// From a whole object: its readiness, and its status when `collect_status`.
+    fn with_status(object: &DynamicObject, target: &TargetType, collect_status: bool) -> Self {
         let json = serde_json::to_value(object).unwrap_or_default();
         let not_ready = match readiness(&target.group, &target.kind, &json) {
             Readiness::Ready => None,
             Readiness::NotReady(why) => Some(why.into()),
         };
+        let status = collect_status
+            .then(|| object.data.get("status").cloned())
+            .flatten()
+            .map(Box::new);
         Self {
             not_ready,
+            status,
             ..Self::new(&object.metadata)
         }
     }
@@ -105,6 +113,7 @@ impl Cached {
                 None => Readiness::Ready,
                 Some(why) => Readiness::NotReady(why.to_string()),
             },
+            remote_status: self.status.as_deref().cloned(),
         }
     }
 }
@@ -137,6 +146,8 @@ pub struct MemberWatches {
     /// Bumped whenever a cache of managed objects completes a (re)list: garbage collection
     /// looks at the cluster then.
     relisted: tokio::sync::watch::Sender<u64>,
+    /// The copies' status is collected (remote status): whole objects are watched.
+    collect_status: bool,
 }
 
 /// A managed copy, as garbage collection sees it.
@@ -187,6 +198,7 @@ impl MemberWatches {
         target: TargetType,
         federated: ApiResource,
         trigger: UnboundedSender<ObjectRef<DynamicObject>>,
+        collect_status: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             shared,
@@ -196,6 +208,7 @@ impl MemberWatches {
             trigger,
             caches: std::sync::RwLock::new(HashMap::new()),
             relisted: tokio::sync::watch::Sender::new(0),
+            collect_status,
         })
     }
 
@@ -354,7 +367,8 @@ impl MemberWatches {
                         Api::all_with(client, &self.target_resource),
                     ),
                 };
-            let with_status = needs_status(&self.target.group, &self.target.kind);
+            let collect_status = self.collect_status;
+            let with_status = collect_status || needs_status(&self.target.group, &self.target.kind);
             let cache = Arc::new(MemberCache {
                 objects: std::sync::RwLock::new(None),
                 unmanaged: std::sync::RwLock::new(None),
@@ -375,7 +389,7 @@ impl MemberWatches {
                     if with_status {
                         let target = &this.target;
                         this.mirror(&name, objects, selector, mirror, &cache.stop, |object| {
-                            Cached::with_readiness(object, target)
+                            Cached::with_status(object, target, collect_status)
                         })
                         .await;
                     } else {

@@ -52,6 +52,9 @@ pub struct Shared {
     pub scope: ControlPlaneScope,
     /// KubeFedConfig `syncController.adoptResources`, kept current by a watch.
     pub adopt_resources: std::sync::atomic::AtomicBool,
+    /// KubeFedConfig feature gate `RawResourceStatusCollection` (a change restarts the
+    /// controllers): with an FTC's `statusCollection: Enabled`, copies' status is collected.
+    pub raw_status_collection: bool,
     pub reconcile_concurrency: u16,
     pub propagated_versions: Store<PropagatedVersion>,
     pub cluster_propagated_versions: Store<ClusterPropagatedVersion>,
@@ -123,6 +126,16 @@ where
 }
 
 impl Shared {
+    /// Whether the sync controller of `ftc` collects the member copies' status into
+    /// `status.clusters[].remoteStatus` (KubeFed's raw resource status collection).
+    pub fn collects_status(&self, ftc: &FederatedTypeConfig) -> bool {
+        self.raw_status_collection
+            && ftc
+                .spec
+                .status_collection
+                .is_some_and(hubfed_api::federatedtypeconfig::EnabledDisabled::is_enabled)
+    }
+
     pub fn start(
         hub: Client,
         pool: Arc<MemberClientPool>,
@@ -167,6 +180,8 @@ impl Shared {
             kubefed_namespace: config.kubefed_namespace.clone(),
             scope,
             adopt_resources,
+            raw_status_collection: kubefed
+                .feature_enabled(hubfed_api::kubefedconfig::FEATURE_RAW_RESOURCE_STATUS_COLLECTION),
             reconcile_concurrency,
             hub_identities: identity::HubIdentities::default(),
             control_plane: tokio::sync::OnceCell::new(),
@@ -272,6 +287,11 @@ pub struct TypeContext {
     /// Objects whose last attempts failed: (failures in a row, generation), for the backoff.
     /// Memory only: after a restart an object starts again from the shortest delay.
     pub backoff: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, (u32, i64)>>,
+    /// The copies' status is collected into `status.clusters[].remoteStatus`.
+    pub collect_status: bool,
+    /// When each object's status was last written, kept only while collecting remote
+    /// status: remote-status-only changes are coalesced to one write per interval.
+    pub status_written: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
 }
 
 /// What the last successful apply per (federated object, cluster) sent and got back.
@@ -527,12 +547,14 @@ pub async fn run_type(
         _ => None,
     };
 
+    let collect_status = shared.collects_status(&ftc);
     let members = MemberWatches::new(
         Arc::clone(&shared),
         target_resource.clone(),
         target.clone(),
         federated.clone(),
         trigger_tx.clone(),
+        collect_status,
     );
     let members_task = tokio::spawn(members.clone().run(stop.clone()));
     tokio::spawn(deletions::report_waiting_deletions(
@@ -559,6 +581,8 @@ pub async fn run_type(
         latency: std::sync::Mutex::new(LatencyTracker::default()),
         written_versions: std::sync::Mutex::new(HashMap::new()),
         backoff: std::sync::Mutex::new(HashMap::new()),
+        collect_status,
+        status_written: std::sync::Mutex::new(HashMap::new()),
     });
 
     let depth = crate::metrics::METRICS

@@ -13,17 +13,18 @@ use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
 };
 use hubfed_core::readiness::{needs_status, placed_readiness};
-use hubfed_core::status::StatusInput;
+use hubfed_core::status::{ClusterOutcome, StatusInput};
 use hubfed_core::version::update_propagated_version;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use std::time::Duration;
 use tracing::{debug, warn};
 
 use super::dispatch::{self, DispatchResult};
 use super::gc;
-use super::hub_writes::{self, Error, publish};
+use super::hub_writes::{self, Error, StatusWrite, publish};
 use super::observe::{self, Observed};
 use super::{TypeContext, WrittenVersions};
 use crate::metrics::METRICS;
@@ -113,24 +114,31 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         cache_pending: awaits_cache(&plan),
         cache_warming: observed.cache_warming,
     };
-    let released = match plan.disposition {
+    let (released, deferred) = match plan.disposition {
         Disposition::Delete => {
             let released = conclude_deletion(ctx, obj, &observed, &plan, carried).await?;
-            if !released {
+            let deferred = if released {
+                None
+            } else {
                 // A deletion that waits says on what: the clusters and why, in status.
-                write_status(ctx, obj, &observed, &plan, &result).await?;
-            }
-            released
+                write_status(ctx, obj, &observed, &plan, &result).await?
+            };
+            (released, deferred)
         }
         _ => {
-            conclude_sync(ctx, obj, &observed, &plan, &result, carried).await?;
-            false
+            let deferred = conclude_sync(ctx, obj, &observed, &plan, &result, carried).await?;
+            (false, deferred)
         }
     };
-    Ok(match requeue(plan.disposition, carried, released) {
-        Requeue::OnChange => Action::await_change(),
-        Requeue::After(delay) => Action::requeue(delay),
-    })
+    // A status write put off (remote status coalescing) is made by the next reconcile.
+    Ok(
+        match (requeue(plan.disposition, carried, released), deferred) {
+            (Requeue::After(delay), Some(after)) => Action::requeue(delay.min(after)),
+            (Requeue::OnChange, Some(after)) => Action::requeue(after),
+            (Requeue::OnChange, None) => Action::await_change(),
+            (Requeue::After(delay), None) => Action::requeue(delay),
+        },
+    )
 }
 
 /// Failed attempts in a row of this object (this one included), kept for its backoff; the
@@ -211,6 +219,10 @@ async fn conclude_deletion(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(object_ref);
+    ctx.status_written
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(object_ref);
     ctx.latency
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -277,8 +289,8 @@ async fn conclude_sync(
     plan: &Plan,
     result: &DispatchResult,
     carried: Carried,
-) -> Result<(), Error> {
-    write_status(ctx, obj, observed, plan, result).await?;
+) -> Result<Option<Duration>, Error> {
+    let deferred = write_status(ctx, obj, observed, plan, result).await?;
     write_versions(ctx, obj, observed, plan, result).await;
     let generation = obj.metadata.generation.unwrap_or(0);
     let converged = converged(carried, plan.reason, &result.outcomes);
@@ -292,7 +304,7 @@ async fn conclude_sync(
             .with_label_values(&[&type_label])
             .observe(elapsed.as_secs_f64());
     }
-    Ok(())
+    Ok(deferred)
 }
 
 async fn write_status(
@@ -301,9 +313,9 @@ async fn write_status(
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
-) -> Result<(), Error> {
+) -> Result<Option<Duration>, Error> {
     if observed.cache_warming {
-        return Ok(());
+        return Ok(None);
     }
     let readiness = (plan.disposition == Disposition::Sync).then(|| {
         let written = result.new_versions.keys().map(String::as_str).collect();
@@ -315,19 +327,22 @@ async fn write_status(
             !needs_status(&ctx.target.group, &ctx.target.kind),
         )
     });
+    let outcomes = with_remote_status(ctx, observed, &result.outcomes);
     let input = StatusInput {
         generation: 0,
         reason: plan.reason,
         reason_message: plan.reason_message.as_deref(),
-        outcomes: &result.outcomes,
+        outcomes: &outcomes,
         resources_updated: result.wrote,
-        remote_status_collection: false,
+        remote_status_collection: ctx.collect_status,
         unknown_clusters: &plan.placement.unknown_clusters,
         now: "",
         readiness: readiness.as_deref(),
     };
-    if !hub_writes::write_status_if_changed(ctx, obj, input).await? {
-        return Ok(());
+    match hub_writes::write_status_if_changed(ctx, obj, input).await? {
+        StatusWrite::Written => {}
+        StatusWrite::Unchanged => return Ok(None),
+        StatusWrite::Deferred(after) => return Ok(Some(after)),
     }
     // Placement problems are the user's to fix: say so once per change, as an Event.
     let reference = &observed.reference;
@@ -354,7 +369,25 @@ async fn write_status(
             &message,
         );
     }
-    Ok(())
+    Ok(None)
+}
+
+/// With remote status collection, each cluster's outcome carries its copy's `.status` from
+/// the member cache (KubeFed's `remoteStatus`); a copy the cache has not shown yet has none.
+fn with_remote_status(
+    ctx: &TypeContext,
+    observed: &Observed,
+    outcomes: &[ClusterOutcome],
+) -> Vec<ClusterOutcome> {
+    let mut outcomes = outcomes.to_vec();
+    if ctx.collect_status {
+        for outcome in &mut outcomes {
+            if let Some(MemberObservation::Present(copy)) = observed.members.get(&outcome.cluster) {
+                outcome.remote_status.clone_from(&copy.remote_status);
+            }
+        }
+    }
+    outcomes
 }
 
 /// A failed PropagatedVersion write is logged, not retried: the next reconcile writes again.

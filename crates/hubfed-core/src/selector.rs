@@ -192,22 +192,9 @@ fn is_label_name(s: &str) -> bool {
     }
 }
 
-/// `validation.IsDNS1123Subdomain`.
+/// `validation.IsDNS1123Subdomain` ([`crate::validation::is_dns1123_subdomain`]).
 fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|label| {
-            let bytes = label.as_bytes();
-            match (bytes.first(), bytes.last()) {
-                (Some(first), Some(last)) => {
-                    (first.is_ascii_lowercase() || first.is_ascii_digit())
-                        && (last.is_ascii_lowercase() || last.is_ascii_digit())
-                        && bytes
-                            .iter()
-                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-                }
-                _ => false,
-            }
-        })
+    crate::validation::is_dns1123_subdomain(s).is_empty()
 }
 
 #[cfg(test)]

@@ -61,17 +61,7 @@ pub async fn host_cluster(
 
 /// A DNS-1123 subdomain (object names), as the API server checks it.
 pub fn check_dns_subdomain(what: &str, name: &str) -> Result<()> {
-    let valid = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if valid {
+    if hubfed_core::validation::is_dns1123_subdomain(name).is_empty() {
         Ok(())
     } else {
         Err(Error::Usage(format!(

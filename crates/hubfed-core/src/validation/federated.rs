@@ -1,0 +1,313 @@
+//! Federated objects (a hubfed addition; KubeFed validated them only by CRD schema).
+
+use super::*;
+
+pub(super) const OVERRIDE_OPS: &[&str] = &["", "add", "remove", "replace"];
+
+/// Validates a raw `Federated<Kind>` object as the sync controller will read it: `spec` is an
+/// object; `spec.template` an object; placement `clusters` a list of `{name}` with DNS-1123
+/// names and `clusterSelector` a valid label selector; overrides a list of `{clusterName,
+/// clusterOverrides}` with unique cluster names, each override an `add`, `remove` or `replace`
+/// (empty = replace) of a unique JSON-pointer path that is not one of
+/// [`FORBIDDEN_PATHS`], carrying a `value` unless it is a `remove`; `retainReplicas` a
+/// boolean.
+pub fn validate_federated_object(object: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let Some(spec) = present(object.get("spec")) else {
+        return vec![FieldError::required("spec", "")];
+    };
+    let Some(spec) = spec.as_object() else {
+        return vec![FieldError::wrong_type("spec", spec, "object")];
+    };
+    if let Some(template) = present(spec.get("template"))
+        && !template.is_object()
+    {
+        errors.push(FieldError::wrong_type("spec.template", template, "object"));
+    }
+    if let Some(placement) = present(spec.get("placement")) {
+        validate_placement(placement, "spec.placement", &mut errors);
+    }
+    if let Some(overrides) = present(spec.get("overrides")) {
+        validate_overrides(overrides, "spec.overrides", &mut errors);
+    }
+    if let Some(retain) = present(spec.get("retainReplicas"))
+        && !retain.is_boolean()
+    {
+        errors.push(FieldError::wrong_type(
+            "spec.retainReplicas",
+            retain,
+            "boolean",
+        ));
+    }
+    errors
+}
+
+/// An object at `path`, or an error.
+pub(super) fn expect_object<'a>(
+    value: &'a Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'a Map<String, Value>> {
+    let object = value.as_object();
+    if object.is_none() {
+        errors.push(FieldError::wrong_type(path, value, "object"));
+    }
+    object
+}
+
+/// An array at `path`, or an error.
+pub(super) fn expect_array<'a>(
+    value: &'a Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'a [Value]> {
+    let array = value.as_array().map(Vec::as_slice);
+    if array.is_none() {
+        errors.push(FieldError::wrong_type(path, value, "array"));
+    }
+    array
+}
+
+/// A required non-empty string member, or an error.
+pub(super) fn required_string<'a>(
+    object: &'a Map<String, Value>,
+    name: &str,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'a str> {
+    match present(object.get(name)) {
+        None => {
+            errors.push(FieldError::required(path, ""));
+            None
+        }
+        Some(Value::String(s)) if s.is_empty() => {
+            errors.push(FieldError::required(path, ""));
+            None
+        }
+        Some(Value::String(s)) => Some(s),
+        Some(other) => {
+            errors.push(FieldError::wrong_type(path, other, "string"));
+            None
+        }
+    }
+}
+
+pub(super) fn validate_placement(placement: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let Some(placement) = expect_object(placement, path, errors) else {
+        return;
+    };
+    if let Some(clusters) = present(placement.get("clusters")) {
+        let clusters_path = child(path, "clusters");
+        for (i, cluster) in expect_array(clusters, &clusters_path, errors)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let cluster_path = index(&clusters_path, i);
+            let Some(cluster) = expect_object(cluster, &cluster_path, errors) else {
+                continue;
+            };
+            let name_path = child(&cluster_path, "name");
+            if let Some(name) = required_string(cluster, "name", &name_path, errors) {
+                let problems = is_dns1123_subdomain(name);
+                if !problems.is_empty() {
+                    errors.push(FieldError::invalid(name_path, name, &problems.join(",")));
+                }
+            }
+        }
+    }
+    if let Some(selector) = present(placement.get("clusterSelector")) {
+        validate_label_selector(selector, &child(path, "clusterSelector"), errors);
+    }
+}
+
+/// Shape of a `metav1.LabelSelector`, then each requirement on its own through
+/// [`Selector::new`] so that its error names the entry.
+pub(super) fn validate_label_selector(selector: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let Some(selector) = expect_object(selector, path, errors) else {
+        return;
+    };
+    if let Some(labels) = present(selector.get("matchLabels")) {
+        let labels_path = child(path, "matchLabels");
+        if let Some(labels) = expect_object(labels, &labels_path, errors) {
+            for (key, value) in labels {
+                let entry_path = format!("{labels_path}[{key}]");
+                let Some(value) = value.as_str() else {
+                    errors.push(FieldError::wrong_type(entry_path, value, "string"));
+                    continue;
+                };
+                let single = LabelSelector {
+                    match_labels: Some(BTreeMap::from([(key.clone(), value.to_owned())])),
+                    match_expressions: None,
+                };
+                check_selector(&single, &entry_path, errors);
+            }
+        }
+    }
+    if let Some(expressions) = present(selector.get("matchExpressions")) {
+        let expressions_path = child(path, "matchExpressions");
+        for (i, expression) in expect_array(expressions, &expressions_path, errors)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let expression_path = index(&expressions_path, i);
+            let Some(members) = expect_object(expression, &expression_path, errors) else {
+                continue;
+            };
+            let before = errors.len();
+            required_string(members, "key", &child(&expression_path, "key"), errors);
+            required_string(
+                members,
+                "operator",
+                &child(&expression_path, "operator"),
+                errors,
+            );
+            if let Some(values) = present(members.get("values")) {
+                let values_path = child(&expression_path, "values");
+                for (j, value) in expect_array(values, &values_path, errors)
+                    .unwrap_or_default()
+                    .iter()
+                    .enumerate()
+                {
+                    if !value.is_string() {
+                        errors.push(FieldError::wrong_type(
+                            index(&values_path, j),
+                            value,
+                            "string",
+                        ));
+                    }
+                }
+            }
+            if errors.len() > before {
+                continue;
+            }
+            match serde_json::from_value(json!({"matchExpressions": [expression]})) {
+                Ok(single) => check_selector(&single, &expression_path, errors),
+                Err(error) => errors.push(FieldError::invalid_detail(
+                    expression_path,
+                    &error.to_string(),
+                )),
+            }
+        }
+    }
+}
+
+pub(super) fn check_selector(selector: &LabelSelector, path: &str, errors: &mut Vec<FieldError>) {
+    match Selector::new(Some(selector)) {
+        Ok(_) => {}
+        Err(CoreError::InvalidSelector(reason)) => {
+            errors.push(FieldError::invalid_detail(path, &reason));
+        }
+        Err(other) => errors.push(FieldError::invalid_detail(path, &other.to_string())),
+    }
+}
+
+pub(super) fn validate_overrides(overrides: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let mut seen_clusters = HashSet::new();
+    for (i, entry) in expect_array(overrides, path, errors)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let entry_path = index(path, i);
+        let Some(entry) = expect_object(entry, &entry_path, errors) else {
+            continue;
+        };
+        let name_path = child(&entry_path, "clusterName");
+        if let Some(name) = required_string(entry, "clusterName", &name_path, errors)
+            && !seen_clusters.insert(name)
+        {
+            errors.push(FieldError::duplicate(name_path, name));
+        }
+        if let Some(items) = present(entry.get("clusterOverrides")) {
+            let items_path = child(&entry_path, "clusterOverrides");
+            let items = expect_array(items, &items_path, errors).unwrap_or_default();
+            let mut seen_paths = HashSet::new();
+            for (j, item) in items.iter().enumerate() {
+                validate_override(item, &index(&items_path, j), &mut seen_paths, errors);
+            }
+        }
+    }
+}
+
+pub(super) fn validate_override<'a>(
+    item: &'a Value,
+    path: &str,
+    seen_paths: &mut HashSet<&'a str>,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(item) = expect_object(item, path, errors) else {
+        return;
+    };
+    let before = errors.len();
+    let op_path = child(path, "op");
+    let op = match present(item.get("op")) {
+        None => Some("replace"),
+        Some(Value::String(op)) if op.is_empty() => Some("replace"),
+        Some(Value::String(op)) if OVERRIDE_OPS.contains(&op.as_str()) => Some(op.as_str()),
+        Some(Value::String(op)) => {
+            errors.push(FieldError::not_supported(op_path, op, OVERRIDE_OPS));
+            None
+        }
+        Some(other) => {
+            errors.push(FieldError::wrong_type(op_path, other, "string"));
+            None
+        }
+    };
+
+    let pointer_path = child(path, "path");
+    let pointer = required_string(item, "path", &pointer_path, errors);
+    if let Some(pointer) = pointer {
+        if !pointer.starts_with('/') {
+            errors.push(FieldError::invalid(
+                pointer_path.clone(),
+                pointer,
+                "must be a JSON pointer starting with \"/\"",
+            ));
+        } else if let Some(problem) = json_pointer_problem(pointer) {
+            errors.push(FieldError::invalid(pointer_path.clone(), pointer, problem));
+        } else if FORBIDDEN_PATHS.contains(&pointer) {
+            errors.push(FieldError::forbidden(
+                pointer_path.clone(),
+                &format!("{} cannot be overridden", go_quote(pointer)),
+            ));
+        } else if !seen_paths.insert(pointer) {
+            errors.push(FieldError::duplicate(pointer_path.clone(), pointer));
+        }
+    }
+
+    // `null` is a value here: it is what a replace with `value: null` writes.
+    let value = item.get("value");
+    if let Some(op @ ("add" | "replace")) = op
+        && value.is_none()
+    {
+        errors.push(FieldError::required(
+            child(path, "value"),
+            &format!("op {} needs a value", go_quote(op)),
+        ));
+    }
+
+    // The controller builds exactly this operation; whatever it would refuse, refuse here.
+    if errors.len() == before
+        && let (Some(op), Some(pointer)) = (op, pointer)
+    {
+        let operation = match op {
+            "remove" => json!({"op": op, "path": pointer}),
+            _ => json!({"op": op, "path": pointer, "value": value.cloned().unwrap_or(Value::Null)}),
+        };
+        if let Err(error) = serde_json::from_value::<json_patch::PatchOperation>(operation) {
+            errors.push(FieldError::invalid_detail(path, &error.to_string()));
+        }
+    }
+}
+
+/// RFC 6901: `~` only as `~0` or `~1`.
+pub(super) fn json_pointer_problem(pointer: &str) -> Option<&'static str> {
+    let bytes = pointer.as_bytes();
+    let bad_escape = bytes
+        .iter()
+        .enumerate()
+        .any(|(i, b)| *b == b'~' && !matches!(bytes.get(i + 1), Some(b'0' | b'1')));
+    bad_escape.then_some("must be a JSON pointer: \"~\" must be followed by \"0\" or \"1\"")
+}

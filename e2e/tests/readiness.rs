@@ -127,6 +127,7 @@ async fn ready_follows_the_workload_in_every_placed_cluster() -> anyhow::Result<
     ));
 
     kubectl_sees_it(fed, &ns, name)?;
+    hubfedctl_status_shows_it(fed, &ns, name).await?;
 
     // A cluster whose pods stop being ready brings the condition back to False, naming it.
     let pods: Api<Pod> = Api::namespaced(fed.client("member2").await?, &ns);
@@ -181,5 +182,75 @@ fn kubectl_sees_it(fed: &Federation, ns: &str, name: &str) -> anyhow::Result<()>
         header.contains("READY") && row.split_whitespace().any(|cell| cell == "2/2"),
         "kubectl get federateddeployments:\n{text}"
     );
+    Ok(())
+}
+
+/// Runs `hubfedctl --kubeconfig <env> --host-cluster-context hub <args>` in process:
+/// (exit code, stdout, stderr).
+async fn hubfedctl(fed: &Federation, args: &[&str]) -> (i32, String, String) {
+    let mut full: Vec<String> = [
+        "hubfedctl",
+        "--kubeconfig",
+        &fed.env().kubeconfig_path().display().to_string(),
+        "--host-cluster-context",
+        "hub",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    full.extend(args.iter().map(|a| (*a).to_owned()));
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = hubfedctl::run_async(full, &mut out, &mut err).await;
+    (
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    )
+}
+
+/// `hubfedctl status` prints a row per placed cluster, ready in both, with the versions the
+/// PropagatedVersion recorded; `-o json` carries the same; an unknown object is one error line.
+async fn hubfedctl_status_shows_it(fed: &Federation, ns: &str, name: &str) -> anyhow::Result<()> {
+    let target = format!("deployments/{name}");
+    let (code, out, err) = hubfedctl(fed, &["status", &target, "-n", ns]).await;
+    anyhow::ensure!(code == 0, "hubfedctl status failed: {err}");
+    let first = out.lines().next().unwrap_or_default();
+    anyhow::ensure!(
+        first.starts_with(&format!(
+            "FederatedDeployment {ns}/{name}: propagation True, ready True"
+        )) && first.contains("(2/2 clusters)"),
+        "{out}"
+    );
+    for member in MEMBERS {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(member))
+            .with_context(|| format!("no row for {member}:\n{out}"))?;
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        anyhow::ensure!(
+            cells.get(1) == Some(&"OK")
+                && cells.get(2) == Some(&"True")
+                && cells.get(3).is_some_and(|v| v.starts_with("gen:")),
+            "{row}"
+        );
+    }
+    let (code, json, _) = hubfedctl(fed, &["status", &target, "-n", ns, "-o", "json"]).await;
+    let summary: Value = serde_json::from_str(&json)?;
+    anyhow::ensure!(
+        code == 0
+            && summary["ready"] == "2/2"
+            && summary["clusters"]
+                .as_array()
+                .is_some_and(|c| c.len() == 2 && c.iter().all(|c| c["ready"] == true)),
+        "{json}"
+    );
+    let (code, _, err) = hubfedctl(fed, &["status", "deployments/nope", "-n", ns]).await;
+    anyhow::ensure!(
+        code == 1
+            && err.lines().count() == 1
+            && err.contains("FederatedDeployment")
+            && err.contains("not found"),
+        "exit {code}: {err}"
+    );
+    report(format_args!("readiness: hubfedctl status:\n{out}"));
     Ok(())
 }

@@ -107,6 +107,12 @@ pub struct ClusterPropagationStatus {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<Value>,
+    /// hubfed extension: whether the copy in this placed cluster is ready (`Ready` condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// hubfed extension: why it is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_message: Option<String>,
 }
 
 /// The only condition type KubeFed sets on federated objects.

@@ -275,6 +275,8 @@ fn federated_type_schema(template: Value, retain_replicas: bool) -> Value {
                                 "name": { "type": "string" },
                                 "status": { "type": "string" },
                                 "message": { "type": "string" },
+                                "ready": { "type": "boolean" },
+                                "readyMessage": { "type": "string" },
                                 "remoteStatus": {
                                     "type": "object",
                                     "x-kubernetes-preserve-unknown-fields": true,

@@ -150,6 +150,12 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
         input.reason
     };
 
+    let readiness_of = |cluster: &str| {
+        input
+            .readiness
+            .and_then(|all| all.iter().find(|(name, _)| name == cluster))
+            .map(|(_, readiness)| readiness)
+    };
     let clusters: Vec<ClusterPropagationStatus> = by_cluster
         .values()
         .map(|o| ClusterPropagationStatus {
@@ -157,6 +163,11 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
             status: (o.status != PropagationStatus::Ok).then(|| o.status.as_str().to_owned()),
             message: o.message.clone(),
             remote_status: o.remote_status.clone(),
+            ready: readiness_of(&o.cluster).map(Readiness::is_ready),
+            ready_message: match readiness_of(&o.cluster) {
+                Some(Readiness::NotReady(why)) => Some(why.clone()),
+                _ => None,
+            },
         })
         .collect();
     let clusters_changed = clusters != previous_status.clusters;
@@ -681,6 +692,19 @@ mod tests {
         assert_eq!(
             condition.message.as_deref(),
             Some("1 of 2 placed clusters not ready: b (1 of 2 replicas available)")
+        );
+        let per_cluster: Vec<(Option<bool>, Option<&str>)> = first
+            .status
+            .clusters
+            .iter()
+            .map(|c| (c.ready, c.ready_message.as_deref()))
+            .collect();
+        assert_eq!(
+            per_cluster,
+            [
+                (Some(true), None),
+                (Some(false), Some("1 of 2 replicas available"))
+            ]
         );
 
         // Same verdict later: nothing changes, no write.

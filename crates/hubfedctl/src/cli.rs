@@ -57,6 +57,9 @@ pub enum Command {
     /// Keep (orphan) or delete member copies when a federated object is deleted.
     #[command(subcommand)]
     OrphaningDeletion(OrphaningCommand),
+    /// Per placed cluster: whether a federated object propagated, whether its copy is ready,
+    /// its version and why not (KIND/NAME; or KIND for every object of the type).
+    Status(StatusArgs),
     /// Show federation objects.
     #[command(subcommand)]
     Get(GetCommand),
@@ -241,6 +244,23 @@ pub struct GetClustersArgs {
     #[arg(value_name = "CLUSTER")]
     pub names: Vec<String>,
     /// Print the KubeFedClusters as YAML or JSON instead of a table.
+    #[arg(short = 'o', long, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// `KIND/NAME` (KIND: a federated or target type name, plural, singular or short, e.g.
+    /// `deployments/web`, `federateddeployment/web`), or `KIND` for every object of the type.
+    #[arg(value_name = "KIND[/NAME]")]
+    pub target: String,
+    /// Namespace of the object(s); default: `default`.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Every namespace (with KIND only).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Print as YAML or JSON instead of tables.
     #[arg(short = 'o', long, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
 }

@@ -95,7 +95,7 @@ pub async fn clusters(session: &mut Session<'_>, args: GetClustersArgs) -> Resul
 }
 
 /// A kubectl-style table: columns left-aligned, three spaces apart.
-pub fn table(header: &[&str; 4], rows: &[[String; 4]]) -> String {
+pub fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
     let mut widths = header.map(str::len);
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -103,7 +103,7 @@ pub fn table(header: &[&str; 4], rows: &[[String; 4]]) -> String {
         }
     }
     let mut out = String::new();
-    let mut line = |cells: [&str; 4]| {
+    let mut line = |cells: [&str; N]| {
         let mut text = String::new();
         for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
             if i + 1 == cells.len() {
@@ -117,7 +117,7 @@ pub fn table(header: &[&str; 4], rows: &[[String; 4]]) -> String {
     };
     line(*header);
     for row in rows {
-        line([&row[0], &row[1], &row[2], &row[3]].map(String::as_str));
+        line(std::array::from_fn(|i| row[i].as_str()));
     }
     out
 }

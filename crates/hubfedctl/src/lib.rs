@@ -17,6 +17,7 @@ mod ops;
 mod orphan;
 mod rbac;
 mod session;
+mod status;
 mod template;
 mod types;
 mod unjoin;
@@ -125,6 +126,7 @@ async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Err
         Command::Get(GetCommand::Clusters(args)) => {
             get::clusters(session, args).await.map(|()| EXIT_OK)
         }
+        Command::Status(args) => status::status(session, args).await.map(|()| EXIT_OK),
         Command::Version(args) => get::version(session, args).map(|()| EXIT_OK),
         Command::Completion(args) => {
             let shell = match args.shell {

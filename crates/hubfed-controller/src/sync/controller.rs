@@ -1,0 +1,324 @@
+//! One sync controller per enabled FederatedTypeConfig: its watches (the federated objects,
+//! their FederatedNamespaces, the member copies), its context, and the kube-runtime
+//! controller that calls [`super::reconcile::reconcile`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
+use hubfed_core::desired::TargetType;
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::controller::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::members::MemberWatches;
+use super::memory::{AppliedMap, LatencyTracker};
+use super::{LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, reconcile};
+
+/// Returns once the caches plans read have loaded. Never plan from caches that have not: a
+/// FederatedNamespace not yet seen would read as "namespace not federated" and the plan would
+/// delete the member objects; a PropagatedVersion not yet seen would re-apply what is already
+/// in place.
+async fn caches_loaded(ctx: &TypeContext, shared: &Shared) -> anyhow::Result<()> {
+    if let Some(fns) = &ctx.federated_namespaces {
+        // This task is the only waiter on its own FederatedNamespace store.
+        fns.wait_until_ready()
+            .await
+            .map_err(|e| anyhow::anyhow!("the FederatedNamespace cache stopped: {e}"))?;
+    }
+    let mut hub_caches = shared.hub_caches_ready.clone();
+    hub_caches
+        .wait_for(|ready| *ready)
+        .await
+        .map(drop)
+        .map_err(|_| anyhow::anyhow!("the version caches stopped"))
+}
+
+/// Watches the FederatedNamespaces (in the control plane's namespace when it is namespaced)
+/// and queues every federated object of `fed` (store, type) in a namespace whose
+/// FederatedNamespace changed: its placement bounds theirs. Returns their cache.
+fn watch_federated_namespaces(
+    shared: &Shared,
+    fns: &ApiResource,
+    (fed_store, fed_ar): (Store<DynamicObject>, ApiResource),
+    trigger_tx: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    stop: CancellationToken,
+) -> Store<DynamicObject> {
+    let hub = shared.hub.clone();
+    let api: Api<DynamicObject> = match shared.target_namespace() {
+        Some(ns) => Api::namespaced_with(hub.clone(), ns, fns),
+        None => Api::all_with(hub.clone(), fns),
+    };
+    let writer = reflector::store::Writer::new(fns.clone());
+    let reader = writer.as_reader();
+    let tx = trigger_tx;
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let item = tokio::select! {
+                () = stop.cancelled() => break,
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(fns)) => {
+                    let Some(ns) = fns.metadata.namespace.clone() else {
+                        continue;
+                    };
+                    for obj in fed_store.state() {
+                        if obj.metadata.namespace.as_deref() == Some(ns.as_str())
+                            && let Some(name) = obj.metadata.name.clone()
+                        {
+                            let r = ObjectRef::new_with(&name, fed_ar.clone()).within(&ns);
+                            if tx.send(r).is_ok() {
+                                crate::metrics::METRICS
+                                    .workqueue_depth
+                                    .with_label_values(&[&fed_ar.kind.to_lowercase()])
+                                    .inc();
+                            }
+                        }
+                    }
+                }
+                Some(Err(e)) => warn!(error = %e, "FederatedNamespace watch error"),
+                None => break,
+            }
+        }
+    });
+    reader
+}
+
+/// Runs the sync controller of one FTC until `stop` is cancelled.
+pub async fn run_type(
+    shared: Arc<Shared>,
+    ftc: FederatedTypeConfig,
+    federated_namespace: Option<ApiResource>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let federated = ftc.spec.federated_type.to_dynamic();
+    let target_resource = ftc.spec.target_type.to_dynamic();
+    let target = TargetType {
+        kind: ftc.spec.target_type.kind.clone(),
+        group: ftc.spec.target_type.group.clone(),
+        version: ftc.spec.target_type.version.clone(),
+        namespaced: ftc.target_namespaced(),
+    };
+    let hub = shared.hub.clone();
+    let fed_api: Api<DynamicObject> = match shared.target_namespace() {
+        Some(ns) if ftc.federated_namespaced() => Api::namespaced_with(hub.clone(), ns, &federated),
+        _ => Api::all_with(hub.clone(), &federated),
+    };
+
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
+    // The federated objects' cache, lean: their managedFields (a JSON tree of every template
+    // field, per writer) and kubectl's last-applied copy of the whole object are never read.
+    let writer = reflector::store::Writer::new(federated.clone());
+    let store = writer.as_reader();
+    // Whether the federated objects' first list completed: a kube-runtime controller stopped
+    // before that never finishes stopping (it holds its queue until the cache loads, and the
+    // watch that would load it has stopped).
+    let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let objects = reflector::reflector(
+        writer,
+        watcher(fed_api, watcher::Config::default()).modify(|object| {
+            object.metadata.managed_fields = None;
+            if let Some(annotations) = object.metadata.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED_ANNOTATION);
+            }
+        }),
+    )
+    .inspect({
+        let listed = Arc::clone(&listed);
+        move |event| {
+            if let Ok(watcher::Event::InitDone) = event {
+                listed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    })
+    .applied_objects();
+    let controller = Controller::for_stream_with(objects, store.clone(), federated.clone())
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(shared.reconcile_concurrency)
+                .debounce(Duration::from_millis(20)),
+        );
+
+    // FederatedNamespaces: their placement bounds every namespaced object in them.
+    let federated_namespaces = match (&federated_namespace, target.namespaced) {
+        (Some(fns), true) => Some(watch_federated_namespaces(
+            &shared,
+            fns,
+            (store.clone(), federated.clone()),
+            trigger_tx.clone(),
+            stop.clone(),
+        )),
+        _ => None,
+    };
+
+    let collect_status = shared.collects_status(&ftc);
+    let members = MemberWatches::new(
+        Arc::clone(&shared),
+        target_resource.clone(),
+        target.clone(),
+        federated.clone(),
+        trigger_tx.clone(),
+        collect_status,
+    );
+    let members_task = tokio::spawn(members.clone().run(stop.clone()));
+    tokio::spawn(deletions::report_waiting_deletions(
+        store.clone(),
+        federated.kind.to_lowercase(),
+        stop.clone(),
+    ));
+
+    let reporter = Reporter {
+        controller: format!("{}-controller", federated.kind.to_lowercase()),
+        instance: std::env::var("HOSTNAME").ok(),
+    };
+    let ctx = Arc::new(TypeContext {
+        recorder: Recorder::new(hub.clone(), reporter),
+        shared: Arc::clone(&shared),
+        ftc,
+        federated: federated.clone(),
+        target_resource,
+        target,
+        federated_namespace,
+        federated_namespaces,
+        members,
+        applied: AppliedMap::default(),
+        latency: std::sync::Mutex::new(LatencyTracker::default()),
+        written_versions: std::sync::Mutex::new(HashMap::new()),
+        backoff: std::sync::Mutex::new(HashMap::new()),
+        collect_status,
+        status_written: std::sync::Mutex::new(HashMap::new()),
+    });
+
+    let depth = crate::metrics::METRICS
+        .workqueue_depth
+        .with_label_values(&[&federated.kind.to_lowercase()]);
+    tokio::spawn(export_object_gauges(
+        Arc::clone(&ctx),
+        store.clone(),
+        stop.clone(),
+    ));
+    let gc_store = store.clone();
+    let triggers = futures::stream::unfold((trigger_rx, depth), |(mut rx, depth)| async move {
+        let next = rx.recv().await;
+        if next.is_some() {
+            depth.dec();
+        }
+        next.map(|r| (r, (rx, depth)))
+    });
+    let registry_changes = futures::stream::unfold(shared.pool.subscribe(), |mut rx| async move {
+        rx.changed().await.ok().map(|()| ((), rx))
+    });
+    let settings_changes =
+        futures::stream::unfold(shared.settings.subscribe(), |mut rx| async move {
+            rx.changed().await.ok().map(|()| ((), rx))
+        });
+    let stores_ready = caches_loaded(&ctx, &shared);
+    // A stop that comes while the caches load wins: a controller started with its shutdown
+    // already signalled never finished draining (a KubeFedConfig change right after start hung
+    // the restart).
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => {
+            let _ = members_task.await;
+            return Ok(());
+        }
+        ready = stores_ready => ready?,
+    }
+    if stop.is_cancelled() {
+        let _ = members_task.await;
+        return Ok(());
+    }
+    info!(kind = %federated.kind, "starting sync controller");
+    tokio::spawn(gc::run(Arc::clone(&ctx), gc_store, stop.clone()));
+    let stop_signal = stop.clone();
+    let running = controller
+        .reconcile_on(triggers)
+        .reconcile_all_on(futures::stream::select(registry_changes, settings_changes))
+        .graceful_shutdown_on(async move { stop_signal.cancelled().await })
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|_| async {});
+    // Stopped before the first list completed: nothing can be in flight; do not wait.
+    let stopped_unlisted = async {
+        stop.cancelled().await;
+        if listed.load(std::sync::atomic::Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = running => {}
+        () = stopped_unlisted => {}
+    }
+    stop.cancel();
+    let _ = members_task.await;
+    info!(kind = %federated.kind, "sync controller stopped");
+    Ok(())
+}
+
+/// Refreshes `hubfed_managed_objects` and `hubfed_federated_objects` for one type, and
+/// forgets written PropagatedVersions once the hub cache shows them.
+async fn export_object_gauges(
+    ctx: Arc<TypeContext>,
+    federated: Store<DynamicObject>,
+    stop: CancellationToken,
+) {
+    let type_label = ctx.federated.kind.to_lowercase();
+    let metrics = &crate::metrics::METRICS;
+    loop {
+        observe::prune_written_versions(&ctx);
+        ctx.backoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|object, _| federated.get(object).is_some());
+        let (mut propagated, mut failing) = (0_i64, 0_i64);
+        for obj in federated.state() {
+            let condition = obj
+                .data
+                .pointer("/status/conditions")
+                .and_then(serde_json::Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == "Propagation"))
+                .and_then(|c| c["status"].as_str().map(str::to_string));
+            match condition.as_deref() {
+                Some("True") => propagated += 1,
+                Some(_) => failing += 1,
+                None => {}
+            }
+        }
+        metrics
+            .federated_objects
+            .with_label_values(&[type_label.as_str(), "true"])
+            .set(propagated);
+        metrics
+            .federated_objects
+            .with_label_values(&[type_label.as_str(), "false"])
+            .set(failing);
+        for (cluster, count) in ctx.members.counts() {
+            let count = i64::try_from(count).unwrap_or(i64::MAX);
+            metrics
+                .managed_objects
+                .with_label_values(&[type_label.as_str(), cluster.as_str()])
+                .set(count);
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+    }
+    for propagation in ["true", "false"] {
+        let _ = metrics
+            .federated_objects
+            .remove_label_values(&[type_label.as_str(), propagation]);
+    }
+}

@@ -1,0 +1,153 @@
+//! What a sync controller keeps in memory between reconciles — only what saves work or
+//! feeds a metric; every decision can be re-derived without it (a restart loses nothing).
+
+use std::collections::HashMap;
+
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+
+/// What the last successful apply per (federated object, cluster) sent and got back.
+///
+/// Kept compact, one entry per object with a short list of clusters: it holds an entry for
+/// most object×cluster pairs.
+#[derive(Default)]
+pub struct AppliedMap(std::sync::Mutex<AppliedByObject>);
+
+/// Object key (`namespace/name` or `name`) → (cluster, recorded apply).
+type AppliedByObject = HashMap<Box<str>, Vec<(Box<str>, hubfed_core::version::RecordedApply)>>;
+
+impl AppliedMap {
+    fn key(namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_owned(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AppliedByObject> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The recorded applies of one object, by cluster.
+    pub fn get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> HashMap<String, hubfed_core::version::RecordedApply> {
+        self.lock()
+            .get(Self::key(namespace, name).as_str())
+            .into_iter()
+            .flatten()
+            .map(|(cluster, recorded)| (cluster.to_string(), recorded.clone()))
+            .collect()
+    }
+
+    pub fn insert(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        cluster: &str,
+        recorded: hubfed_core::version::RecordedApply,
+    ) {
+        let mut map = self.lock();
+        let clusters = map.entry(Self::key(namespace, name).into()).or_default();
+        match clusters.iter_mut().find(|(c, _)| &**c == cluster) {
+            Some((_, entry)) => *entry = recorded,
+            None => {
+                clusters.push((cluster.into(), recorded));
+                clusters.shrink_to_fit();
+            }
+        }
+    }
+
+    pub fn remove(&self, namespace: Option<&str>, name: &str, cluster: &str) {
+        let mut map = self.lock();
+        let key = Self::key(namespace, name);
+        if let Some(clusters) = map.get_mut(key.as_str()) {
+            clusters.retain(|(c, _)| &**c != cluster);
+            if clusters.is_empty() {
+                map.remove(key.as_str());
+            }
+        }
+    }
+
+    /// Forgets every cluster of one object.
+    pub fn forget(&self, namespace: Option<&str>, name: &str) {
+        self.lock().remove(Self::key(namespace, name).as_str());
+    }
+}
+
+/// A PropagatedVersion status written by this controller, kept until the PropagatedVersion
+/// store shows that write or a later one. Without it, a reconcile queued by the previous
+/// one's own writes reads the store before the watch has delivered them (or has delivered
+/// only the creation of the PropagatedVersion, without its status) and writes the versions
+/// again.
+pub struct WrittenVersions {
+    /// The resourceVersion the status write returned.
+    pub resource_version: String,
+    pub status: hubfed_core::version::PropagatedVersionStatus,
+}
+
+/// When each federated object's current generation was first seen, until every placed
+/// cluster has converged to it.
+#[derive(Default)]
+pub struct LatencyTracker {
+    pending: HashMap<ObjectRef<DynamicObject>, Pending>,
+    converged: HashMap<ObjectRef<DynamicObject>, i64>,
+}
+
+struct Pending {
+    generation: i64,
+    since: std::time::Instant,
+    wrote: bool,
+}
+
+impl LatencyTracker {
+    pub fn observe_start(&mut self, object: &ObjectRef<DynamicObject>, generation: i64) {
+        if self.converged.get(object) == Some(&generation) {
+            return;
+        }
+        let fresh = self
+            .pending
+            .get(object)
+            .is_none_or(|p| p.generation != generation);
+        if fresh {
+            self.pending.insert(
+                object.clone(),
+                Pending {
+                    generation,
+                    since: std::time::Instant::now(),
+                    wrote: false,
+                },
+            );
+        }
+    }
+
+    /// The latency to report when this reconcile completed propagation of `generation`.
+    /// Generations that needed no member write (already in place, e.g. after a restart)
+    /// report nothing.
+    pub fn observe_end(
+        &mut self,
+        object: &ObjectRef<DynamicObject>,
+        generation: i64,
+        wrote: bool,
+        converged: bool,
+    ) -> Option<std::time::Duration> {
+        let pending = self
+            .pending
+            .get_mut(object)
+            .filter(|p| p.generation == generation)?;
+        pending.wrote |= wrote;
+        if !converged {
+            return None;
+        }
+        let pending = self.pending.remove(object)?;
+        self.converged.insert(object.clone(), generation);
+        pending.wrote.then(|| pending.since.elapsed())
+    }
+
+    pub fn forget(&mut self, object: &ObjectRef<DynamicObject>) {
+        self.pending.remove(object);
+        self.converged.remove(object);
+    }
+}

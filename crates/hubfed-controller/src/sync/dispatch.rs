@@ -6,32 +6,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use hubfed_api::names::{FIELD_MANAGER, MANAGED_LABEL, RECREATE_ON_IMMUTABLE_ANNOTATION};
-use hubfed_core::plan::{
-    ApplyAction, ClusterAction, ClusterPlan, DeleteAction, FederatedObject, Plan,
-};
+use hubfed_api::names::MANAGED_LABEL;
+use hubfed_core::plan::{ClusterAction, ClusterPlan, DeleteAction, FederatedObject, Plan};
 use hubfed_core::status::{ClusterOutcome, PropagationStatus};
-use hubfed_core::version::{RecordedApply, object_version};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use kube::ResourceExt;
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
 };
 use kube::runtime::events::EventType;
-use serde_json::{Value, json};
-use tracing::{debug, info};
+use serde_json::json;
 
 use super::TypeContext;
-use super::create_only::{self, Created};
+use super::apply::apply_to_cluster;
 use super::hub_writes::publish;
-use super::members::Unmanaged;
 use crate::clusters::MemberCluster;
 use crate::metrics::METRICS;
 
 /// KubeFed's per-reconcile dispatch deadline.
 const DISPATCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Field manager that holds fields hubfed hands over to the member (e.g. retained replicas).
-const RETAINED_FIELD_MANAGER: &str = "hubfed-retained";
+pub(super) const RETAINED_FIELD_MANAGER: &str = "hubfed-retained";
 
 /// What a dispatch achieved.
 #[derive(Default)]
@@ -48,17 +43,17 @@ pub struct DispatchResult {
     pub waiting: bool,
 }
 
-struct ClusterResult {
-    outcome: Option<ClusterOutcome>,
-    version: Option<String>,
-    wrote: bool,
+pub(super) struct ClusterResult {
+    pub(super) outcome: Option<ClusterOutcome>,
+    pub(super) version: Option<String>,
+    pub(super) wrote: bool,
     /// A successful write to report: (event reason, verb). Reported once per reconcile for
     /// all clusters, not per cluster: at scale one Event per member write doubles the hub's
     /// write load.
-    done: Option<(&'static str, &'static str)>,
+    pub(super) done: Option<(&'static str, &'static str)>,
 }
 
-fn outcome(
+pub(super) fn outcome(
     cluster: &str,
     status: Option<PropagationStatus>,
     message: Option<String>,
@@ -82,18 +77,18 @@ pub(super) fn member_api(
     }
 }
 
-fn error_message(error: &kube::Error) -> String {
+pub(super) fn error_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(e) => e.message.clone(),
         other => other.to_string(),
     }
 }
 
-fn is_not_found(error: &kube::Error) -> bool {
+pub(super) fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(e) if e.code == 404)
 }
 
-fn is_immutable_refusal(error: &kube::Error) -> bool {
+pub(super) fn is_immutable_refusal(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(e) if e.code == 422 && e.message.contains("immutable"))
 }
 
@@ -133,7 +128,7 @@ fn options_params(options: Option<&DeleteOptions>) -> DeleteParams {
 }
 
 /// Records one member request in the metrics.
-fn record(cluster: &str, operation: &str, started: std::time::Instant, ok: bool) {
+pub(super) fn record(cluster: &str, operation: &str, started: std::time::Instant, ok: bool) {
     let elapsed = started.elapsed().as_secs_f64();
     METRICS
         .member_operations_total
@@ -277,7 +272,7 @@ async fn dispatch_one(
     }
 }
 
-fn kind_and_key(ctx: &TypeContext, object: &FederatedObject) -> String {
+pub(super) fn kind_and_key(ctx: &TypeContext, object: &FederatedObject) -> String {
     let key = match &object.namespace {
         Some(ns) if ctx.target.namespaced => format!("{ns}/{}", object.name),
         _ => object.name.clone(),
@@ -295,280 +290,6 @@ pub(super) fn federated_reference(
         name: Some(object.name.clone()),
         namespace: object.namespace.clone(),
         ..Default::default()
-    }
-}
-
-async fn apply_to_cluster(
-    ctx: &TypeContext,
-    object: &FederatedObject,
-    cp: &ClusterPlan,
-    api: &Api<DynamicObject>,
-    apply: &ApplyAction,
-) -> ClusterResult {
-    let cluster = cp.cluster.as_str();
-    let reference = federated_reference(ctx, object);
-    let what = kind_and_key(ctx, object);
-    let fail = |status: Option<PropagationStatus>, message: String| ClusterResult {
-        outcome: outcome(cluster, status, Some(message)),
-        version: None,
-        wrote: false,
-
-        done: None,
-    };
-    let already_exists = || {
-        fail(
-            Some(PropagationStatus::AlreadyExists),
-            format!("{what} already exists in the cluster and adoptResources is Disabled"),
-        )
-    };
-
-    // The member cache holds managed objects only. Before creating, an unmanaged object of
-    // the same name must be looked at (adoption, AlreadyExists, managed=false). With
-    // adoption enabled, the cache of unmanaged names says whether there is one, so most
-    // creates need no GET; with adoption disabled, a GET rules out even an object created a
-    // moment ago whose watch event is still on its way. Handing retained fields over needs
-    // the live managedFields.
-    let mut live: Option<DynamicObject> = None;
-    let look = !apply.released_fields.is_empty()
-        || (apply.creates
-            && (apply.create_only
-                || ctx
-                    .members
-                    .unmanaged(cluster, &object.name, object.namespace.as_deref())
-                    != Unmanaged::Absent));
-    if look {
-        let started = std::time::Instant::now();
-        let found = api.get_opt(&object.name).await;
-        record(cluster, "get", started, found.is_ok());
-        match found {
-            Ok(found) => live = found,
-            Err(e) => return fail(Some(PropagationStatus::RetrievalFailed), error_message(&e)),
-        }
-    }
-    if apply.creates
-        && let Some(existing) = &live
-    {
-        match existing.labels().get(MANAGED_LABEL).map(String::as_str) {
-            Some("true") => {}
-            Some("false") => {
-                return fail(
-                    Some(PropagationStatus::ManagedLabelFalse),
-                    format!("{what} is labeled {MANAGED_LABEL}=false in the cluster"),
-                );
-            }
-            _ if apply.create_only => return already_exists(),
-            _ => publish(
-                ctx,
-                &reference,
-                EventType::Normal,
-                "AdoptInCluster",
-                &format!(
-                    "Adopting existing {what} in cluster {cluster:?}: an update will be attempted instead of a creation"
-                ),
-            ),
-        }
-    }
-
-    // Fields left to the member (retainReplicas): if hubfed still owns them, hand them to a
-    // separate manager at their current value first, or the apply below would delete them.
-    if let Some(existing) = &live
-        && !apply.released_fields.is_empty()
-        && let Some(handover) = ownership_handover(existing, &apply.released_fields)
-        && let Err(e) = api
-            .patch(
-                &object.name,
-                &PatchParams::apply(RETAINED_FIELD_MANAGER).force(),
-                &Patch::Apply(&handover),
-            )
-            .await
-    {
-        return fail(
-            Some(PropagationStatus::FieldRetentionFailed),
-            error_message(&e),
-        );
-    }
-
-    let creating = apply.creates && live.is_none();
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let started = std::time::Instant::now();
-    let mut result = if creating && apply.create_only {
-        match create_only::create(api, &object.name, &params, &apply.object).await {
-            Ok(Created::Created(created)) => Ok(*created),
-            Ok(Created::Exists) => {
-                record(cluster, "create", started, false);
-                return already_exists();
-            }
-            Err(e) => Err(e),
-        }
-    } else {
-        match api
-            .patch(&object.name, &params, &Patch::Apply(&apply.object))
-            .await
-        {
-            // A copy a create-only POST left half done (see create_only).
-            Ok(applied) => Ok(create_only::settle_ownership(api, &object.name, applied).await),
-            Err(e) => Err(e),
-        }
-    };
-    record(
-        cluster,
-        if creating { "create" } else { "update" },
-        started,
-        result.is_ok(),
-    );
-    if let Err(e) = &result
-        && is_immutable_refusal(e)
-        && object
-            .annotations
-            .get(RECREATE_ON_IMMUTABLE_ANNOTATION)
-            .map(String::as_str)
-            == Some("true")
-    {
-        info!(cluster, object = %what, "recreating after an immutable-field refusal");
-        publish(
-            ctx,
-            &reference,
-            EventType::Normal,
-            "RecreateInCluster",
-            &format!(
-                "Recreating {what} in cluster {cluster:?}: {}",
-                error_message(e)
-            ),
-        );
-        result = recreate(api, &object.name, &params, &apply.object).await;
-    }
-    match result {
-        Ok(applied) => {
-            let version = object_version(
-                applied.metadata.generation.unwrap_or(0),
-                applied.metadata.resource_version.as_deref().unwrap_or(""),
-            );
-            ctx.applied.insert(
-                object.namespace.as_deref(),
-                &object.name,
-                cluster,
-                RecordedApply {
-                    version: version.clone(),
-                    desired_hash: Some(apply.desired_hash.clone()),
-                },
-            );
-            let (reason, verb) = if creating {
-                ("CreateInCluster", "Creating")
-            } else {
-                ("UpdateInCluster", "Updating")
-            };
-
-            debug!(cluster, object = %what, version = %version, "applied");
-            ClusterResult {
-                outcome: outcome(cluster, Some(PropagationStatus::Ok), None),
-                version: Some(version),
-                wrote: true,
-                done: Some((reason, verb)),
-            }
-        }
-        Err(e) => {
-            let status = cp.action.status_on_failure();
-            let reason = if creating {
-                "CreateInClusterFailed"
-            } else {
-                "UpdateInClusterFailed"
-            };
-            let message = error_message(&e);
-            publish(
-                ctx,
-                &reference,
-                EventType::Warning,
-                reason,
-                &format!("Failed to apply {what} in cluster {cluster:?}: {message}"),
-            );
-            fail(status, message)
-        }
-    }
-}
-
-/// Deletes the member object, waits until it is gone, and applies it again.
-async fn recreate(
-    api: &Api<DynamicObject>,
-    name: &str,
-    params: &PatchParams,
-    body: &Value,
-) -> Result<DynamicObject, kube::Error> {
-    let background = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..Default::default()
-    };
-    match api.delete(name, &background).await {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => {}
-        Err(e) => return Err(e),
-    }
-    for _ in 0..100 {
-        match api.get_metadata_opt(name).await? {
-            None => break,
-            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-    api.patch(name, params, &Patch::Apply(body)).await
-}
-
-/// An apply body, for the retained-fields manager, holding `fields` (JSON pointers) at their
-/// current member values — `None` when hubfed's manager does not own any of them.
-fn ownership_handover(existing: &DynamicObject, fields: &[String]) -> Option<Value> {
-    let owned_by_hubfed = existing
-        .metadata
-        .managed_fields
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .filter(|m| {
-            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
-        })
-        .filter_map(|m| m.fields_v1.as_ref().map(|f| &f.0))
-        .any(|set| fields.iter().any(|pointer| owns(set, pointer)));
-    if !owned_by_hubfed {
-        return None;
-    }
-    let live = serde_json::to_value(existing).ok()?;
-    let mut body = json!({
-        "apiVersion": live.get("apiVersion")?,
-        "kind": live.get("kind")?,
-        "metadata": {"name": existing.metadata.name},
-    });
-    if let Some(ns) = &existing.metadata.namespace {
-        body["metadata"]["namespace"] = json!(ns);
-    }
-    for pointer in fields {
-        if let Some(value) = live.pointer(pointer) {
-            set_pointer(&mut body, pointer, value.clone());
-        }
-    }
-    Some(body)
-}
-
-/// Whether a managedFields `fieldsV1` set contains the field at `pointer` (object keys only).
-fn owns(set: &Value, pointer: &str) -> bool {
-    let mut node = set;
-    for segment in pointer.trim_start_matches('/').split('/') {
-        match node.get(format!("f:{segment}")) {
-            Some(next) => node = next,
-            None => return false,
-        }
-    }
-    true
-}
-
-fn set_pointer(target: &mut Value, pointer: &str, value: Value) {
-    let segments: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
-    let mut node = target;
-    for (i, segment) in segments.iter().enumerate() {
-        if i + 1 == segments.len() {
-            node[*segment] = value;
-            return;
-        }
-        if node.get(*segment).is_none() {
-            node[*segment] = json!({});
-        }
-        node = &mut node[*segment];
     }
 }
 

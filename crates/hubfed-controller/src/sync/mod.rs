@@ -6,6 +6,7 @@
 //! are corrected as soon as they happen. Cluster registry changes re-queue everything.
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
+mod apply;
 mod controller;
 mod create_only;
 mod deletions;

@@ -1,0 +1,373 @@
+//! Applying the desired object to one member cluster, in steps: look at what is there when
+//! needed (adoption, create-only, retained fields), hand retained fields over, write (apply,
+//! or create-only POST), recreate after an immutable-field refusal when asked, and report.
+
+use hubfed_api::names::{FIELD_MANAGER, MANAGED_LABEL, RECREATE_ON_IMMUTABLE_ANNOTATION};
+use hubfed_core::plan::{ApplyAction, ClusterPlan, FederatedObject};
+use hubfed_core::status::PropagationStatus;
+use hubfed_core::version::{RecordedApply, object_version};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::runtime::events::EventType;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tracing::{debug, info};
+
+use super::TypeContext;
+use super::create_only::{self, Created};
+use super::dispatch::{
+    ClusterResult, RETAINED_FIELD_MANAGER, error_message, federated_reference,
+    is_immutable_refusal, is_not_found, kind_and_key, outcome, record,
+};
+use super::hub_writes::publish;
+use super::members::Unmanaged;
+
+/// One apply of `apply` to `cp.cluster` through `api`.
+struct ApplyStep<'a> {
+    ctx: &'a TypeContext,
+    object: &'a FederatedObject,
+    cp: &'a ClusterPlan,
+    api: &'a Api<DynamicObject>,
+    apply: &'a ApplyAction,
+    /// "Kind namespace/name", for messages.
+    what: String,
+    reference: ObjectReference,
+}
+
+/// Why a write did not happen.
+enum WriteError {
+    /// Create-only (adoption Disabled) and an object of that name exists: nothing written.
+    Exists,
+    Api(kube::Error),
+}
+
+pub(super) async fn apply_to_cluster(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    api: &Api<DynamicObject>,
+    apply: &ApplyAction,
+) -> ClusterResult {
+    let step = ApplyStep {
+        ctx,
+        object,
+        cp,
+        api,
+        apply,
+        what: kind_and_key(ctx, object),
+        reference: federated_reference(ctx, object),
+    };
+    let live = match step.look().await {
+        Ok(live) => live,
+        Err(refused) => return refused,
+    };
+    if let Err(refused) = step.hand_over_retained(live.as_ref()).await {
+        return refused;
+    }
+    let creating = apply.creates && live.is_none();
+    match step.write(creating).await {
+        Ok(applied) => step.applied(&applied, creating),
+        Err(WriteError::Exists) => step.already_exists(),
+        Err(WriteError::Api(e)) => step.failed(&e, creating),
+    }
+}
+
+impl ApplyStep<'_> {
+    fn cluster(&self) -> &str {
+        &self.cp.cluster
+    }
+
+    fn fail(&self, status: Option<PropagationStatus>, message: String) -> ClusterResult {
+        ClusterResult {
+            outcome: outcome(self.cluster(), status, Some(message)),
+            version: None,
+            wrote: false,
+            done: None,
+        }
+    }
+
+    fn already_exists(&self) -> ClusterResult {
+        self.fail(
+            Some(PropagationStatus::AlreadyExists),
+            format!(
+                "{} already exists in the cluster and adoptResources is Disabled",
+                self.what
+            ),
+        )
+    }
+
+    /// The member cache holds managed objects only. Before creating, an unmanaged object of
+    /// the same name must be looked at (adoption, AlreadyExists, managed=false). With
+    /// adoption enabled, the cache of unmanaged names says whether there is one, so most
+    /// creates need no GET; with adoption disabled, a GET rules out even an object created a
+    /// moment ago whose watch event is still on its way. Handing retained fields over needs
+    /// the live managedFields. Returns the live object if it was looked at and exists.
+    async fn look(&self) -> Result<Option<DynamicObject>, ClusterResult> {
+        let (object, apply, cluster) = (self.object, self.apply, self.cluster());
+        let look = !apply.released_fields.is_empty()
+            || (apply.creates
+                && (apply.create_only
+                    || self.ctx.members.unmanaged(
+                        cluster,
+                        &object.name,
+                        object.namespace.as_deref(),
+                    ) != Unmanaged::Absent));
+        if !look {
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        let found = self.api.get_opt(&object.name).await;
+        record(cluster, "get", started, found.is_ok());
+        let live = match found {
+            Ok(found) => found,
+            Err(e) => {
+                return Err(self.fail(Some(PropagationStatus::RetrievalFailed), error_message(&e)));
+            }
+        };
+        if let (true, Some(existing)) = (apply.creates, &live) {
+            match existing.labels().get(MANAGED_LABEL).map(String::as_str) {
+                Some("true") => {}
+                Some("false") => {
+                    return Err(self.fail(
+                        Some(PropagationStatus::ManagedLabelFalse),
+                        format!(
+                            "{} is labeled {MANAGED_LABEL}=false in the cluster",
+                            self.what
+                        ),
+                    ));
+                }
+                _ if apply.create_only => return Err(self.already_exists()),
+                _ => publish(
+                    self.ctx,
+                    &self.reference,
+                    EventType::Normal,
+                    "AdoptInCluster",
+                    &format!(
+                        "Adopting existing {} in cluster {cluster:?}: an update will be attempted instead of a creation",
+                        self.what
+                    ),
+                ),
+            }
+        }
+        Ok(live)
+    }
+
+    /// Fields left to the member (retainReplicas): if hubfed still owns them, hand them to a
+    /// separate manager at their current value first, or the apply would delete them.
+    async fn hand_over_retained(&self, live: Option<&DynamicObject>) -> Result<(), ClusterResult> {
+        let fields = &self.apply.released_fields;
+        let Some(handover) = live
+            .filter(|_| !fields.is_empty())
+            .and_then(|existing| ownership_handover(existing, fields))
+        else {
+            return Ok(());
+        };
+        self.api
+            .patch(
+                &self.object.name,
+                &PatchParams::apply(RETAINED_FIELD_MANAGER).force(),
+                &Patch::Apply(&handover),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| {
+                self.fail(
+                    Some(PropagationStatus::FieldRetentionFailed),
+                    error_message(&e),
+                )
+            })
+    }
+
+    /// The write: a create-only POST when creating with adoption Disabled, else a
+    /// server-side apply; a refusal of an immutable field recreates the object when its
+    /// federated object asks for that.
+    async fn write(&self, creating: bool) -> Result<DynamicObject, WriteError> {
+        let (api, name, body) = (self.api, &self.object.name, &self.apply.object);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let started = std::time::Instant::now();
+        let result = if creating && self.apply.create_only {
+            match create_only::create(api, name, &params, body).await {
+                Ok(Created::Created(created)) => Ok(*created),
+                Ok(Created::Exists) => {
+                    record(self.cluster(), "create", started, false);
+                    return Err(WriteError::Exists);
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            match api.patch(name, &params, &Patch::Apply(body)).await {
+                // A copy a create-only POST left half done (see create_only).
+                Ok(applied) => Ok(create_only::settle_ownership(api, name, applied).await),
+                Err(e) => Err(e),
+            }
+        };
+        let operation = if creating { "create" } else { "update" };
+        record(self.cluster(), operation, started, result.is_ok());
+        match result {
+            Err(e) if is_immutable_refusal(&e) && self.recreate_on_immutable() => {
+                info!(cluster = self.cluster(), object = %self.what, "recreating after an immutable-field refusal");
+                publish(
+                    self.ctx,
+                    &self.reference,
+                    EventType::Normal,
+                    "RecreateInCluster",
+                    &format!(
+                        "Recreating {} in cluster {:?}: {}",
+                        self.what,
+                        self.cluster(),
+                        error_message(&e)
+                    ),
+                );
+                recreate(api, name, &params, body)
+                    .await
+                    .map_err(WriteError::Api)
+            }
+            result => result.map_err(WriteError::Api),
+        }
+    }
+
+    fn recreate_on_immutable(&self) -> bool {
+        self.object
+            .annotations
+            .get(RECREATE_ON_IMMUTABLE_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+    }
+
+    /// Records what was applied (its version and desired hash) and reports success.
+    fn applied(&self, applied: &DynamicObject, creating: bool) -> ClusterResult {
+        let version = object_version(
+            applied.metadata.generation.unwrap_or(0),
+            applied.metadata.resource_version.as_deref().unwrap_or(""),
+        );
+        self.ctx.applied.insert(
+            self.object.namespace.as_deref(),
+            &self.object.name,
+            self.cluster(),
+            RecordedApply {
+                version: version.clone(),
+                desired_hash: Some(self.apply.desired_hash.clone()),
+            },
+        );
+        debug!(cluster = self.cluster(), object = %self.what, version = %version, "applied");
+        ClusterResult {
+            outcome: outcome(self.cluster(), Some(PropagationStatus::Ok), None),
+            version: Some(version),
+            wrote: true,
+            done: Some(if creating {
+                ("CreateInCluster", "Creating")
+            } else {
+                ("UpdateInCluster", "Updating")
+            }),
+        }
+    }
+
+    /// A refused write: a Warning Event, and the cluster's failure status.
+    fn failed(&self, error: &kube::Error, creating: bool) -> ClusterResult {
+        let reason = if creating {
+            "CreateInClusterFailed"
+        } else {
+            "UpdateInClusterFailed"
+        };
+        let message = error_message(error);
+        publish(
+            self.ctx,
+            &self.reference,
+            EventType::Warning,
+            reason,
+            &format!(
+                "Failed to apply {} in cluster {:?}: {message}",
+                self.what,
+                self.cluster()
+            ),
+        );
+        self.fail(self.cp.action.status_on_failure(), message)
+    }
+}
+
+/// Deletes the member object, waits until it is gone, and applies it again.
+async fn recreate(
+    api: &Api<DynamicObject>,
+    name: &str,
+    params: &PatchParams,
+    body: &Value,
+) -> Result<DynamicObject, kube::Error> {
+    let background = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    match api.delete(name, &background).await {
+        Ok(_) => {}
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e),
+    }
+    for _ in 0..100 {
+        match api.get_metadata_opt(name).await? {
+            None => break,
+            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    api.patch(name, params, &Patch::Apply(body)).await
+}
+
+/// An apply body, for the retained-fields manager, holding `fields` (JSON pointers) at their
+/// current member values — `None` when hubfed's manager does not own any of them.
+fn ownership_handover(existing: &DynamicObject, fields: &[String]) -> Option<Value> {
+    let owned_by_hubfed = existing
+        .metadata
+        .managed_fields
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+        })
+        .filter_map(|m| m.fields_v1.as_ref().map(|f| &f.0))
+        .any(|set| fields.iter().any(|pointer| owns(set, pointer)));
+    if !owned_by_hubfed {
+        return None;
+    }
+    let live = serde_json::to_value(existing).ok()?;
+    let mut body = json!({
+        "apiVersion": live.get("apiVersion")?,
+        "kind": live.get("kind")?,
+        "metadata": {"name": existing.metadata.name},
+    });
+    if let Some(ns) = &existing.metadata.namespace {
+        body["metadata"]["namespace"] = json!(ns);
+    }
+    for pointer in fields {
+        if let Some(value) = live.pointer(pointer) {
+            set_pointer(&mut body, pointer, value.clone());
+        }
+    }
+    Some(body)
+}
+
+/// Whether a managedFields `fieldsV1` set contains the field at `pointer` (object keys only).
+fn owns(set: &Value, pointer: &str) -> bool {
+    let mut node = set;
+    for segment in pointer.trim_start_matches('/').split('/') {
+        match node.get(format!("f:{segment}")) {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    true
+}
+
+fn set_pointer(target: &mut Value, pointer: &str, value: Value) {
+    let segments: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    let mut node = target;
+    for (i, segment) in segments.iter().enumerate() {
+        if i + 1 == segments.len() {
+            node[*segment] = value;
+            return;
+        }
+        if node.get(*segment).is_none() {
+            node[*segment] = json!({});
+        }
+        node = &mut node[*segment];
+    }
+}

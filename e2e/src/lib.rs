@@ -53,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 pub mod controller;
 pub mod fault_proxy;
+pub mod webhooks;
 
 /// Namespace of the control plane: FTCs, KubeFedClusters, their Secrets, the KubeFedConfig.
 pub const KUBEFED_NAMESPACE: &str = DEFAULT_KUBEFED_NAMESPACE;

@@ -119,8 +119,44 @@ fn review_response(uid: &str, verdict: &Verdict) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
 }
 
-async fn handle(path: &'static str, body: Value) -> Json<Value> {
-    let review: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_value(body);
+/// The deepest an object under review may nest: its controller must be able to read it back
+/// (serde_json, in the webhook and in the Kubernetes client, stops at 128 levels, counted from
+/// the list or review that holds the object).
+pub const MAX_OBJECT_NESTING: usize = 100;
+/// An AdmissionReview carries the object and, on updates, the old one: each up to the API
+/// server's 3 MiB request limit, re-encoded.
+const ADMISSION_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// A review whose object nests too deep cannot be parsed: deny it, by the uid found without
+/// parsing, saying where.
+fn too_deep(body: &[u8]) -> Option<Value> {
+    // review → request → object: the object's own levels start at the third.
+    let review_limit = MAX_OBJECT_NESTING + 2;
+    let nesting = validation::nesting(body, review_limit);
+    let path = nesting.too_deep_at?;
+    // Where it starts to go deep is what the user needs, not a hundred repeated keys.
+    let fields: Vec<&str> = path.iter().skip(2).map(String::as_str).collect();
+    let mut field = fields[..fields.len().min(6)].join(".");
+    if fields.len() > 6 {
+        field.push_str(".…");
+    }
+    let message = format!(
+        "{field}: nested more than {MAX_OBJECT_NESTING} levels deep ({} levels): hubfed refuses \
+         such objects, its controller could not read them back",
+        nesting.depth.saturating_sub(2)
+    );
+    Some(review_response(
+        nesting.request_uid.as_deref().unwrap_or_default(),
+        &Verdict::Deny(message),
+    ))
+}
+
+async fn handle(path: &'static str, body: axum::body::Bytes) -> Json<Value> {
+    if let Some(denied) = too_deep(&body) {
+        warn!(path, "refused an object nested too deep to read");
+        return Json(denied);
+    }
+    let review: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_slice(&body);
     let request = review.map_err(|e| e.to_string()).and_then(|r| {
         let request: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
         request.map_err(|e| e.to_string())
@@ -143,7 +179,10 @@ async fn handle(path: &'static str, body: Value) -> Json<Value> {
 }
 
 pub fn router() -> Router {
-    let route = |path: &'static str| post(move |Json(body): Json<Value>| handle(path, body));
+    let route = |path: &'static str| {
+        post(move |body: axum::body::Bytes| handle(path, body))
+            .layer(axum::extract::DefaultBodyLimit::max(ADMISSION_BODY_LIMIT))
+    };
     Router::new()
         .route(
             "/validate-federatedtypeconfigs",

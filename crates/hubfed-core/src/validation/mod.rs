@@ -28,6 +28,7 @@ mod ftc;
 mod gofmt;
 mod gourl;
 mod names;
+mod nesting;
 mod shape;
 #[cfg(test)]
 mod tests;
@@ -61,4 +62,5 @@ pub use self::ftc::*;
 use self::gofmt::*;
 use self::gourl::*;
 pub use self::names::*;
+pub use self::nesting::{Nesting, nesting};
 use self::shape::*;

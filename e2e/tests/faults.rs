@@ -25,7 +25,7 @@ use futures::{StreamExt as _, TryStreamExt as _, stream};
 use hubfed_api::names::{MANAGED_LABEL, SYNC_CONTROLLER_FINALIZER};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, MEMBER_WRITES, sample};
 use hubfed_e2e::{
-    MEMBERS, Wait, create_federated_namespace, dynamic_api, federated, federated_object,
+    MEMBERS, TIMEOUT, Wait, create_federated_namespace, dynamic_api, federated, federated_object,
     install_control_plane, placement, propagated_ok, register_cluster, report, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
@@ -586,11 +586,27 @@ async fn sigkill_loop_converges_exactly() -> anyhow::Result<()> {
     ));
     converge_and_settle(&lab, &controller, &model, "sigkill loop").await?;
 
-    // Controller down while objects are deleted, renamed and moved.
+    // Controller down while objects are deleted, renamed and moved, and a ConfigMap is
+    // labelled managed by hand in member1 without any federated object.
     controller.kill().await?;
     let leftovers = down_while_deleted_and_renamed(&lab, &mut rng, &mut model).await?;
+    let stray = labelled_by_hand(&lab).await?;
     let controller = lab.start_controller()?;
     converge_and_settle(&lab, &controller, &model, "controller down").await?;
+    wait_for(
+        "the hand-labelled ConfigMap unlabelled, not deleted",
+        TIMEOUT,
+        async || {
+            Ok(match stray.get_opt(STRAY).await? {
+                None => bail!("{STRAY} was deleted: it carried no proof that hubfed made it"),
+                Some(cm) if cm.labels().contains_key(MANAGED_LABEL) => {
+                    Wait::Pending(format!("labels {:?}", cm.labels()))
+                }
+                Some(_) => Wait::Done(()),
+            })
+        },
+    )
+    .await?;
     let metrics = controller.metrics().await.unwrap_or_default();
     let collected = sample(&metrics, "hubfed_gc_collected_total", &[]).unwrap_or(0.0);
     report(format_args!(
@@ -600,6 +616,22 @@ async fn sigkill_loop_converges_exactly() -> anyhow::Result<()> {
         bail!("{leftovers} leftovers but hubfed_gc_collected_total is {collected}");
     }
     Ok(())
+}
+
+/// A ConfigMap labelled managed by hand in member1, with no federated object of its name.
+const STRAY: &str = "stray-by-hand";
+
+/// Creates [`STRAY`] in member1: KubeFed's rule (and hubfed's) is to remove its managed
+/// label — and never to delete it, since nothing proves hubfed made it.
+async fn labelled_by_hand(lab: &Lab) -> anyhow::Result<Api<ConfigMap>> {
+    let member1 = &lab.members[0].1;
+    let api: Api<ConfigMap> = Api::namespaced(member1.clone(), &lab.ns);
+    let stray: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": STRAY, "labels": {MANAGED_LABEL: "true"}},
+        "data": {"mine": "yes"},
+    }))?;
+    api.create(&PostParams::default(), &stray).await?;
+    Ok(api)
 }
 
 /// Kills the controller `kills` times, each after a random 0.5–3.5 s of work, and starts a

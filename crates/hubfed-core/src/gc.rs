@@ -4,8 +4,11 @@
 //! goes, and every copy that may remain there is recorded as a [`Leftover`] in the hub. When
 //! the cluster's cache lists again (and periodically), each managed copy is looked at:
 //!
-//! - a copy without this control plane's [proof of ownership](OWNER_ANNOTATION) is never
-//!   touched (it may be another control plane's, or older than the proof);
+//! - a copy with another control plane's [proof of ownership](OWNER_ANNOTATION) (or a
+//!   malformed one) is never touched;
+//! - a copy with no proof at all — labelled managed by hand, or by a KubeFed — whose name
+//!   no federated object holds loses its managed label and nothing else: KubeFed's rule for
+//!   managed objects without a federated object (never delete what cannot be proven ours);
 //! - while the hub still holds a federated object of that name, its reconcile decides;
 //! - otherwise the copy is deleted, unless its deletion record asks to orphan it: then only
 //!   its managed label is removed (KubeFed's rule for "possible orphans").
@@ -78,9 +81,13 @@ pub fn collect(
     confirmed: bool,
     record: Option<&Leftover>,
 ) -> Collect {
-    let Some(_federated_uid) = owned_by(control_plane, owner_annotation) else {
-        return Collect::Keep;
-    };
+    if owned_by(control_plane, owner_annotation).is_none() {
+        return match (owner_annotation, hub) {
+            (Some(_), _) | (None, HubObject::Unknown | HubObject::Present { .. }) => Collect::Keep,
+            (None, HubObject::Absent) if !confirmed => Collect::ConfirmAbsent,
+            (None, HubObject::Absent) => Collect::Unlabel,
+        };
+    }
     match hub {
         HubObject::Unknown | HubObject::Present { .. } => Collect::Keep,
         HubObject::Absent if !confirmed => Collect::ConfirmAbsent,
@@ -98,13 +105,7 @@ mod tests {
     #[test]
     fn only_this_control_planes_copies_are_collected() {
         let absent = HubObject::Absent;
-        for annotation in [
-            None,
-            Some("other/u1"),
-            Some("7d1c"),
-            Some("7d1c/"),
-            Some(""),
-        ] {
+        for annotation in [Some("other/u1"), Some("7d1c"), Some("7d1c/"), Some("")] {
             assert_eq!(
                 collect(PLANE, annotation, absent, true, None),
                 Collect::Keep,
@@ -187,5 +188,24 @@ mod tests {
         let json = serde_json::to_string(&record).unwrap();
         assert_eq!(json, r#"{"name":"team","orphan":false}"#);
         assert_eq!(serde_json::from_str::<Leftover>(&json).unwrap(), record);
+    }
+
+    #[test]
+    fn a_managed_object_without_proof_and_without_federated_object_is_unlabelled() {
+        assert_eq!(
+            collect(PLANE, None, HubObject::Absent, false, None),
+            Collect::ConfirmAbsent
+        );
+        assert_eq!(
+            collect(PLANE, None, HubObject::Absent, true, None),
+            Collect::Unlabel
+        );
+        for hub in [HubObject::Unknown, HubObject::Present { uid: "u1" }] {
+            assert_eq!(
+                collect(PLANE, None, hub, true, None),
+                Collect::Keep,
+                "{hub:?}"
+            );
+        }
     }
 }

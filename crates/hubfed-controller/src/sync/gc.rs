@@ -133,20 +133,21 @@ async fn collect_garbage(ctx: &TypeContext, federated: &Store<DynamicObject>) {
             continue;
         };
         for copy in copies {
-            let Some(uid) = owned_by(&plane, copy.owner.as_deref()) else {
-                continue;
-            };
-            let key = leftover_key(&cluster.name, uid);
-            let record = records.get(&key);
+            // Copies without this control plane's proof have no deletion record.
+            let key =
+                owned_by(&plane, copy.owner.as_deref()).map(|uid| leftover_key(&cluster.name, uid));
+            let record = key.as_ref().and_then(|key| records.get(key));
             let action = decide(ctx, federated, &plane, &copy, record).await;
             if action == Collect::Keep {
                 continue;
             }
             let api = member_api(ctx, client.clone(), copy.namespace.as_deref());
-            if act(ctx, &api, &cluster.name, &copy, action).await && record.is_some() {
-                match forget_leftover(ctx, &key).await {
+            if act(ctx, &api, &cluster.name, &copy, action).await
+                && let (Some(key), Some(_)) = (&key, record)
+            {
+                match forget_leftover(ctx, key).await {
                     Ok(()) => {
-                        records.remove(&key);
+                        records.remove(key);
                     }
                     Err(e) => warn!(key, error = %e, "cannot update the leftover record"),
                 }

@@ -16,6 +16,7 @@ use hubfed_e2e::{
     Federation, TIMEOUT, Wait, cluster_status, dynamic_api, federated, federated_object, get_value,
     modify, placement, propagated_ok, report, show, unique_ns, wait_for,
 };
+use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
@@ -161,6 +162,33 @@ async fn a_waiting_deletion_shows_in_the_oldest_deletion_gauge() -> anyhow::Resu
     report(format_args!(
         "a deletion held in member1: gauge at {seconds} s"
     ));
+    // The wait is explained once, as a Warning event on the federated object.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(fed.hub().await?, &ns);
+    wait_for(
+        "a DeletionWaiting event naming member1",
+        TIMEOUT,
+        async || {
+            let listed = events
+                .list(
+                    &kube::api::ListParams::default()
+                        .fields(&format!("involvedObject.name={name}")),
+                )
+                .await?;
+            Ok(
+                match listed
+                    .items
+                    .iter()
+                    .find(|e| e.reason.as_deref() == Some("DeletionWaiting"))
+                {
+                    Some(e) if e.message.as_deref().is_some_and(|m| m.contains("member1")) => {
+                        Wait::Done(())
+                    }
+                    other => Wait::Pending(format!("{:?}", other.map(|e| e.message.clone()))),
+                },
+            )
+        },
+    )
+    .await?;
     let release = json!({"metadata": {"finalizers": null}});
     member1
         .patch(

@@ -344,8 +344,32 @@ async fn write_status(
         StatusWrite::Unchanged => return Ok(None),
         StatusWrite::Deferred(after) => return Ok(Some(after)),
     }
-    // Placement problems are the user's to fix: say so once per change, as an Event.
     let reference = &observed.reference;
+    // A deletion that waits says on what, once per change of what it waits on.
+    if plan.disposition == Disposition::Delete {
+        let waiting: Vec<String> = outcomes
+            .iter()
+            .filter(|o| o.status != hubfed_core::status::PropagationStatus::Ok)
+            .map(|o| match &o.message {
+                Some(message) => format!("{} ({}: {message})", o.cluster, o.status.as_str()),
+                None => format!("{} ({})", o.cluster, o.status.as_str()),
+            })
+            .collect();
+        if !waiting.is_empty() {
+            let message = format!(
+                "deletion waits for the copies in {} before its finalizer is removed",
+                waiting.join(", ")
+            );
+            publish(
+                ctx,
+                reference,
+                EventType::Warning,
+                "DeletionWaiting",
+                &message,
+            );
+        }
+    }
+    // Placement problems are the user's to fix: say so once per change, as an Event.
     if let Some(message) = &plan.reason_message {
         publish(
             ctx,

@@ -970,3 +970,47 @@ fn init_logging() {
         None => builder.with_writer(std::io::stderr).try_init(),
     };
 }
+
+/// A private environment of the test's own (a hub and `members` members, with or without
+/// kube-controller-manager), started off the async runtime.
+pub async fn private_env(members: usize, controller_manager: bool) -> anyhow::Result<TestEnv> {
+    let env = tokio::task::spawn_blocking(move || {
+        TestEnv::start(hubfed_testenv::TestEnvConfig {
+            members,
+            controller_manager,
+            ..Default::default()
+        })
+    })
+    .await??;
+    Ok(env)
+}
+
+/// A KubeFedConfig spec (cluster-scoped control plane) with a short leader election:
+/// `lease_seconds`, `renew_deadline_seconds`, retried every second.
+pub fn leader_election_spec(lease_seconds: u64, renew_deadline_seconds: u64) -> KubeFedConfigSpec {
+    let mut spec =
+        KubeFedConfigSpec::with_defaults(hubfed_api::federatedtypeconfig::ResourceScope::Cluster);
+    spec.leader_elect = Some(hubfed_api::kubefedconfig::LeaderElectConfig {
+        lease_duration: Some(format!("{lease_seconds}s")),
+        renew_deadline: Some(format!("{renew_deadline_seconds}s")),
+        retry_period: Some("1s".to_owned()),
+        ..spec.leader_elect.clone().unwrap_or_default()
+    });
+    spec
+}
+
+/// The spec of a FederatedDeployment of `replicas` nginx pods labelled `app: <app>`, placed on
+/// `clusters`.
+pub fn deployment_spec(app: &str, replicas: i64, clusters: &[&str]) -> Value {
+    json!({
+        "template": {"spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {"containers": [{"name": app, "image": "nginx"}]},
+            },
+        }},
+        "placement": placement(clusters),
+    })
+}

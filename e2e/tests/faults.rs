@@ -26,9 +26,10 @@ use hubfed_api::names::{MANAGED_LABEL, SYNC_CONTROLLER_FINALIZER};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, MEMBER_WRITES, sample};
 use hubfed_e2e::{
     MEMBERS, TIMEOUT, Wait, create_federated_namespace, dynamic_api, federated, federated_object,
-    install_control_plane, placement, propagated_ok, register_cluster, report, wait_for,
+    install_control_plane, placement, private_env, propagated_ok, register_cluster, report,
+    wait_for,
 };
-use hubfed_testenv::{TestEnv, TestEnvConfig};
+use hubfed_testenv::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
@@ -134,14 +135,7 @@ struct Lab {
 
 impl Lab {
     async fn start(ns: &str) -> anyhow::Result<(Self, ControllerProcess)> {
-        let env = tokio::task::spawn_blocking(|| {
-            TestEnv::start(TestEnvConfig {
-                members: 2,
-                controller_manager: false,
-                ..Default::default()
-            })
-        })
-        .await??;
+        let env = private_env(2, false).await?;
         let hub = env.hub().client().await?;
         install_control_plane(&hub, None).await?;
         let mut members = Vec::new();

@@ -14,7 +14,8 @@ use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, sample, scrap
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
     KUBEFED_NAMESPACE, TIMEOUT, Wait, bootstrap, federated, federated_object,
-    install_control_plane, placement, report, service_account_token, wait_clusters_ready, wait_for,
+    install_control_plane, leader_election_spec, placement, private_env, report,
+    service_account_token, wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -443,22 +444,9 @@ fn promtool_check_metrics(metrics: &str) -> anyhow::Result<()> {
 /// leaders. (Before, it went on "leading" for as long as the cut lasted.)
 #[tokio::test]
 async fn a_leader_cut_off_from_the_hub_steps_down_before_the_standby_leads() -> anyhow::Result<()> {
-    let env = tokio::task::spawn_blocking(|| {
-        TestEnv::start(TestEnvConfig {
-            members: 1,
-            controller_manager: false,
-            ..Default::default()
-        })
-    })
-    .await??;
+    let env = private_env(1, false).await?;
     let hub = env.hub().client().await?;
-    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
-    spec.leader_elect = Some(LeaderElectConfig {
-        lease_duration: Some(format!("{LEASE_SECONDS}s")),
-        renew_deadline: Some(format!("{}s", LEASE_SECONDS - 2)),
-        retry_period: Some("1s".into()),
-        ..spec.leader_elect.clone().unwrap_or_default()
-    });
+    let spec = leader_election_spec(LEASE_SECONDS as u64, LEASE_SECONDS as u64 - 2);
     install_control_plane(&hub, Some(spec)).await?;
 
     // replica-a reaches the hub through a proxy that can cut it off; replica-b directly.

@@ -10,8 +10,8 @@ use std::process::Command;
 
 use anyhow::Context as _;
 use hubfed_e2e::{
-    Federation, MEMBERS, TIMEOUT, Wait, create_federated, get_value, placement, report, unique_ns,
-    wait_for,
+    Federation, MEMBERS, TIMEOUT, Wait, create_federated, deployment_spec, get_value, report,
+    unique_ns, wait_for,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -102,17 +102,7 @@ async fn ready_follows_the_workload_in_every_placed_cluster() -> anyhow::Result<
         "Deployment",
         Some(&ns),
         name,
-        json!({
-            "template": {"spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
-                },
-            }},
-            "placement": placement(&MEMBERS),
-        }),
+        deployment_spec("web", 1, &MEMBERS),
     )
     .await?;
 

@@ -16,7 +16,7 @@ use hubfed_api::names::KUBEFED_CONFIG_NAME;
 use hubfed_controller::metrics::METRICS;
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, create_federated,
-    get_value, placement, report, unique_ns, wait_for,
+    deployment_spec, get_value, report, unique_ns, wait_for,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
@@ -80,17 +80,7 @@ async fn remote_status_follows_the_members_and_is_coalesced() -> anyhow::Result<
         "Deployment",
         Some(&ns),
         name,
-        json!({
-            "template": {"spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "api"}},
-                "template": {
-                    "metadata": {"labels": {"app": "api"}},
-                    "spec": {"containers": [{"name": "api", "image": "nginx"}]},
-                },
-            }},
-            "placement": placement(&MEMBERS),
-        }),
+        deployment_spec("api", 2, &MEMBERS),
     )
     .await?;
 

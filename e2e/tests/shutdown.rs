@@ -17,14 +17,13 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use hubfed_api::federatedtypeconfig::ResourceScope;
-use hubfed_api::kubefedconfig::{KubeFedConfigSpec, LeaderElectConfig};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
 use hubfed_e2e::{
     KUBEFED_NAMESPACE, Wait, dynamic_api, federated, federated_object, http_get,
-    install_control_plane, placement, register_cluster, report, wait_clusters_ready, wait_for,
+    install_control_plane, leader_election_spec, placement, private_env, register_cluster, report,
+    wait_clusters_ready, wait_for,
 };
-use hubfed_testenv::{Cluster, TestEnv, TestEnvConfig};
+use hubfed_testenv::{Cluster, TestEnv};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
@@ -53,22 +52,9 @@ const MEMBER: &str = "member1";
 /// A hub and one member, the control plane installed with a short leader election retry
 /// period, the member joined.
 async fn set_up() -> anyhow::Result<TestEnv> {
-    let env = tokio::task::spawn_blocking(|| {
-        TestEnv::start(TestEnvConfig {
-            members: 1,
-            controller_manager: false,
-            ..Default::default()
-        })
-    })
-    .await??;
+    let env = private_env(1, false).await?;
     let hub = env.hub().client().await?;
-    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
-    spec.leader_elect = Some(LeaderElectConfig {
-        lease_duration: Some(format!("{LEASE_SECONDS}s")),
-        renew_deadline: Some(format!("{RENEW_DEADLINE_SECONDS}s")),
-        retry_period: Some("1s".to_owned()),
-        ..spec.leader_elect.clone().unwrap_or_default()
-    });
+    let spec = leader_election_spec(LEASE_SECONDS, RENEW_DEADLINE_SECONDS);
     install_control_plane(&hub, Some(spec)).await?;
     let member = env
         .cluster(MEMBER)

@@ -53,11 +53,15 @@ image-check: image
 
 test: fmt-check lint unit monitoring image-check e2e
 
-## generate: regenerate the CRDs in crds/ from the Rust types, and the chart's copies
+## generate: regenerate the CRDs in crds/ from the Rust types, the chart's copies, and the
+## override golden file (KubeFed's own override code run by hack/overrides-golden; needs Go)
+OVERRIDES_TESTDATA := crates/hubfed-core/testdata/overrides
 generate:
 	$(CARGO) run -q -p hubfed-api --bin crdgen -- crds
 	cp crds/core.yaml crds/federated-types.yaml charts/hubfed/crds/
 	cp crds/default-ftcs.yaml charts/hubfed/files/
+	cd hack/overrides-golden && GOTOOLCHAIN=local GOFLAGS=-mod=mod go run . ../../$(OVERRIDES_TESTDATA)/cases.json > ../../$(OVERRIDES_TESTDATA)/golden.json.new
+	mv $(OVERRIDES_TESTDATA)/golden.json.new $(OVERRIDES_TESTDATA)/golden.json
 
 ## clusters-up: a hub and $(MEMBERS) members on loopback, in the background
 clusters-up: tools

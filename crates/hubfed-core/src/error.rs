@@ -35,23 +35,12 @@ pub enum CoreError {
         op: String,
     },
 
-    /// An override is not a well-formed RFC 6902 operation (e.g. the path is not a JSON pointer).
-    #[error(
-        "override[{index}] for cluster {cluster:?} is not a valid JSON patch operation: {source}"
-    )]
-    InvalidOverride {
-        cluster: String,
-        index: usize,
-        #[source]
-        source: serde_json::Error,
-    },
-
     /// The overrides are valid but do not apply to the object (e.g. replace of a missing path).
     #[error("applying overrides for cluster {cluster:?} failed: {source}")]
     ApplyOverrides {
         cluster: String,
         #[source]
-        source: json_patch::PatchError,
+        source: crate::gopatch::PatchError,
     },
 
     /// `spec.template` is present but not a JSON object.

@@ -12,6 +12,7 @@ pub mod desired;
 pub mod error;
 pub mod gc;
 pub mod gojson;
+pub mod gopatch;
 pub mod hub;
 pub mod lease;
 pub mod openapi;

@@ -1,19 +1,24 @@
-//! Per-cluster overrides: `spec.overrides[].clusterOverrides` as RFC 6902 JSON patches
-//! (docs/kubefed-compatibility.md §1.6 "Overrides", KubeFed `pkg/controller/util/overrides.go`).
+//! Per-cluster overrides: `spec.overrides[].clusterOverrides`, JSON patches applied exactly as
+//! KubeFed applies them (docs/kubefed-compatibility.md §1.6 "Overrides", KubeFed
+//! `pkg/controller/util/overrides.go`, on `github.com/evanphx/json-patch` v4 — see
+//! [`crate::gopatch`] for its lenient rules, e.g. `replace` of a missing member adds it).
 //!
 //! - an empty `op` means `replace`; only `add`, `remove` and `replace` are allowed;
-//! - paths `/metadata/namespace`, `/metadata/name`, `/metadata/generateName` and `/kind` are
-//!   forbidden (identity is not overridable; `apiVersion` is); hubfed also rejects the empty
-//!   path, which would replace the whole object;
-//! - two entries for the same `clusterName`, or the same path twice for one cluster, are errors.
+//! - the paths `/metadata/namespace`, `/metadata/name`, `/metadata/generateName` and `/kind`
+//!   (compared as written) are refused: identity is not overridable; `apiVersion` is;
+//! - two entries for the same `clusterName`, or the same path twice for one cluster, are errors;
+//! - a value is normalised as KubeFed's Go types leave it: numbers pass through `float64` and
+//!   come back as integers when whole (`4.0` is sent as `4`);
+//! - the result must still have a `kind` (apimachinery's `Unstructured` refuses it otherwise).
 //!
 //! Unlike KubeFed, where any invalid override blocked every cluster, errors are per cluster:
-//! [`patch_for_cluster`] only looks at the entries for the cluster it is asked about.
+//! [`patch_for_cluster`] only looks at the entries for the cluster it is asked about. The
+//! differential test `tests/overrides_golden.rs` holds this module to KubeFed's results.
 
 use hubfed_api::federated::{ClusterOverrides, Override};
-use json_patch::{Patch, PatchOperation};
-use serde_json::{Value, json};
+use serde_json::{Number, Value};
 
+use crate::gopatch::{self, Op, Operation};
 use crate::{CoreError, Result};
 
 /// Override paths KubeFed refuses (`invalidPaths` in `overrides.go`).
@@ -24,11 +29,11 @@ pub const FORBIDDEN_PATHS: [&str; 4] = [
     "/kind",
 ];
 
-/// The validated patch for `cluster`, or `None` when no overrides name it.
+/// The validated operations for `cluster`, or `None` when no overrides name it.
 pub fn patch_for_cluster(
     overrides: Option<&[ClusterOverrides]>,
     cluster: &str,
-) -> Result<Option<Patch>> {
+) -> Result<Option<Vec<Operation>>> {
     let mut entries = overrides
         .unwrap_or_default()
         .iter()
@@ -46,7 +51,7 @@ pub fn patch_for_cluster(
     let mut operations = Vec::with_capacity(entry.cluster_overrides.len());
     for (index, item) in entry.cluster_overrides.iter().enumerate() {
         let path = item.path.as_str();
-        if path.is_empty() || FORBIDDEN_PATHS.contains(&path) {
+        if FORBIDDEN_PATHS.contains(&path) {
             return Err(CoreError::ForbiddenOverridePath {
                 cluster: cluster.to_owned(),
                 index,
@@ -62,21 +67,14 @@ pub fn patch_for_cluster(
         seen_paths.push(path);
         operations.push(operation(cluster, index, item)?);
     }
-    Ok(Some(Patch(operations)))
+    Ok(Some(operations))
 }
 
-fn operation(cluster: &str, index: usize, item: &Override) -> Result<PatchOperation> {
-    let op = if item.op.is_empty() {
-        "replace"
-    } else {
-        item.op.as_str()
-    };
-    // KubeFed serialises the override with `value,omitempty`, so a missing value reaches the
-    // patch library as an absent member, which evanphx/json-patch treats as null.
-    let value = item.value.clone().unwrap_or(Value::Null);
-    let raw = match op {
-        "add" | "replace" => json!({"op": op, "path": item.path, "value": value}),
-        "remove" => json!({"op": op, "path": item.path}),
+fn operation(cluster: &str, index: usize, item: &Override) -> Result<Operation> {
+    let op = match item.op.as_str() {
+        "" | "replace" => Op::Replace,
+        "add" => Op::Add,
+        "remove" => Op::Remove,
         other => {
             return Err(CoreError::UnsupportedOverrideOp {
                 cluster: cluster.to_owned(),
@@ -85,19 +83,55 @@ fn operation(cluster: &str, index: usize, item: &Override) -> Result<PatchOperat
             });
         }
     };
-    serde_json::from_value(raw).map_err(|source| CoreError::InvalidOverride {
-        cluster: cluster.to_owned(),
-        index,
-        source,
+    Ok(Operation {
+        op,
+        path: item.path.clone(),
+        value: item.value.as_ref().map(go_value),
     })
 }
 
-/// Applies `patch` to `object` atomically: on error `object` is left unchanged.
-pub fn apply_patch(object: &mut Value, patch: &Patch, cluster: &str) -> Result<()> {
-    json_patch::patch(object, patch).map_err(|source| CoreError::ApplyOverrides {
+/// A value as it comes out of KubeFed's `interface{}` round trip and apimachinery's decoding:
+/// every number a `float64`, read back as an integer when Go prints it as one.
+fn go_value(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => Value::Number(go_number(n)),
+        Value::Array(items) => Value::Array(items.iter().map(go_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| (key.clone(), go_value(value)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn go_number(n: &Number) -> Number {
+    let Some(float) = n.as_f64() else {
+        return n.clone();
+    };
+    // Go prints a whole float64 below 1e21 without a fraction or exponent; apimachinery then
+    // parses it as an int64 when it fits.
+    if float.fract() == 0.0 && float.abs() < 9.223_372_036_854_776e18 {
+        #[allow(clippy::cast_possible_truncation)]
+        return Number::from(float as i64);
+    }
+    Number::from_f64(float).unwrap_or_else(|| n.clone())
+}
+
+/// Applies `operations` to `object` atomically: on error `object` is left unchanged.
+pub fn apply_patch(object: &mut Value, operations: &[Operation], cluster: &str) -> Result<()> {
+    let mut patched = object.clone();
+    let failed = |source| CoreError::ApplyOverrides {
         cluster: cluster.to_owned(),
         source,
-    })
+    };
+    gopatch::apply(&mut patched, operations).map_err(failed)?;
+    match patched.get("kind") {
+        Some(Value::String(kind)) if !kind.is_empty() => {}
+        _ => return Err(failed(gopatch::PatchError::KindMissing)),
+    }
+    *object = patched;
+    Ok(())
 }
 
 /// Validates and applies the overrides for `cluster` to `object`. Returns the paths written by
@@ -107,19 +141,21 @@ pub fn apply_overrides(
     overrides: Option<&[ClusterOverrides]>,
     cluster: &str,
 ) -> Result<Vec<String>> {
-    let Some(patch) = patch_for_cluster(overrides, cluster)? else {
+    let Some(operations) = patch_for_cluster(overrides, cluster)? else {
         return Ok(Vec::new());
     };
-    apply_patch(object, &patch, cluster)?;
-    Ok(patch
-        .iter()
-        .filter(|op| matches!(op, PatchOperation::Add(_) | PatchOperation::Replace(_)))
-        .map(|op| op.path().as_str().to_owned())
+    apply_patch(object, &operations, cluster)?;
+    Ok(operations
+        .into_iter()
+        .filter(|operation| operation.op != Op::Remove)
+        .map(|operation| operation.path)
         .collect())
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn overrides(v: Value) -> Vec<ClusterOverrides> {
@@ -128,6 +164,7 @@ mod tests {
 
     fn deployment() -> Value {
         json!({
+            "kind": "Deployment",
             "metadata": {"name": "web", "labels": {"app": "web"}},
             "spec": {"replicas": 3, "template": {"spec": {"containers": [{"image": "nginx:1"}]}}},
         })
@@ -147,6 +184,7 @@ mod tests {
         assert_eq!(
             obj,
             json!({
+                "kind": "Deployment",
                 "metadata": {"name": "web", "labels": {"zone": "z1"}, "annotations": {"a": "b"}},
                 "spec": {"replicas": 5, "template": {"spec": {"containers": [{"image": "nginx:2"}]}}},
             })
@@ -190,7 +228,7 @@ mod tests {
 
     #[test]
     fn forbidden_paths_are_rejected() {
-        for path in FORBIDDEN_PATHS.into_iter().chain([""]) {
+        for path in FORBIDDEN_PATHS {
             let ov = overrides(json!([{"clusterName": "c1", "clusterOverrides": [
                 {"path": "/spec/replicas", "value": 1},
                 {"path": path, "value": "x"},
@@ -257,14 +295,37 @@ mod tests {
     }
 
     #[test]
-    fn malformed_pointer_is_invalid() {
+    fn a_path_without_leading_slash_acts_on_its_last_segment_at_the_root() {
         let ov = overrides(json!([{"clusterName": "c1", "clusterOverrides": [
             {"path": "spec/replicas", "value": 1},
         ]}]));
-        assert!(matches!(
-            patch_for_cluster(Some(&ov), "c1"),
-            Err(CoreError::InvalidOverride { index: 0, .. })
-        ));
+        let mut obj = deployment();
+        apply_overrides(&mut obj, Some(&ov), "c1").unwrap();
+        assert_eq!(obj["replicas"], 1);
+        assert_eq!(obj["spec"]["replicas"], 3);
+    }
+
+    #[test]
+    fn values_pass_through_go_numbers() {
+        let ov = overrides(json!([{"clusterName": "c1", "clusterOverrides": [
+            {"path": "/spec/replicas", "value": 4.0},
+            {"path": "/spec/ratio", "value": [2.5, 1e300, 7]},
+        ]}]));
+        let mut obj = deployment();
+        apply_overrides(&mut obj, Some(&ov), "c1").unwrap();
+        assert_eq!(obj["spec"]["replicas"].as_i64(), Some(4));
+        assert_eq!(obj["spec"]["ratio"], json!([2.5, 1e300, 7]));
+    }
+
+    #[test]
+    fn a_result_without_kind_is_refused() {
+        let ov = overrides(json!([{"clusterName": "c1", "clusterOverrides": [
+            {"op": "remove", "path": "x/kind"},
+        ]}]));
+        let mut obj = deployment();
+        let err = apply_overrides(&mut obj, Some(&ov), "c1").unwrap_err();
+        assert!(err.to_string().contains("no kind"), "{err}");
+        assert_eq!(obj["kind"], "Deployment");
     }
 
     #[test]
@@ -280,14 +341,17 @@ mod tests {
     }
 
     #[test]
-    fn replace_and_remove_of_missing_paths_fail() {
-        for item in [
-            json!({"path": "/spec/nothing", "value": 1}),
-            json!({"op": "remove", "path": "/spec/nothing"}),
-        ] {
-            let ov = overrides(json!([{"clusterName": "c1", "clusterOverrides": [item]}]));
-            let mut obj = deployment();
-            assert!(apply_overrides(&mut obj, Some(&ov), "c1").is_err());
-        }
+    fn replace_of_a_missing_member_adds_it_remove_fails() {
+        let ov = overrides(json!([{"clusterName": "c1", "clusterOverrides": [
+            {"path": "/metadata/annotations", "value": {"a": "b"}},
+        ]}]));
+        let mut obj = deployment();
+        apply_overrides(&mut obj, Some(&ov), "c1").unwrap();
+        assert_eq!(obj["metadata"]["annotations"], json!({"a": "b"}));
+
+        let ov = overrides(json!([{"clusterName": "c1", "clusterOverrides": [
+            {"op": "remove", "path": "/spec/nothing"},
+        ]}]));
+        assert!(apply_overrides(&mut obj, Some(&ov), "c1").is_err());
     }
 }

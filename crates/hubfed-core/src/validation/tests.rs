@@ -1399,24 +1399,24 @@ fn federated_override_rules() {
             {"path": "/spec/replicas", "value": 1},
             {"path": "/metadata/name", "value": "other"},
             {"op": "copy", "path": "/spec/a", "value": 1},
-            {"op": "add", "path": "spec/b", "value": 1},
-            {"op": "replace", "path": "/spec/c"},
-            {"path": "/spec/d"},
+            {"op": "add", "path": "specb", "value": 1},
+            {"op": "replace", "path": ""},
+            {"path": "", "value": null},
             {"op": "remove"},
             {"op": "remove", "path": "/spec/replicas"},
-            {"op": "add", "path": "/spec/e~2", "value": 1},
+            {"op": "remove", "path": ""},
             {"op": 1, "path": "/kind", "value": "Other"},
             "remove",
         ]}])),
         [
             r#"spec.overrides[0].clusterOverrides[1].path: Forbidden: "/metadata/name" cannot be overridden"#,
             r#"spec.overrides[0].clusterOverrides[2].op: Unsupported value: "copy": supported values: "", "add", "remove", "replace""#,
-            r#"spec.overrides[0].clusterOverrides[3].path: Invalid value: "spec/b": must be a JSON pointer starting with "/""#,
-            r#"spec.overrides[0].clusterOverrides[4].value: Required value: op "replace" needs a value"#,
-            r#"spec.overrides[0].clusterOverrides[5].value: Required value: op "replace" needs a value"#,
+            r#"spec.overrides[0].clusterOverrides[3].path: Invalid value: "specb": must be a JSON pointer starting with "/" (a path without "/" never applies)"#,
+            r#"spec.overrides[0].clusterOverrides[4].path: Invalid value: "": replacing the whole object (empty path) needs a value"#,
+            r#"spec.overrides[0].clusterOverrides[5].path: Duplicate value: """#,
             "spec.overrides[0].clusterOverrides[6].path: Required value",
             r#"spec.overrides[0].clusterOverrides[7].path: Duplicate value: "/spec/replicas""#,
-            r#"spec.overrides[0].clusterOverrides[8].path: Invalid value: "/spec/e~2": must be a JSON pointer: "~" must be followed by "0" or "1""#,
+            r#"spec.overrides[0].clusterOverrides[8].path: Duplicate value: """#,
             r#"spec.overrides[0].clusterOverrides[9].op: Invalid value: "number": must be of type string"#,
             r#"spec.overrides[0].clusterOverrides[9].path: Forbidden: "/kind" cannot be overridden"#,
             r#"spec.overrides[0].clusterOverrides[10]: Invalid value: "string": must be of type object"#,
@@ -1449,11 +1449,17 @@ fn accepted_overrides_are_accepted_by_the_controller() {
         {"path": "/spec/replicas", "value": 5},
         {"op": "add", "path": "/metadata/labels/a~1b", "value": "x"},
         {"op": "remove", "path": "/metadata/labels/app"},
+        // KubeFed's JSON patch library accepts these, so KubeFed manifests may hold them.
+        {"path": "spec/paused", "value": true},
+        {"op": "add", "path": "/metadata/labels/a~2b", "value": "y"},
+        {"op": "replace", "path": "/spec/template"},
+        {"op": "add", "path": "/spec/minReadySeconds"},
+        {"path": "", "value": {"kind": "Deployment"}},
     ]}]});
     assert_eq!(federated_errors(spec.clone()), Vec::<String>::new());
     let parsed: hubfed_api::federated::FederatedSpec = serde_json::from_value(spec).unwrap();
     let patch = crate::overrides::patch_for_cluster(parsed.overrides.as_deref(), "c1").unwrap();
-    assert_eq!(patch.unwrap().0.len(), 3);
+    assert_eq!(patch.unwrap().len(), 8);
 }
 
 // --- consistency with the API types ---------------------------------------------------

@@ -814,6 +814,35 @@ pub async fn register_endpoint(
     Ok(())
 }
 
+/// Whether the KubeFedCluster `cluster` reports Offline (and not Ready).
+pub async fn is_offline(hub: &Client, cluster: &str) -> anyhow::Result<bool> {
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let object = clusters.get(cluster).await?;
+    Ok(object
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(ClusterConditionType::Offline))
+        .is_some_and(|c| c.status == "True")
+        && !object.is_ready())
+}
+
+/// Waits (up to 2 minutes: default health checks take about 30 s) until `cluster` is Offline;
+/// returns when it was seen so.
+pub async fn wait_offline(hub: &Client, cluster: &str) -> anyhow::Result<Instant> {
+    wait_for(
+        &format!("{cluster} Offline"),
+        Duration::from_secs(120),
+        async || {
+            Ok(if is_offline(hub, cluster).await? {
+                Wait::Done(Instant::now())
+            } else {
+                Wait::Pending("not Offline".into())
+            })
+        },
+    )
+    .await
+}
+
 /// Waits until the KubeFedClusters `names` report Ready.
 pub async fn wait_clusters_ready(hub: &Client, names: &[&str]) -> anyhow::Result<()> {
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);

@@ -18,6 +18,7 @@ use hubfed_e2e::fault_proxy::{Fault, FaultProxy, FaultResponse};
 use hubfed_e2e::{
     Federation, TIMEOUT, Wait, apply, create_federated, get_value, modify, placement,
     register_endpoint, service_account_token, unique_ns, wait_clusters_ready, wait_for,
+    wait_offline,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
@@ -49,6 +50,100 @@ async fn an_unknown_hub_identity_never_deletes_the_hubs_namespace() -> anyhow::R
         result.with_context(|| format!("kube-system lookup failing with {failure:?}"))?;
         unjoined?;
     }
+    let result = collected_after_an_outage(fed).await;
+    let unjoined = fed.unjoin(HUB_MEMBER).await;
+    result.context("garbage collection after the hub came back")?;
+    unjoined
+}
+
+/// The hub joined as a member is cut off (a proxy drops everything), a FederatedNamespace
+/// placed on it is deleted meanwhile — its finalizer goes, recording that a copy may remain in
+/// the hub — and when the hub is back, garbage collection finds that "copy" with this control
+/// plane's proof and no federated object. It is the hub's own namespace: unlabelled, never
+/// deleted (issue 9). Before the guard, garbage collection deleted it with everything in it.
+async fn collected_after_an_outage(fed: &Federation) -> anyhow::Result<()> {
+    let hub = fed.hub().await?;
+    let ns = unique_ns("gc-victim");
+    let cluster = fed.env().hub();
+    let proxy = FaultProxy::start(&cluster.server_url(), cluster.ca_pem(), None).await?;
+    fed.join_via(HUB_MEMBER, cluster, &proxy.url(), proxy.ca_pem())
+        .await?;
+    fed.create_hub_namespace(&ns).await?;
+    let fns_api = create_federated(
+        &hub,
+        "Namespace",
+        Some(&ns),
+        &ns,
+        json!({ "placement": placement(&[HUB_MEMBER, "member1"]) }),
+    )
+    .await?;
+    let fcm_api = create_federated(
+        &hub,
+        "ConfigMap",
+        Some(&ns),
+        "precious",
+        json!({"template": {"data": {"key": "value"}}, "placement": placement(&["member1"])}),
+    )
+    .await?;
+    let hub_namespaces: Api<Namespace> = Api::all(hub.clone());
+    let survivors = Survivors {
+        namespaces: &hub_namespaces,
+        ns: &ns,
+        federated: [(&fcm_api, "precious"), (&fcm_api, "precious")],
+    };
+    wait_for(
+        "the hub's namespace labelled managed",
+        TIMEOUT,
+        async || {
+            Ok(
+                match managed_label(&hub_namespaces, &ns).await?.as_deref() {
+                    Some("true") => Wait::Done(()),
+                    other => Wait::Pending(format!("hub: {MANAGED_LABEL}={other:?}")),
+                },
+            )
+        },
+    )
+    .await?;
+
+    proxy.partition();
+    wait_offline(&hub, HUB_MEMBER).await?;
+    fns_api
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .context("deleting the FederatedNamespace")?;
+    wait_for(
+        "the FederatedNamespace deleted without waiting for the Offline hub member",
+        TIMEOUT,
+        async || {
+            survivors.check().await?;
+            Ok(match get_value(&fns_api, &ns).await? {
+                None => Wait::Done(()),
+                Some(o) => Wait::Pending(format!("finalizers {}", o["metadata"]["finalizers"])),
+            })
+        },
+    )
+    .await?;
+    survivors.hold(Duration::from_secs(2)).await?;
+
+    proxy.heal();
+    wait_clusters_ready(&hub, &[HUB_MEMBER]).await?;
+    wait_for(
+        "garbage collection unlabels the hub's namespace and never deletes it",
+        TIMEOUT,
+        async || {
+            survivors.check().await?;
+            Ok(match managed_label(&hub_namespaces, &ns).await? {
+                None => Wait::Done(()),
+                Some(value) => Wait::Pending(format!("hub: {MANAGED_LABEL}={value}")),
+            })
+        },
+    )
+    .await?;
+    survivors.hold(Duration::from_secs(5)).await?;
+    hub_namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .context("deleting the test namespace")?;
     Ok(())
 }
 

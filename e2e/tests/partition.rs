@@ -15,14 +15,14 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use hubfed_api::kubefedcluster::{ClusterConditionType, KubeFedCluster};
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, dynamic_api, federated,
-    federated_object, get_value, modify, placement, report, target, unique_ns, wait_for,
+    federated_object, get_value, is_offline, modify, placement, report, target, unique_ns,
+    wait_for, wait_offline,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 
@@ -79,8 +79,29 @@ async fn a_partitioned_member_never_holds_up_deletions_and_is_cleaned_up_after()
     })
     .await?;
 
+    // A whole federated namespace, deleted during the cut: its copy in member2 is a leftover
+    // too (a namespace's FederatedNamespace lives in it: garbage collection must look there).
+    let ns_gone = unique_ns("partition-gone");
+    fed.create_federated_namespace(&ns_gone, &MEMBERS).await?;
+    let member2_namespaces: Api<Namespace> = Api::all(fed.client("member2").await?);
+    wait_for(
+        "member2 holding the second namespace",
+        TIMEOUT,
+        async || {
+            Ok(match member2_namespaces.get_opt(&ns_gone).await? {
+                Some(_) => Wait::Done(()),
+                None => Wait::Pending("absent".into()),
+            })
+        },
+    )
+    .await?;
+
     proxy.partition();
     let cut = Instant::now();
+    dynamic_api(hub.clone(), &federated("Namespace"), Some(&ns_gone))
+        .delete(&ns_gone, &DeleteParams::default())
+        .await
+        .context("deleting the second FederatedNamespace")?;
     hub_api.delete(LOCAL, &DeleteParams::default()).await?;
     hub_api.delete(GONE, &DeleteParams::default()).await?;
     modify(&hub_api, SHRUNK, |o| {
@@ -176,6 +197,18 @@ async fn a_partitioned_member_never_holds_up_deletions_and_is_cleaned_up_after()
         async || managed_copies_are(&members, &expected_after).await,
     )
     .await?;
+    wait_for(
+        "after the heal, member2's copy of the deleted namespace removed",
+        Duration::from_secs(120),
+        async || {
+            Ok(match member2_namespaces.get_opt(&ns_gone).await? {
+                None => Wait::Done(()),
+                Some(n) if n.metadata.deletion_timestamp.is_some() => Wait::Done(()),
+                Some(n) => Wait::Pending(format!("labels {:?}", n.metadata.labels)),
+            })
+        },
+    )
+    .await?;
     report(format_args!(
         "partition: leftovers collected {:.1}s after the heal",
         healed.elapsed().as_secs_f64()
@@ -203,29 +236,6 @@ async fn rejoin_through_proxy(fed: &Federation) -> anyhow::Result<FaultProxy> {
     fed.join_via("member2", member2, &proxy.url(), proxy.ca_pem())
         .await?;
     Ok(proxy)
-}
-
-async fn is_offline(hub: &kube::Client, cluster: &str) -> anyhow::Result<bool> {
-    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    let object = clusters.get(cluster).await?;
-    Ok(object
-        .status
-        .as_ref()
-        .and_then(|s| s.condition(ClusterConditionType::Offline))
-        .is_some_and(|c| c.status == "True")
-        && !object.is_ready())
-}
-
-async fn wait_offline(hub: &kube::Client, cluster: &str) -> anyhow::Result<Instant> {
-    let wait = Duration::from_secs(120);
-    wait_for(&format!("{cluster} Offline"), wait, async || {
-        Ok(if is_offline(hub, cluster).await? {
-            Wait::Done(Instant::now())
-        } else {
-            Wait::Pending("not Offline".into())
-        })
-    })
-    .await
 }
 
 /// `Done` when each member holds exactly the named managed ConfigMaps (member1 first).

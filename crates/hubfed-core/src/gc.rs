@@ -14,9 +14,12 @@
 //!   its managed label is removed (KubeFed's rule for "possible orphans").
 //!
 //! The controller confirms with a live read of the hub that the federated object is gone
-//! before it acts on a cached "absent": unknown is never a yes.
+//! before it acts on a cached "absent": unknown is never a yes. Whatever [`collect`] decides,
+//! [`guard`] keeps the hub's own namespace and control plane out of reach.
 
 use serde::{Deserialize, Serialize};
+
+use crate::hub::NamespaceRole;
 
 pub use hubfed_api::names::OWNER_ANNOTATION;
 
@@ -93,6 +96,29 @@ pub fn collect(
         HubObject::Absent if !confirmed => Collect::ConfirmAbsent,
         HubObject::Absent if record.is_some_and(|r| r.orphan) => Collect::Unlabel,
         HubObject::Absent => Collect::Delete,
+    }
+}
+
+/// What no garbage collection may do, whatever [`collect`] decided:
+/// - a copy of a `Namespace` is deleted only when it is provably not the hub's own namespace
+///   (`namespace_role`, see [`crate::hub::namespace_role`]): the hub's is unlabelled at most,
+///   one that cannot be told apart yet is left alone;
+/// - nothing in the control plane's namespace of a cluster that is, or may be, the hub is
+///   touched (`in_hub_control_plane`).
+pub fn guard(
+    action: Collect,
+    namespace_role: Option<&NamespaceRole>,
+    in_hub_control_plane: bool,
+) -> Collect {
+    if in_hub_control_plane {
+        return Collect::Keep;
+    }
+    match (action, namespace_role) {
+        (Collect::Delete, Some(NamespaceRole::Hub)) => Collect::Unlabel,
+        (Collect::Delete, Some(NamespaceRole::Unknown(_) | NamespaceRole::NeedsHubNamespace)) => {
+            Collect::Keep
+        }
+        (action, _) => action,
     }
 }
 
@@ -207,5 +233,26 @@ mod tests {
                 "{hub:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_hubs_namespace_is_never_collected() {
+        let unknown = NamespaceRole::Unknown("no answer".into());
+        for (role, want) in [
+            (Some(&NamespaceRole::Hub), Collect::Unlabel),
+            (Some(&unknown), Collect::Keep),
+            (Some(&NamespaceRole::NeedsHubNamespace), Collect::Keep),
+            (Some(&NamespaceRole::Member), Collect::Delete),
+            (None, Collect::Delete),
+        ] {
+            assert_eq!(guard(Collect::Delete, role, false), want, "{role:?}");
+        }
+        for action in [Collect::Delete, Collect::Unlabel, Collect::ConfirmAbsent] {
+            assert_eq!(guard(action, None, true), Collect::Keep);
+        }
+        assert_eq!(
+            guard(Collect::Unlabel, Some(&NamespaceRole::Hub), false),
+            Collect::Unlabel
+        );
     }
 }

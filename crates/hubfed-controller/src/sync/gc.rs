@@ -9,16 +9,20 @@
 //! The pass: for every ready cluster whose cache has listed, each managed copy carrying this
 //! control plane's proof of ownership whose federated object is absent from the hub (confirmed
 //! by a live read) is deleted with its UID as precondition, or unlabelled when its deletion
-//! asked to orphan. It runs after every (re)list of a member cache and every [`GC_PERIOD`].
+//! asked to orphan. It runs after every (re)list of a member cache, when a cluster turns Ready,
+//! and every [`GC_PERIOD`].
+//! The hub's own namespace (the hub joined as a member) is never deleted, only unlabelled, and
+//! nothing in the hub's control-plane namespace is touched ([`hubfed_core::gc::guard`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hubfed_api::names::{LEFTOVERS_CONFIGMAP_PREFIX, MANAGED_LABEL};
-use hubfed_core::gc::{Collect, HubObject, Leftover, collect, leftover_key, owned_by};
+use hubfed_core::gc::{Collect, HubObject, Leftover, collect, guard, leftover_key, owned_by};
+use hubfed_core::hub::{ClusterIdentity, HubNamespace, namespace_role};
 use hubfed_core::plan::FederatedObject;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::{Value, json};
@@ -104,15 +108,38 @@ async fn read_leftovers(ctx: &TypeContext) -> Result<BTreeMap<String, Leftover>,
 /// `stop`. `federated` is the hub cache of the type's federated objects (loaded).
 pub async fn run(ctx: Arc<TypeContext>, federated: Store<DynamicObject>, stop: CancellationToken) {
     let mut relisted = ctx.members.relisted();
+    let mut registry = ctx.shared.pool.subscribe();
+    let mut ready = ready_clusters(&ctx);
     let mut ticks = tokio::time::interval(GC_PERIOD);
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
             _ = ticks.tick() => {}
             changed = relisted.changed() => if changed.is_err() { break },
+            changed = registry.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                // A cluster back to Ready: its cache may have relisted while it was not.
+                let now = ready_clusters(&ctx);
+                let back = now.iter().any(|name| !ready.contains(name));
+                ready = now;
+                if !back {
+                    continue;
+                }
+            }
         }
         collect_garbage(&ctx, &federated).await;
     }
+}
+
+fn ready_clusters(ctx: &TypeContext) -> Vec<String> {
+    let clusters = ctx.shared.pool.clusters();
+    clusters
+        .iter()
+        .filter(|c| c.ready)
+        .map(|c| c.name.clone())
+        .collect()
 }
 
 async fn collect_garbage(ctx: &TypeContext, federated: &Store<DynamicObject>) {
@@ -126,18 +153,30 @@ async fn collect_garbage(ctx: &TypeContext, federated: &Store<DynamicObject>) {
             return;
         }
     };
-    for cluster in ctx.shared.pool.clusters().iter().filter(|c| c.ready) {
+    let clusters = ctx.shared.pool.clusters();
+    let (identities, _) = ctx
+        .shared
+        .hub_identities
+        .resolve(&ctx.shared.hub, &clusters)
+        .await;
+    debug!(kind = %ctx.federated.kind, records = records.len(), "garbage collection pass");
+    for cluster in clusters.iter().filter(|c| c.ready) {
         let (Some(client), Some(copies)) =
             (&cluster.client, ctx.members.managed_copies(&cluster.name))
         else {
             continue;
         };
+        let identity = identities.get(&cluster.name);
         for copy in copies {
             // Copies without this control plane's proof have no deletion record.
             let key =
                 owned_by(&plane, copy.owner.as_deref()).map(|uid| leftover_key(&cluster.name, uid));
             let record = key.as_ref().and_then(|key| records.get(key));
             let action = decide(ctx, federated, &plane, &copy, record).await;
+            let action = guarded(ctx, identity, &copy, action).await;
+            debug!(cluster = %cluster.name, kind = %ctx.target.kind, name = %copy.name,
+                namespace = ?copy.namespace, owner = ?copy.owner, recorded = record.is_some(),
+                ?action, "garbage collection looked at a copy");
             if action == Collect::Keep {
                 continue;
             }
@@ -181,7 +220,13 @@ async fn decide(
     if first != Collect::ConfirmAbsent {
         return first;
     }
-    let api: Api<DynamicObject> = match (&copy.namespace, ctx.ftc.federated_namespaced()) {
+    // A namespace's FederatedNamespace lives in that namespace (`<ns>/<ns>`).
+    let namespace = if ctx.target.is_namespace() {
+        Some(&copy.name)
+    } else {
+        copy.namespace.as_ref()
+    };
+    let api: Api<DynamicObject> = match (namespace, ctx.ftc.federated_namespaced()) {
         (Some(ns), true) => Api::namespaced_with(ctx.shared.hub.clone(), ns, &ctx.federated),
         _ => Api::all_with(ctx.shared.hub.clone(), &ctx.federated),
     };
@@ -190,6 +235,37 @@ async fn decide(
         Ok(Some(_)) | Err(_) => HubObject::Unknown,
     };
     collect(plane, owner, live, true, record)
+}
+
+/// [`guard`]: the hub's own namespace and control plane are never collected. Reads the hub's
+/// namespace of the copy's name before a namespace is deleted.
+async fn guarded(
+    ctx: &TypeContext,
+    identity: Option<&ClusterIdentity>,
+    copy: &ManagedCopy,
+    action: Collect,
+) -> Collect {
+    let in_hub_control_plane = copy.namespace.as_deref()
+        == Some(ctx.shared.kubefed_namespace.as_str())
+        && identity != Some(&ClusterIdentity::NotHub);
+    let role = if action == Collect::Delete && ctx.target.is_namespace() {
+        let api: Api<Namespace> = Api::all(ctx.shared.hub.clone());
+        let read = api.get_metadata_opt(&copy.name).await;
+        let hub_namespace = match &read {
+            Ok(None) => HubNamespace::Absent,
+            Ok(Some(found)) => HubNamespace::Uid(found.metadata.uid.as_deref().unwrap_or("")),
+            Err(_) => HubNamespace::Unreadable("the read failed"),
+        };
+        Some(namespace_role(identity, copy.uid.as_deref(), hub_namespace))
+    } else {
+        None
+    };
+    let guarded = guard(action, role.as_ref(), in_hub_control_plane);
+    if guarded != action {
+        info!(kind = %ctx.target.kind, name = %copy.name, namespace = ?copy.namespace, role = ?role,
+            "garbage collection: the hub's own namespace or control plane is not deleted");
+    }
+    guarded
 }
 
 /// The federated object a copy belongs to: same name and namespace, or for a namespace, the

@@ -4,7 +4,8 @@
 //! Answers are remembered per member client (a rebuilt client — new endpoint or credentials —
 //! is asked again). A failed lookup is never remembered as an answer: the cluster's identity is
 //! `Unknown` until a lookup succeeds, and lookups after failures back off (1 s doubling to
-//! 5 min). No lock is held across a request.
+//! 5 min). One lookup is made at a time (single flight); a reconcile waits at most 2 s for it,
+//! then goes on with `Unknown`. No lock on the remembered answers is held across a request.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -20,6 +21,9 @@ use crate::clusters::MemberCluster;
 
 /// How long one `kube-system` lookup may take.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a reconcile waits for a lookup another one is making; then the identity is
+/// `Unknown` for this reconcile (nothing is deleted on it; the object is looked at again).
+const LOOKUP_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 enum Entry {
@@ -43,6 +47,8 @@ pub struct HubIdentities {
     /// The hub's `kube-system` UID, once read.
     hub_uid: Mutex<Option<String>>,
     entries: Mutex<HashMap<String, Entry>>,
+    /// Held while lookups are made (single flight).
+    lookups: tokio::sync::Mutex<()>,
 }
 
 impl HubIdentities {
@@ -53,45 +59,26 @@ impl HubIdentities {
         hub: &Client,
         clusters: &[Arc<MemberCluster>],
     ) -> (BTreeMap<String, ClusterIdentity>, BTreeMap<String, String>) {
-        let now = Instant::now();
-        let mut known = BTreeMap::new();
-        let mut uids = BTreeMap::new();
-        let mut to_look_up = Vec::new();
-        {
-            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            for cluster in clusters.iter().filter(|c| c.ready) {
-                let Some(client) = &cluster.client else {
-                    continue;
-                };
-                match entries.get(&cluster.name) {
-                    Some(Entry::Known {
-                        client_id,
-                        is_hub,
-                        uid,
-                    }) if *client_id == cluster.client_id => {
-                        let identity = if *is_hub {
-                            ClusterIdentity::Hub
-                        } else {
-                            ClusterIdentity::NotHub
-                        };
-                        known.insert(cluster.name.clone(), identity);
-                        uids.insert(cluster.name.clone(), uid.clone());
-                    }
-                    Some(Entry::Failed {
-                        client_id,
-                        retry_at,
-                        message,
-                        ..
-                    }) if *client_id == cluster.client_id && now < *retry_at => {
-                        known.insert(
-                            cluster.name.clone(),
-                            ClusterIdentity::Unknown(message.clone()),
-                        );
-                    }
-                    _ => to_look_up.push((cluster.name.clone(), cluster.client_id, client.clone())),
-                }
-            }
+        let (mut known, mut uids, to_look_up) = self.remembered(clusters);
+        if to_look_up.is_empty() {
+            return (known, uids);
         }
+        // One lookup at a time for the whole controller: concurrent reconciles wait for it
+        // (briefly) instead of each sending their own, and a member that does not answer
+        // holds up no reconcile longer than LOOKUP_WAIT.
+        let Ok(_lookup) = tokio::time::timeout(LOOKUP_WAIT, self.lookups.lock()).await else {
+            for (name, _, _) in to_look_up {
+                known.insert(
+                    name,
+                    ClusterIdentity::Unknown("the lookup of its identity is under way".into()),
+                );
+            }
+            return (known, uids);
+        };
+        // Another reconcile may have made the lookups while this one waited.
+        let (known_now, uids_now, to_look_up) = self.remembered(clusters);
+        known.extend(known_now);
+        uids.extend(uids_now);
         if to_look_up.is_empty() {
             return (known, uids);
         }
@@ -157,6 +144,57 @@ impl HubIdentities {
                 "joined clusters reach the same API server: nothing is written or deleted through them until one is unjoined");
         }
         (known, uids)
+    }
+
+    /// What is remembered of `clusters` (ready, with a client): their identities and UIDs, and
+    /// those to look up (not known yet, not backing off).
+    #[allow(clippy::type_complexity)]
+    fn remembered(
+        &self,
+        clusters: &[Arc<MemberCluster>],
+    ) -> (
+        BTreeMap<String, ClusterIdentity>,
+        BTreeMap<String, String>,
+        Vec<(String, usize, Client)>,
+    ) {
+        let now = Instant::now();
+        let mut known = BTreeMap::new();
+        let mut uids = BTreeMap::new();
+        let mut to_look_up = Vec::new();
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        for cluster in clusters.iter().filter(|c| c.ready) {
+            let Some(client) = &cluster.client else {
+                continue;
+            };
+            match entries.get(&cluster.name) {
+                Some(Entry::Known {
+                    client_id,
+                    is_hub,
+                    uid,
+                }) if *client_id == cluster.client_id => {
+                    let identity = if *is_hub {
+                        ClusterIdentity::Hub
+                    } else {
+                        ClusterIdentity::NotHub
+                    };
+                    known.insert(cluster.name.clone(), identity);
+                    uids.insert(cluster.name.clone(), uid.clone());
+                }
+                Some(Entry::Failed {
+                    client_id,
+                    retry_at,
+                    message,
+                    ..
+                }) if *client_id == cluster.client_id && now < *retry_at => {
+                    known.insert(
+                        cluster.name.clone(),
+                        ClusterIdentity::Unknown(message.clone()),
+                    );
+                }
+                _ => to_look_up.push((cluster.name.clone(), cluster.client_id, client.clone())),
+            }
+        }
+        (known, uids, to_look_up)
     }
 
     /// The hub's `kube-system` UID: read once, then remembered (it never changes).

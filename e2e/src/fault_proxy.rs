@@ -344,20 +344,23 @@ async fn serve_connection(tcp: tokio::net::TcpStream, acceptor: TlsAcceptor, sta
     let service = service_fn(move |request| handle(state.clone(), request));
     let connection =
         hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
-    let partitioned_again = partitioned.clone();
+    let mut connection = std::pin::pin!(connection);
     // Dropping the connection on shutdown closes it and ends its request, hanging or streaming.
-    // A partition stops serving it without closing it: silence, as with dropped packets.
+    tokio::select! {
+        () = shutdown.cancelled() => return,
+        _ = &mut connection => return,
+        () = until(&mut partitioned, true) => {}
+    }
+    // A partition stops serving the connection without closing it: it is kept open but no
+    // longer polled, so nothing more is read or sent on it — silence, as with dropped packets
+    // (a request in flight, a watch stream, all go quiet). The `select!` above must not own
+    // the connection: it drops the futures of the branches not taken, which would close it.
     tokio::select! {
         () = shutdown.cancelled() => {}
-        _ = connection => {}
-        () = until(&mut partitioned, true) => {
-            let mut healed = partitioned_again;
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                () = until(&mut healed, false) => {}
-            }
-        }
+        () = until(&mut partitioned, false) => {}
     }
+    // Healed: the connection is closed on return (dropped with this task), as a peer that
+    // timed it out meanwhile would.
 }
 
 /// Answers one request: 404 outside the prefix, the fault of the first matching rule, or the

@@ -278,10 +278,15 @@ async fn export_object_gauges(
     let metrics = &crate::metrics::METRICS;
     loop {
         observe::prune_written_versions(&ctx);
-        ctx.backoff
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|object, _| federated.get(object).is_some());
+        let in_backoff = {
+            let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
+            backoff.retain(|object, _| federated.get(object).is_some());
+            backoff.len()
+        };
+        metrics
+            .objects_in_backoff
+            .with_label_values(&[type_label.as_str()])
+            .set(i64::try_from(in_backoff).unwrap_or(i64::MAX));
         let (mut propagated, mut failing) = (0_i64, 0_i64);
         for obj in federated.state() {
             let condition = obj
@@ -316,9 +321,17 @@ async fn export_object_gauges(
             () = tokio::time::sleep(Duration::from_secs(10)) => {}
         }
     }
+    // A stopped controller (lease lost, type disabled) reports nothing: a standby's stale
+    // series would keep alerts firing.
     for propagation in ["true", "false"] {
         let _ = metrics
             .federated_objects
             .remove_label_values(&[type_label.as_str(), propagation]);
     }
+    let _ = metrics
+        .objects_in_backoff
+        .remove_label_values(&[type_label.as_str()]);
+    let _ = metrics
+        .leftovers
+        .remove_label_values(&[type_label.as_str()]);
 }

@@ -874,6 +874,66 @@ async fn invalid_overrides_fail_only_their_cluster() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A KubeFed user's label override on a template without labels: `replace` (op omitted) of a
+/// missing `/metadata/labels`, which KubeFed's JSON patch library applies as an add (issue 10).
+#[tokio::test]
+async fn label_overrides_on_templates_without_labels_reach_members() -> anyhow::Result<()> {
+    let fed = Federation::shared();
+    let ns = unique_ns("labeloverride");
+    fed.create_federated_namespace(&ns, &MEMBERS).await?;
+    let templates = [
+        ("ConfigMap", json!({"data": {"k": "v"}})),
+        ("Secret", json!({"stringData": {"k": "v"}})),
+        (
+            "Service",
+            json!({"spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}}),
+        ),
+    ];
+    for (kind, template) in &templates {
+        let overrides: Vec<Value> = MEMBERS
+            .iter()
+            .map(|cluster| {
+                json!({"clusterName": cluster, "clusterOverrides": [
+                    {"path": "/metadata/labels", "value": {"region": format!("{cluster}-region")}},
+                ]})
+            })
+            .collect();
+        create_federated(
+            fed,
+            kind,
+            &ns,
+            "labelled",
+            json!({"template": template, "placement": placement(&MEMBERS), "overrides": overrides}),
+        )
+        .await?;
+    }
+    for (kind, _) in &templates {
+        let members = member_apis(fed, kind, &ns).await?;
+        wait_for(
+            &format!("{kind}: the override's labels in both members"),
+            TIMEOUT,
+            async || {
+                let mut problems = Vec::new();
+                for (api, cluster) in members.iter().zip(MEMBERS) {
+                    let region = json!(format!("{cluster}-region"));
+                    let copy = get_value(api, "labelled").await?;
+                    problems.extend(member_mismatch(
+                        cluster,
+                        copy.as_ref(),
+                        &[
+                            ("/metadata/labels/region", Some(&region)),
+                            ("/metadata/labels/kubefed.io~1managed", Some(&json!("true"))),
+                        ],
+                    ));
+                }
+                Ok(Wait::all_or_pending(problems))
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn template_annotations_reach_members() -> anyhow::Result<()> {
     // KubeFed stripped template annotations; hubfed propagates them, and leaves alone the

@@ -100,18 +100,27 @@ async fn valid_kubefed_config(
 ) -> anyhow::Result<Option<KubeFedConfigSpec>> {
     let mut reported = String::new();
     loop {
-        let spec = tokio::select! {
+        let loaded = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
-            loaded = load_kubefed_config(hub, namespace) => loaded?,
+            loaded = load_kubefed_config(hub, namespace) => loaded,
         };
-        let errors = hubfed_core::validation::validate_kubefed_config(&spec, None);
-        if errors.is_empty() {
-            return Ok(Some(spec));
-        }
-        let problem = format!(
-            "KubeFedConfig {namespace}/{KUBEFED_CONFIG_NAME} is invalid, the controllers wait for a valid one: {}",
-            hubfed_core::validation::summary(&errors)
-        );
+        // A hub that does not answer, or a stored object that does not even decode, must not
+        // end the process (and the webhooks with it) either: the same wait.
+        let problem = match loaded {
+            Ok(spec) => {
+                let errors = hubfed_core::validation::validate_kubefed_config(&spec, None);
+                if errors.is_empty() {
+                    return Ok(Some(spec));
+                }
+                format!(
+                    "KubeFedConfig {namespace}/{KUBEFED_CONFIG_NAME} is invalid, the controllers wait for a valid one: {}",
+                    hubfed_core::validation::summary(&errors)
+                )
+            }
+            Err(e) => format!(
+                "KubeFedConfig {namespace}/{KUBEFED_CONFIG_NAME} cannot be read, the controllers wait for it: {e:#}"
+            ),
+        };
         if problem != reported {
             tracing::error!("{problem}");
             report_invalid_config(hub, namespace, &problem).await;
@@ -129,8 +138,12 @@ async fn report_invalid_config(hub: &Client, namespace: &str, message: &str) {
     use kube::Resource as _;
     use kube::runtime::events::{Event, EventType, Recorder, Reporter};
     let api: Api<KubeFedConfig> = Api::namespaced(hub.clone(), namespace);
-    let Ok(Ok(config)) =
-        tokio::time::timeout(Duration::from_secs(10), api.get(KUBEFED_CONFIG_NAME)).await
+    // Its metadata only: a spec that does not decode still gets its Event.
+    let Ok(Ok(config)) = tokio::time::timeout(
+        Duration::from_secs(10),
+        api.get_metadata(KUBEFED_CONFIG_NAME),
+    )
+    .await
     else {
         return;
     };

@@ -103,6 +103,7 @@ fn cluster(name: &str, spec: Value) -> Value {
 fn cases(
     fed_api: &Api<DynamicObject>,
     deploy_api: &Api<DynamicObject>,
+    secret_api: &Api<DynamicObject>,
     ns: &str,
     hub: &kube::Client,
 ) -> Vec<Case> {
@@ -114,6 +115,12 @@ fn cases(
         api: fed_api.clone(),
         object: fed("ConfigMap", ns, name, spec),
         expect: Expect::Stored,
+    };
+    let secret = |name, spec, expect| Case {
+        name,
+        api: secret_api.clone(),
+        object: fed("Secret", ns, name, spec),
+        expect,
     };
     let data = |d: Value| json!({ "data": d });
     let kilobytes = |k: usize| "x".repeat(k * 1024);
@@ -168,10 +175,12 @@ fn cases(
             )
         },
         Case {
+            // KubeFed's JSON patch reads `data/a` as `/a` (accepted), but a path without any
+            // `/` never applies.
             expect: Expect::Refused("path"),
             ..cm(
-                "override-relative-path",
-                with_override(json!({}), "data/a", json!("b")),
+                "override-path-without-slash",
+                with_override(json!({}), "data", json!("b")),
             )
         },
         Case {
@@ -273,6 +282,39 @@ fn cases(
             expect: Expect::Propagated,
             ..cm("longest-name", on_member1(data(json!({"a": "b"}))))
         },
+        // Stored in the hub (under its 1.5 MiB limit), too large for a member ConfigMap (1 MiB).
+        Case {
+            expect: Expect::ClusterStatus("member1", "CreationFailed"),
+            ..cm(
+                "over-a-members-limit",
+                on_member1(data(json!({"big": kilobytes(1400)}))),
+            )
+        },
+        // Federated Secrets: what only the member can judge is reported per cluster.
+        secret(
+            "secret-data-not-base64",
+            on_member1(json!({"data": {"k": "not base64!"}})),
+            Expect::ClusterStatus("member1", "CreationFailed"),
+        ),
+        secret(
+            "secret-unknown-type-field",
+            on_member1(json!({"type": 7, "stringData": {"k": "v"}})),
+            Expect::ClusterStatus("member1", "CreationFailed"),
+        ),
+        secret(
+            "secret-override-of-wrong-type",
+            with_override(
+                json!({"stringData": {"k": "v"}}),
+                "/stringData",
+                json!("flat"),
+            ),
+            Expect::ClusterStatus("member1", "CreationFailed"),
+        ),
+        secret(
+            "secret-override-into-missing-data",
+            with_override(json!({"type": "Opaque"}), "/data/k", json!("dg==")),
+            Expect::ClusterStatus("member1", "ApplyOverridesFailed"),
+        ),
         Case {
             name: "replicas-of-wrong-type",
             api: deploy_api.clone(),
@@ -520,7 +562,8 @@ async fn hostile_inputs_are_refused_or_reported_and_stall_nothing() -> anyhow::R
     secrets(&hub).await?;
     let fed_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
     let deploy_api = dynamic_api(hub.clone(), &federated("Deployment"), Some(&ns));
-    let cases = cases(&fed_api, &deploy_api, &ns, &hub);
+    let secret_api = dynamic_api(hub.clone(), &federated("Secret"), Some(&ns));
+    let cases = cases(&fed_api, &deploy_api, &secret_api, &ns, &hub);
     anyhow::ensure!(cases.len() >= 30, "{} cases", cases.len());
 
     let results = join_all(cases.iter().map(check)).await;
@@ -563,6 +606,37 @@ async fn hostile_inputs_are_refused_or_reported_and_stall_nothing() -> anyhow::R
     .await?;
     report(format_args!(
         "hostile inputs: a well-formed object propagated {:.1}s after its creation, beside them",
+        began.elapsed().as_secs_f64()
+    ));
+
+    // Every stored federated object can be deleted: no finalizer stays, whatever it held.
+    let apis = [&fed_api, &deploy_api, &secret_api];
+    let began = std::time::Instant::now();
+    for api in apis {
+        api.delete_collection(&Default::default(), &Default::default())
+            .await
+            .context("deleting the hostile federated objects")?;
+    }
+    wait_for(
+        "every hostile federated object deleted",
+        TIMEOUT,
+        async || {
+            let mut left = Vec::new();
+            for api in apis {
+                for object in api.list_metadata(&Default::default()).await?.items {
+                    left.push(format!(
+                        "{} (finalizers {:?})",
+                        object.metadata.name.unwrap_or_default(),
+                        object.metadata.finalizers.unwrap_or_default()
+                    ));
+                }
+            }
+            Ok(Wait::all_or_pending(left))
+        },
+    )
+    .await?;
+    report(format_args!(
+        "hostile inputs: all deleted {:.1}s after the deletion began",
         began.elapsed().as_secs_f64()
     ));
     tokio::time::sleep(Duration::from_millis(10)).await;

@@ -52,6 +52,26 @@ pub fn retry_delay(failures: u32) -> Duration {
         .min(MAX_RETRY_DELAY)
 }
 
+/// How long an attempt must still wait, if it must: the object's last `failures` attempts in a
+/// row failed for `failed_generation`, the last one `since` ago. Whatever wakes the object up
+/// meanwhile (its own status write, a member event, a cluster change) waits for the backoff
+/// too, so a refusing member sees at most one write per [`retry_delay`]. A new generation (the
+/// user changed the object) or a deletion goes ahead at once.
+pub fn backoff_remaining(
+    failures: u32,
+    failed_generation: i64,
+    generation: i64,
+    since: Duration,
+    deleting: bool,
+) -> Option<Duration> {
+    if failures == 0 || deleting || failed_generation != generation {
+        return None;
+    }
+    retry_delay(failures)
+        .checked_sub(since)
+        .filter(|left| !left.is_zero())
+}
+
 /// The count of failed attempts after this one: one more when it failed for the same
 /// generation, one when it failed for a new generation (a change starts afresh), none when it
 /// did not fail.
@@ -309,5 +329,20 @@ mod tests {
         );
         // A clock behind the hub's never reports a negative wait.
         assert_eq!(oldest_waiting_deletion(1_000, [(1_010, true)]), 0);
+    }
+
+    #[test]
+    fn backoff_holds_every_wake_up_until_its_time() {
+        let s = Duration::from_secs;
+        // Two failures: the next attempt after 10 s.
+        assert_eq!(backoff_remaining(2, 7, 7, s(3), false), Some(s(7)));
+        assert_eq!(backoff_remaining(2, 7, 7, s(10), false), None);
+        assert_eq!(backoff_remaining(2, 7, 7, s(11), false), None);
+        // A change, a deletion, or no failure: at once.
+        assert_eq!(backoff_remaining(2, 7, 8, s(3), false), None);
+        assert_eq!(backoff_remaining(2, 7, 7, s(3), true), None);
+        assert_eq!(backoff_remaining(0, 7, 7, s(0), false), None);
+        // Capped at 5 minutes.
+        assert_eq!(backoff_remaining(30, 1, 1, s(0), false), Some(s(300)));
     }
 }

@@ -268,6 +268,15 @@ pub(crate) fn adopt_resources_enabled(spec: &KubeFedConfigSpec) -> bool {
         != Some(hubfed_api::federatedtypeconfig::EnabledDisabled::Disabled)
 }
 
+/// An object whose last attempts failed: how many in a row, for which generation, and when the
+/// last one ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Failing {
+    pub failures: u32,
+    pub generation: i64,
+    pub at: std::time::Instant,
+}
+
 /// Everything one federated type's reconciles need.
 pub struct TypeContext {
     pub shared: Arc<Shared>,
@@ -286,9 +295,9 @@ pub struct TypeContext {
     pub latency: std::sync::Mutex<LatencyTracker>,
     /// PropagatedVersion statuses this controller wrote that the hub cache has not shown yet.
     pub written_versions: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenVersions>>,
-    /// Objects whose last attempts failed: (failures in a row, generation), for the backoff.
-    /// Memory only: after a restart an object starts again from the shortest delay.
-    pub backoff: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, (u32, i64)>>,
+    /// Objects whose last attempts failed, for the backoff. Memory only: after a restart an
+    /// object starts again from the shortest delay.
+    pub backoff: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, Failing>>,
     /// The copies' status is collected into `status.clusters[].remoteStatus`.
     pub collect_status: bool,
     /// When each object's status was last written, kept only while collecting remote

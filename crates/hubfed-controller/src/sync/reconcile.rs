@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use hubfed_core::conclude::{
-    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, converged, failures_after,
-    finalizer_release, requeue,
+    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining, converged,
+    failures_after, finalizer_release, requeue,
 };
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
@@ -18,6 +18,7 @@ use hubfed_core::version::update_propagated_version;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use std::time::Duration;
 use tracing::{debug, warn};
@@ -26,7 +27,7 @@ use super::dispatch::{self, DispatchResult};
 use super::gc;
 use super::hub_writes::{self, Error, StatusWrite, publish};
 use super::observe::{self, Observed};
-use super::{TypeContext, WrittenVersions};
+use super::{Failing, TypeContext, WrittenVersions};
 use crate::metrics::METRICS;
 
 pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, _ctx: Arc<TypeContext>) -> Action {
@@ -74,6 +75,10 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         Ok(federated) => federated,
         Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
     };
+    if let Some(wait) = backoff_wait(ctx, obj) {
+        debug!(name = %obj.name_any(), wait_ms = wait.as_millis(), "in backoff: attempt put off");
+        return Ok(Action::requeue(wait));
+    }
     let observed = observe::observe(ctx, obj, federated).await;
     let plan = observe::plan_with_hub_namespace(ctx, &observed, observed.plan_input(ctx)).await;
     for warning in &plan.warnings {
@@ -141,6 +146,23 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
     )
 }
 
+/// How long the object's backoff still holds every attempt ([`backoff_remaining`]).
+fn backoff_wait(ctx: &TypeContext, obj: &DynamicObject) -> Option<Duration> {
+    let object_ref = ObjectRef::from_obj_with(obj, ctx.federated.clone());
+    let failing = *ctx
+        .backoff
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&object_ref)?;
+    backoff_remaining(
+        failing.failures,
+        failing.generation,
+        obj.metadata.generation.unwrap_or(0),
+        failing.at.elapsed(),
+        obj.metadata.deletion_timestamp.is_some(),
+    )
+}
+
 /// Failed attempts in a row of this object (this one included), kept for its backoff; the
 /// gauge of objects in backoff follows.
 fn count_failures(
@@ -151,12 +173,19 @@ fn count_failures(
 ) -> u32 {
     let generation = obj.metadata.generation.unwrap_or(0);
     let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
-    let previous = backoff.get(&observed.object_ref).copied();
+    let previous = backoff
+        .get(&observed.object_ref)
+        .map(|f| (f.failures, f.generation));
     let failures = failures_after(previous, generation, failed);
     if failures == 0 {
         backoff.remove(&observed.object_ref);
     } else {
-        backoff.insert(observed.object_ref.clone(), (failures, generation));
+        let failing = Failing {
+            failures,
+            generation,
+            at: std::time::Instant::now(),
+        };
+        backoff.insert(observed.object_ref.clone(), failing);
     }
     METRICS
         .objects_in_backoff

@@ -858,28 +858,6 @@ fn plan_deletion(
     plan
 }
 
-/// The federated object is gone but a member object named like it still carries the managed
-/// label (KubeFed's "possible orphan"): remove the label in every ready cluster.
-pub fn plan_orphan_cleanup(
-    clusters: &[ClusterInfo],
-    members: &BTreeMap<String, MemberObservation>,
-) -> Vec<ClusterPlan> {
-    sorted(clusters)
-        .into_iter()
-        .filter(|c| c.ready)
-        .filter(|c| {
-            matches!(
-                members.get(&c.name),
-                Some(MemberObservation::Present(m)) if m.is_managed() && !m.terminating
-            )
-        })
-        .map(|c| ClusterPlan {
-            cluster: c.name.clone(),
-            action: ClusterAction::RemoveManagedLabel,
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use hubfed_api::federated::Placement;
@@ -1825,24 +1803,6 @@ mod tests {
         let p = deleting(f).plan();
         assert!(p.clusters.iter().all(|c| c.cluster == "c2"), "{p:?}");
         assert_eq!(p.leftovers, ["c1", "c3"]);
-    }
-
-    #[test]
-    fn orphan_cleanup_unlabels_managed_members_in_ready_clusters() {
-        let f = Fixture::deployment(basic_spec())
-            .member("c1", managed("gen:1"))
-            .member("c2", MemberObject::default())
-            .member("c3", managed("gen:1"));
-        let mut clusters = f.clusters.clone();
-        clusters[2].ready = false;
-        let plans = plan_orphan_cleanup(&clusters, &f.members);
-        assert_eq!(
-            plans,
-            [ClusterPlan {
-                cluster: "c1".into(),
-                action: ClusterAction::RemoveManagedLabel
-            }]
-        );
     }
 
     #[test]

@@ -246,13 +246,15 @@ async fn managed_copies_are(
     let mut problems = Vec::new();
     let selector = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
     for ((api, expected), cluster) in members.iter().zip(expected).zip(MEMBERS) {
-        let mut names: Vec<String> = api
-            .list_metadata(&selector)
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|o| o.metadata.name)
-            .collect();
+        let copies = api.list(&selector).await?.items;
+        // Each copy carries what its template says: data.k is its name.
+        for copy in &copies {
+            let name = copy.metadata.name.as_deref().unwrap_or_default();
+            if copy.data["data"]["k"] != name {
+                problems.push(format!("{cluster}: {name} holds {}", copy.data["data"]));
+            }
+        }
+        let mut names: Vec<String> = copies.into_iter().filter_map(|o| o.metadata.name).collect();
         names.sort();
         let mut want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
         want.sort();

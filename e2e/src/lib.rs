@@ -371,6 +371,16 @@ pub fn placement(clusters: &[&str]) -> Value {
 pub async fn modify(
     api: &Api<DynamicObject>,
     name: &str,
+    change: impl FnMut(&mut Value),
+) -> anyhow::Result<Value> {
+    modify_as(api, name, FIELD_MANAGER, change).await
+}
+
+/// [`modify`] as field manager `manager` (e.g. `kubectl-edit`, to act as a person would).
+pub async fn modify_as(
+    api: &Api<DynamicObject>,
+    name: &str,
+    manager: &str,
     mut change: impl FnMut(&mut Value),
 ) -> anyhow::Result<Value> {
     let mut attempts = 0;
@@ -379,7 +389,7 @@ pub async fn modify(
         change(&mut value);
         let object: DynamicObject = serde_json::from_value(value)?;
         let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
+            field_manager: Some(manager.to_owned()),
             ..Default::default()
         };
         match api.replace(name, &params, &object).await {

@@ -16,8 +16,8 @@ use hubfed_api::names::{FTC_FINALIZER, MANAGED_LABEL, ORPHAN_ANNOTATION};
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, default_ftc,
     dynamic_api, federated, federated_object, get_value, install_crds, is_managed, labels,
-    member_mismatch, modify, placement, propagated_ok, propagation_condition, report, set_pointer,
-    show, status_is_current, target, unique_name, unique_ns, wait_for,
+    member_mismatch, modify, modify_as, placement, propagated_ok, propagation_condition, report,
+    set_pointer, show, status_is_current, target, unique_name, unique_ns, wait_for,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -233,14 +233,14 @@ async fn propagation_lifecycle(fixture: Fixture) -> anyhow::Result<()> {
     )
     .await?;
 
-    // 4. A hand edit of a templated field in member2 is reverted.
+    // 4. A hand edit (`kubectl edit`) of a templated field in member2 is reverted.
     let (drift_path, drift_value) = fixture.drift.clone();
     let wanted = template.pointer(drift_path).cloned();
     ensure!(
         wanted.as_ref() != Some(&drift_value),
         "fixture error: the drift value of {kind} equals the template's"
     );
-    let edited = modify(&member2, &name, |object| {
+    let edited = modify_as(&member2, &name, "kubectl-edit", |object| {
         set_pointer(object, drift_path, drift_value.clone());
     })
     .await?;

@@ -113,6 +113,25 @@ pub struct ClusterPropagationStatus {
     /// hubfed extension: why it is not ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_message: Option<String>,
+    /// hubfed extension: the last change made to the copy behind hubfed's back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drift: Option<DriftRecord>,
+}
+
+/// A change made to a member copy behind hubfed's back (`status.clusters[].lastDrift`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftRecord {
+    /// RFC 3339 time hubfed saw it.
+    pub time: String,
+    /// `Reverted` (taken back) or `Reported` (left in place: the object asks for `report`).
+    pub action: String,
+    /// The field managers that made the change (`kubectl-edit`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managers: Vec<String>,
+    /// The fields changed, as the API server names them (`.data.k`); at most ten listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
 }
 
 /// The only condition type KubeFed sets on federated objects.

@@ -277,6 +277,16 @@ fn federated_type_schema(template: Value, retain_replicas: bool) -> Value {
                                 "message": { "type": "string" },
                                 "ready": { "type": "boolean" },
                                 "readyMessage": { "type": "string" },
+                                "lastDrift": {
+                                    "type": "object",
+                                    "properties": {
+                                        "time": { "type": "string", "format": "date-time" },
+                                        "action": { "type": "string" },
+                                        "managers": { "type": "array", "items": { "type": "string" } },
+                                        "fields": { "type": "array", "items": { "type": "string" } },
+                                    },
+                                    "required": ["time", "action"],
+                                },
                                 "remoteStatus": {
                                     "type": "object",
                                     "x-kubernetes-preserve-unknown-fields": true,

@@ -34,6 +34,7 @@ pub struct Metrics {
     pub member_operation_duration: HistogramVec,
     pub propagation_latency: HistogramVec,
     pub drift_corrections_total: IntCounterVec,
+    pub drift_total: IntCounterVec,
     pub cluster_ready: IntGaugeVec,
     pub workqueue_depth: IntGaugeVec,
     pub managed_objects: IntGaugeVec,
@@ -131,6 +132,11 @@ impl Metrics {
                 "Member objects restored after being changed or deleted in the member.",
                 &["type", "cluster"],
             ),
+            drift_total: counter(
+                "hubfed_drift_total",
+                "Changes made to member copies behind hubfed's back, by what was done (Reverted, Reported).",
+                &["type", "cluster", "action"],
+            ),
             cluster_ready: gauge(
                 "hubfed_cluster_ready",
                 "1 when the member cluster is Ready, else 0.",
@@ -194,6 +200,7 @@ impl Metrics {
             Box::new(m.member_operation_duration.clone()),
             Box::new(m.propagation_latency.clone()),
             Box::new(m.drift_corrections_total.clone()),
+            Box::new(m.drift_total.clone()),
             Box::new(m.cluster_ready.clone()),
             Box::new(m.workqueue_depth.clone()),
             Box::new(m.managed_objects.clone()),

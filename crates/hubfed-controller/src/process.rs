@@ -52,6 +52,15 @@ struct Args {
     /// Concurrent reconciles per federated type.
     #[arg(long, env = "HUBFED_RECONCILE_CONCURRENCY", default_value_t = 16)]
     reconcile_concurrency: u16,
+    /// Field managers whose changes to member copies are people's and are reverted as drift;
+    /// every other manager's are kept (comma-separated; a trailing `*` matches any suffix).
+    #[arg(
+        long,
+        env = "HUBFED_DRIFT_REVERT_MANAGERS",
+        value_delimiter = ',',
+        default_value = "kubectl,kubectl-*,before-first-apply"
+    )]
+    drift_revert_managers: Vec<String>,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
@@ -246,6 +255,7 @@ async fn serve(args: Args) -> i32 {
         kubefed_namespace: args.kubefed_namespace,
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
+        drift_revert_managers: args.drift_revert_managers,
     };
     parts.spawn(
         CONTROLLERS,

@@ -50,6 +50,9 @@ pub struct ControllerConfig {
     /// Concurrent reconciles per federated type (KubeFedConfig's
     /// `syncController.maxConcurrentReconciles` raises it, never lowers it).
     pub reconcile_concurrency: u16,
+    /// Field managers whose changes to member copies are people's, reverted as drift
+    /// (patterns, a trailing `*` matches any suffix; [`hubfed_core::drift`]).
+    pub drift_revert_managers: Vec<String>,
 }
 
 impl Default for ControllerConfig {
@@ -60,6 +63,10 @@ impl Default for ControllerConfig {
             kubefed_namespace: hubfed_api::names::DEFAULT_KUBEFED_NAMESPACE.to_string(),
             member_write_concurrency: 16,
             reconcile_concurrency: 16,
+            drift_revert_managers: hubfed_core::drift::DEFAULT_PEOPLE
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect(),
         }
     }
 }

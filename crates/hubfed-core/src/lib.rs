@@ -9,6 +9,7 @@
 
 pub mod conclude;
 pub mod desired;
+pub mod drift;
 pub mod error;
 pub mod gc;
 pub mod gojson;

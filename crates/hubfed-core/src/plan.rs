@@ -229,6 +229,7 @@ impl Plan {
                         _ => None,
                     },
                     remote_status: None,
+                    drift: None,
                 })
             })
             .collect()

@@ -13,7 +13,8 @@
 use std::collections::BTreeMap;
 
 use hubfed_api::federated::{
-    ClusterPropagationStatus, FederatedCondition, FederatedStatus, READY_CONDITION_TYPE,
+    ClusterPropagationStatus, DriftRecord, FederatedCondition, FederatedStatus,
+    READY_CONDITION_TYPE,
 };
 use serde_json::Value;
 
@@ -61,6 +62,8 @@ pub struct ClusterOutcome {
     pub message: Option<String>,
     /// The member object's `.status`, when remote status collection is on.
     pub remote_status: Option<Value>,
+    /// A change made behind hubfed's back, seen in this reconcile.
+    pub drift: Option<DriftRecord>,
 }
 
 impl ClusterOutcome {
@@ -71,6 +74,7 @@ impl ClusterOutcome {
             status: PropagationStatus::Ok,
             message: None,
             remote_status: None,
+            drift: None,
         }
     }
 
@@ -85,6 +89,7 @@ impl ClusterOutcome {
             status,
             message: Some(message.into()),
             remote_status: None,
+            drift: None,
         }
     }
 }
@@ -168,6 +173,14 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
                 Some(Readiness::NotReady(why)) => Some(why.clone()),
                 _ => None,
             },
+            // The last drift stays until a newer one replaces it.
+            last_drift: o.drift.clone().or_else(|| {
+                previous_status
+                    .clusters
+                    .iter()
+                    .find(|c| c.name == o.cluster)
+                    .and_then(|c| c.last_drift.clone())
+            }),
         })
         .collect();
     let clusters_changed = clusters != previous_status.clusters;

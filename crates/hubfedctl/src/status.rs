@@ -144,6 +144,7 @@ pub fn report(
                 "propagation": c.status.clone().unwrap_or_else(|| "OK".to_owned()),
                 "ready": c.ready,
                 "version": version,
+                "lastDrift": c.last_drift,
                 "message": c.message.clone().or_else(|| c.ready_message.clone()),
             })
         })
@@ -187,7 +188,7 @@ pub fn render_report(report: &Value) -> String {
             ""
         },
     );
-    let rows: Vec<[String; 5]> = report["clusters"]
+    let rows: Vec<[String; 6]> = report["clusters"]
         .as_array()
         .into_iter()
         .flatten()
@@ -201,6 +202,7 @@ pub fn render_report(report: &Value) -> String {
                     None => "-".to_owned(),
                 },
                 text(&c["version"]).unwrap_or_else(|| "-".to_owned()),
+                drift(&c["lastDrift"]),
                 text(&c["message"]).unwrap_or_default(),
             ]
         })
@@ -209,11 +211,36 @@ pub fn render_report(report: &Value) -> String {
         out.push_str("no clusters\n");
     } else {
         out.push_str(&table(
-            &["CLUSTER", "PROPAGATION", "READY", "VERSION", "MESSAGE"],
+            &[
+                "CLUSTER",
+                "PROPAGATION",
+                "READY",
+                "VERSION",
+                "DRIFT",
+                "MESSAGE",
+            ],
             &rows,
         ));
     }
     out
+}
+
+/// The last drift in a few words: `Reverted 01:04:55 (kubectl-edit)`, or `-`.
+fn drift(last: &Value) -> String {
+    let Some(action) = last["action"].as_str() else {
+        return "-".to_owned();
+    };
+    let time = last["time"].as_str().unwrap_or_default();
+    let time = time
+        .split_once('T')
+        .map_or(time, |(_, t)| t.trim_end_matches('Z'));
+    let managers: Vec<&str> = last["managers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    format!("{action} {time} ({})", managers.join(","))
 }
 
 #[cfg(test)]
@@ -237,7 +264,9 @@ mod tests {
                 ],
                 "clusters": [
                     {"name": "member1", "ready": true},
-                    {"name": "member2", "ready": false, "readyMessage": "0 of 2 replicas available"},
+                    {"name": "member2", "ready": false, "readyMessage": "0 of 2 replicas available",
+                     "lastDrift": {"time": "2026-11-24T01:04:55Z", "action": "Reverted",
+                                   "managers": ["kubectl-edit"], "fields": [".spec.paused"]}},
                 ],
             },
         }))
@@ -258,9 +287,9 @@ mod tests {
         assert_eq!(
             render_report(&report),
             "FederatedDeployment shop/web: propagation True, ready False (ClustersNotReady) (1/2 clusters), last change 2026-11-24T01:00:00Z\n\
-             CLUSTER   PROPAGATION   READY   VERSION   MESSAGE\n\
-             member1   OK            True    gen:2\n\
-             member2   OK            False   -         0 of 2 replicas available\n"
+             CLUSTER   PROPAGATION   READY   VERSION   DRIFT                              MESSAGE\n\
+             member1   OK            True    gen:2     -\n\
+             member2   OK            False   -         Reverted 01:04:55 (kubectl-edit)   0 of 2 replicas available\n"
         );
     }
 }

@@ -14,6 +14,14 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tracing::{debug, info};
 
+use hubfed_core::drift::{
+    DRIFT_ANNOTATION, DriftAction, DriftMode, DriftRecord, FieldChange, conflict_manager,
+    drift_mode, drift_record, member_fields, people_fields, remove_field, resolve_conflicts,
+    take_over_patch,
+};
+
+use crate::metrics::METRICS;
+
 use super::TypeContext;
 use super::create_only::{self, Created};
 use super::dispatch::{
@@ -67,10 +75,17 @@ pub(super) async fn apply_to_cluster(
     }
     let creating = apply.creates && live.is_none();
     match step.write(creating).await {
-        Ok(applied) => step.applied(&applied, creating),
+        Ok((applied, drift)) => step.applied(&applied, creating, &drift),
         Err(WriteError::Exists) => step.already_exists(),
         Err(WriteError::Api(e)) => step.failed(&e, creating),
     }
+}
+
+/// Changes found made to a copy behind hubfed's back, by what was done about them.
+#[derive(Default)]
+struct Drift {
+    reverted: Vec<FieldChange>,
+    reported: Vec<FieldChange>,
 }
 
 impl ApplyStep<'_> {
@@ -180,11 +195,26 @@ impl ApplyStep<'_> {
     }
 
     /// The write: a create-only POST when creating with adoption Disabled, else a
-    /// server-side apply; a refusal of an immutable field recreates the object when its
+    /// server-side apply — of a copy hubfed already manages, with its drift handled
+    /// ([`Self::update_copy`]); a refusal of an immutable field recreates the object when its
     /// federated object asks for that.
-    async fn write(&self, creating: bool) -> Result<DynamicObject, WriteError> {
+    async fn write(&self, creating: bool) -> Result<(DynamicObject, Drift), WriteError> {
         let (api, name, body) = (self.api, &self.object.name, &self.apply.object);
         let params = PatchParams::apply(FIELD_MANAGER).force();
+        // A copy hubfed manages (observed in its cache). An object taken over — adopted, or
+        // found by the look before a create — is overwritten as KubeFed did: forced.
+        if !self.apply.creates && !self.apply.adopts {
+            let started = std::time::Instant::now();
+            let result = self.update_copy().await;
+            record(self.cluster(), "update", started, result.is_ok());
+            return match result {
+                Err(e) if is_immutable_refusal(&e) && self.recreate_on_immutable() => self
+                    .recreate(&e, &params)
+                    .await
+                    .map(|o| (o, Drift::default())),
+                result => result.map_err(WriteError::Api),
+            };
+        }
         let started = std::time::Instant::now();
         let result = if creating && self.apply.create_only {
             match create_only::create(api, name, &params, body).await {
@@ -206,25 +236,111 @@ impl ApplyStep<'_> {
         record(self.cluster(), operation, started, result.is_ok());
         match result {
             Err(e) if is_immutable_refusal(&e) && self.recreate_on_immutable() => {
-                info!(cluster = self.cluster(), object = %self.what, "recreating after an immutable-field refusal");
-                publish(
-                    self.ctx,
-                    &self.reference,
-                    EventType::Normal,
-                    "RecreateInCluster",
-                    &format!(
-                        "Recreating {} in cluster {:?}: {}",
-                        self.what,
-                        self.cluster(),
-                        error_message(&e)
-                    ),
-                );
-                recreate(api, name, &params, body)
-                    .await
-                    .map_err(WriteError::Api)
+                self.recreate(&e, &params).await
             }
             result => result.map_err(WriteError::Api),
         }
+        .map(|applied| (applied, Drift::default()))
+    }
+
+    async fn recreate(
+        &self,
+        refusal: &kube::Error,
+        params: &PatchParams,
+    ) -> Result<DynamicObject, WriteError> {
+        info!(cluster = self.cluster(), object = %self.what, "recreating after an immutable-field refusal");
+        publish(
+            self.ctx,
+            &self.reference,
+            EventType::Normal,
+            "RecreateInCluster",
+            &format!(
+                "Recreating {} in cluster {:?}: {}",
+                self.what,
+                self.cluster(),
+                error_message(refusal)
+            ),
+        );
+        recreate(self.api, &self.object.name, params, &self.apply.object)
+            .await
+            .map_err(WriteError::Api)
+    }
+
+    /// Applies to a copy hubfed manages, sorting out what others changed in it
+    /// ([`hubfed_core::drift`]): the apply is not forced, so a field another manager changed
+    /// comes back as a conflict naming it — people's changes are forced back, controllers'
+    /// fields left out; fields people added that hubfed does not send are taken over and so
+    /// removed by a second apply.
+    async fn update_copy(&self) -> Result<(DynamicObject, Drift), kube::Error> {
+        let (api, name) = (self.api, &self.object.name);
+        let people = &self.ctx.shared.drift_people;
+        let mode = drift_mode(
+            self.object
+                .annotations
+                .get(DRIFT_ANNOTATION)
+                .map(String::as_str),
+        )
+        .unwrap_or_default();
+        let mut drift = Drift::default();
+        let mut body = std::borrow::Cow::Borrowed(&self.apply.object);
+        let mut force = mode == DriftMode::RevertAll;
+        let params = |force: bool| {
+            let params = PatchParams::apply(FIELD_MANAGER);
+            if force { params.force() } else { params }
+        };
+        let applied = match api.patch(name, &params(force), &Patch::Apply(&*body)).await {
+            Err(e) if !apply_conflicts(&e).is_empty() => {
+                // hubfed's own managers (an Update entry of its name, the retained-fields
+                // manager) are never "others": their fields are always taken back.
+                let (own, others): (Vec<FieldChange>, Vec<FieldChange>) =
+                    apply_conflicts(&e).into_iter().partition(|c| {
+                        c.manager == FIELD_MANAGER || c.manager == RETAINED_FIELD_MANAGER
+                    });
+                let mut decision = resolve_conflicts(others, mode, people);
+                let trimmed = body.to_mut();
+                for change in decision.left_out() {
+                    remove_field(trimmed, &change.field);
+                }
+                force = !decision.revert.is_empty() || !own.is_empty();
+                drift.reverted = std::mem::take(&mut decision.revert);
+                drift.reported = decision.reported;
+                api.patch(name, &params(force), &Patch::Apply(&*body))
+                    .await?
+            }
+            result => result?,
+        };
+        // A copy a create-only POST left half done (see create_only).
+        let applied = create_only::settle_ownership(api, name, applied).await;
+
+        let managed = applied
+            .metadata
+            .managed_fields
+            .as_deref()
+            .unwrap_or_default();
+        let member = member_fields(&self.apply.released_fields);
+        let added = people_fields(managed, FIELD_MANAGER, people, &member);
+        if added.is_empty() {
+            return Ok((applied, drift));
+        }
+        if mode == DriftMode::Report {
+            drift.reported.extend(added);
+            return Ok((applied, drift));
+        }
+        let rv = applied
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default();
+        let Some(take_over) = take_over_patch(managed, FIELD_MANAGER, people, &member, rv) else {
+            return Ok((applied, drift));
+        };
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&take_over))
+            .await?;
+        let applied = api
+            .patch(name, &params(force), &Patch::Apply(&*body))
+            .await?;
+        drift.reverted.extend(added);
+        Ok((applied, drift))
     }
 
     fn recreate_on_immutable(&self) -> bool {
@@ -235,8 +351,9 @@ impl ApplyStep<'_> {
             == Some("true")
     }
 
-    /// Records what was applied (its version and desired hash) and reports success.
-    fn applied(&self, applied: &DynamicObject, creating: bool) -> ClusterResult {
+    /// Records what was applied (its version and desired hash) and reports success, and any
+    /// drift found on the way.
+    fn applied(&self, applied: &DynamicObject, creating: bool, drift: &Drift) -> ClusterResult {
         let version = object_version(
             applied.metadata.generation.unwrap_or(0),
             applied.metadata.resource_version.as_deref().unwrap_or(""),
@@ -251,8 +368,12 @@ impl ApplyStep<'_> {
             },
         );
         debug!(cluster = self.cluster(), object = %self.what, version = %version, "applied");
+        let mut outcome = outcome(self.cluster(), Some(PropagationStatus::Ok), None);
+        if let Some(outcome) = &mut outcome {
+            outcome.drift = self.report_drift(drift);
+        }
         ClusterResult {
-            outcome: outcome(self.cluster(), Some(PropagationStatus::Ok), None),
+            outcome,
             version: Some(version),
             wrote: true,
             done: Some(if creating {
@@ -261,6 +382,51 @@ impl ApplyStep<'_> {
                 ("UpdateInCluster", "Updating")
             }),
         }
+    }
+
+    /// A `Drifted` Warning Event per kind of action, `hubfed_drift_total`, and the record for
+    /// `status.clusters[].lastDrift` (the reverted changes win over reported ones).
+    fn report_drift(&self, drift: &Drift) -> Option<DriftRecord> {
+        let now = super::hub_writes::now_rfc3339();
+        let mut record = None;
+        for (changes, action) in [
+            (&drift.reported, DriftAction::Reported),
+            (&drift.reverted, DriftAction::Reverted),
+        ] {
+            if changes.is_empty() {
+                continue;
+            }
+            let drifted = drift_record(changes, action.as_str(), &now);
+            let what = match action {
+                DriftAction::Reverted => "reverted",
+                DriftAction::Reported => "left in place (drift: report)",
+            };
+            info!(cluster = self.cluster(), object = %self.what, fields = ?drifted.fields,
+                managers = ?drifted.managers, action = action.as_str(), "drift");
+            publish(
+                self.ctx,
+                &self.reference,
+                EventType::Warning,
+                "Drifted",
+                &format!(
+                    "{} in cluster {:?} was changed by {}: {}; {what}",
+                    self.what,
+                    self.cluster(),
+                    drifted.managers.join(", "),
+                    drifted.fields.join(", ")
+                ),
+            );
+            METRICS
+                .drift_total
+                .with_label_values(&[
+                    &self.ctx.federated.kind.to_lowercase(),
+                    self.cluster(),
+                    action.as_str(),
+                ])
+                .inc();
+            record = Some(drifted);
+        }
+        record
     }
 
     /// A refused write: a Warning Event, and the cluster's failure status.
@@ -370,4 +536,26 @@ fn set_pointer(target: &mut Value, pointer: &str, value: Value) {
         }
         node = &mut node[*segment];
     }
+}
+
+/// The field-manager conflicts a refused server-side apply names (none for other errors).
+fn apply_conflicts(error: &kube::Error) -> Vec<FieldChange> {
+    let kube::Error::Api(status) = error else {
+        return Vec::new();
+    };
+    if status.code != 409 {
+        return Vec::new();
+    }
+    status
+        .details
+        .iter()
+        .flat_map(|details| &details.causes)
+        .filter(|cause| cause.reason == "FieldManagerConflict")
+        .filter_map(|cause| {
+            Some(FieldChange {
+                manager: conflict_manager(&cause.message)?.to_owned(),
+                field: cause.field.clone(),
+            })
+        })
+        .collect()
 }

@@ -63,6 +63,7 @@ pub(super) fn outcome(
         status,
         message,
         remote_status: None,
+        drift: None,
     })
 }
 

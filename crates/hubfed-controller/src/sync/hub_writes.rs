@@ -39,7 +39,7 @@ async fn bounded<T>(
 }
 
 /// RFC 3339 with second precision, as Kubernetes writes times.
-fn now_rfc3339() -> String {
+pub(super) fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()

@@ -58,6 +58,8 @@ pub struct Shared {
     /// controllers): with an FTC's `statusCollection: Enabled`, copies' status is collected.
     pub raw_status_collection: bool,
     pub reconcile_concurrency: u16,
+    /// Field managers whose changes are people's (drift to revert).
+    pub drift_people: Vec<String>,
     pub propagated_versions: Store<PropagatedVersion>,
     pub cluster_propagated_versions: Store<ClusterPropagatedVersion>,
     /// Becomes `true` once both version caches have loaded. One task waits on the stores and
@@ -185,6 +187,7 @@ impl Shared {
             raw_status_collection: kubefed
                 .feature_enabled(hubfed_api::kubefedconfig::FEATURE_RAW_RESOURCE_STATUS_COLLECTION),
             reconcile_concurrency,
+            drift_people: config.drift_revert_managers.clone(),
             hub_identities: identity::HubIdentities::default(),
             control_plane: tokio::sync::OnceCell::new(),
             settings: tokio::sync::watch::Sender::new(0),

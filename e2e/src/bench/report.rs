@@ -32,6 +32,7 @@ pub struct Parameters {
     pub member_write_concurrency: usize,
     pub reconcile_concurrency: u16,
     pub controller_manager: bool,
+    pub remote_status: bool,
     pub kube_version: String,
 }
 
@@ -324,7 +325,7 @@ impl BenchResult {
         );
         let _ = writeln!(
             md,
-            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd (tmpfs), {}\n",
+            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd (tmpfs), {}\n- remote status collection: {}\n",
             self.date,
             self.machine.cores,
             self.machine.cpu_model,
@@ -337,7 +338,8 @@ impl BenchResult {
                 "kube-controller-manager per cluster"
             } else {
                 "no kube-controller-manager"
-            }
+            },
+            if p.remote_status { "on" } else { "off" }
         );
         if let Some(error) = &self.error {
             let _ = writeln!(md, "**The run stopped early:** {error}\n");

@@ -82,6 +82,7 @@ fn parameters(args: &Args) -> Parameters {
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
         controller_manager: args.controller_manager,
+        remote_status: args.remote_status,
         kube_version: hubfed_testenv::kube_version().to_owned(),
     }
 }
@@ -195,6 +196,9 @@ async fn phases(
     // Control plane, joins, federated namespaces, with a first controller (baseline memory).
     let began = Instant::now();
     hubfed_e2e::install_control_plane(&fed.hub, None).await?;
+    if args.remote_status {
+        setup::enable_remote_status(&fed.hub).await?;
+    }
     for (name, cluster) in fed.names.iter().zip(fed.env.members()) {
         setup::join(&fed.hub, name, cluster).await?;
     }

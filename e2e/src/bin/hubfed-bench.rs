@@ -102,6 +102,12 @@ pub struct Args {
     /// Pods, which costs the API servers CPU unrelated to hubfed).
     #[arg(long, env = "HUBFED_BENCH_CONTROLLER_MANAGER", default_value_t = false, action = clap::ArgAction::Set)]
     pub controller_manager: bool,
+    /// Collect the copies' status into the federated objects (KubeFedConfig feature gate
+    /// `RawResourceStatusCollection` and `statusCollection: Enabled` on every benchmarked
+    /// type), to measure its hub writes; best with `--controller-manager true`, so that
+    /// Deployments have a status.
+    #[arg(long, env = "HUBFED_BENCH_REMOTE_STATUS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub remote_status: bool,
     /// Extra environment for the controller process, `KEY=VALUE`, repeatable (e.g.
     /// `MALLOC_ARENA_MAX=2` to see how much of its RSS is allocator arenas).
     #[arg(

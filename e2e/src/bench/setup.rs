@@ -161,30 +161,32 @@ where
     Ok(())
 }
 
-/// Turns remote status collection on: the KubeFedConfig's feature gate
-/// `RawResourceStatusCollection`, and `statusCollection: Enabled` on the benchmarked types.
+/// Turns remote status collection on: a KubeFedConfig (defaults, as the controller would
+/// write it) with the feature gate `RawResourceStatusCollection` enabled, and
+/// `statusCollection: Enabled` on the benchmarked types.
 pub async fn enable_remote_status(hub: &Client) -> anyhow::Result<()> {
+    use hubfed_api::federatedtypeconfig::{FederatedTypeConfig, ResourceScope};
+    use hubfed_api::kubefedconfig::{
+        ConfigurationMode, FeatureGatesConfig, KubeFedConfig, KubeFedConfigSpec,
+    };
     use hubfed_api::names::KUBEFED_CONFIG_NAME;
     use kube::api::{Patch, PatchParams};
-    let configs = hubfed_e2e::webhooks::core_api(hub.clone(), "KubeFedConfig", "kubefedconfigs");
-    let mut config = configs.get(KUBEFED_CONFIG_NAME).await?;
-    let gates = config.data["spec"]["featureGates"]
-        .as_array_mut()
-        .context("the KubeFedConfig has no featureGates")?;
-    gates.retain(|g| g["name"] != "RawResourceStatusCollection");
-    gates.push(
-        serde_json::json!({"name": "RawResourceStatusCollection", "configuration": "Enabled"}),
-    );
-    configs
-        .replace(KUBEFED_CONFIG_NAME, &Default::default(), &config)
-        .await?;
-    let ftcs =
-        hubfed_e2e::webhooks::core_api(hub.clone(), "FederatedTypeConfig", "federatedtypeconfigs");
+    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
+    spec.feature_gates
+        .retain(|g| g.name != "RawResourceStatusCollection");
+    spec.feature_gates.push(FeatureGatesConfig {
+        name: "RawResourceStatusCollection".to_owned(),
+        configuration: ConfigurationMode::Enabled,
+    });
+    let mut config = KubeFedConfig::new(KUBEFED_CONFIG_NAME, spec);
+    config.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
+    apply(&Api::namespaced(hub.clone(), KUBEFED_NAMESPACE), &config).await?;
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     for name in ["configmaps", "secrets", "deployments.apps"] {
         ftcs.patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"statusCollection": "Enabled"}})),
+            &Patch::Merge(json!({"spec": {"statusCollection": "Enabled"}})),
         )
         .await
         .with_context(|| format!("enabling status collection on {name}"))?;

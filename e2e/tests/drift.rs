@@ -203,5 +203,56 @@ async fn people_are_reverted_controllers_kept_and_drift_reported() -> anyhow::Re
         "the change was reverted although the object asks for report: {}",
         copy["data"]
     );
+
+    // 4. Not drift: a field another manager co-owns with the same value (as KubeFed's
+    //    controller does on copies it wrote before a migration) changes with the template.
+    let migrated = create_federated(
+        &hub,
+        "ConfigMap",
+        Some(&ns),
+        "migrated",
+        json!({"template": {"data": {"k": "v1"}}, "placement": placement(&["member1"])}),
+    )
+    .await?;
+    wait_propagated(&migrated, "migrated", &["member1"]).await?;
+    let same = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "migrated", "namespace": ns},
+        "data": {"k": "v1"},
+    });
+    copies
+        .patch(
+            "migrated",
+            &PatchParams::apply("controller-manager"),
+            &Patch::Apply(&same),
+        )
+        .await
+        .context("co-owning the field as KubeFed's manager")?;
+    migrated
+        .patch(
+            "migrated",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"data": {"k": "v2"}}}})),
+        )
+        .await?;
+    wait_for(
+        "the template change in member1 despite the co-owner",
+        TIMEOUT,
+        async || {
+            let copy = get_value(&copies, "migrated").await?.context("gone")?;
+            Ok(if copy["data"]["k"] == "v2" {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("data {}", copy["data"]))
+            })
+        },
+    )
+    .await?;
+    let object = get_value(&migrated, "migrated").await?.context("gone")?;
+    ensure!(
+        cluster_status(&object, "member1").is_some_and(|c| c.get("lastDrift").is_none()),
+        "a template change reported as drift: {:?}",
+        cluster_status(&object, "member1")
+    );
     Ok(())
 }

@@ -58,7 +58,7 @@ struct Args {
         long,
         env = "HUBFED_DRIFT_REVERT_MANAGERS",
         value_delimiter = ',',
-        default_value = "kubectl,kubectl-*,before-first-apply"
+        default_value = "kubectl,kubectl-*"
     )]
     drift_revert_managers: Vec<String>,
     /// Address of /metrics, /healthz and /readyz.

@@ -56,15 +56,16 @@ pub fn retry_delay(failures: u32) -> Duration {
 /// row failed for `failed_generation`, the last one `since` ago. Whatever wakes the object up
 /// meanwhile (its own status write, a member event, a cluster change) waits for the backoff
 /// too, so a refusing member sees at most one write per [`retry_delay`]. A new generation (the
-/// user changed the object) or a deletion goes ahead at once.
+/// user changed the object) or `go_ahead` (a deletion, or what the caller counts as a change
+/// worth trying at once: a cluster back, an annotation changed) goes ahead at once.
 pub fn backoff_remaining(
     failures: u32,
     failed_generation: i64,
     generation: i64,
     since: Duration,
-    deleting: bool,
+    go_ahead: bool,
 ) -> Option<Duration> {
-    if failures == 0 || deleting || failed_generation != generation {
+    if failures == 0 || go_ahead || failed_generation != generation {
         return None;
     }
     retry_delay(failures)

@@ -147,7 +147,7 @@ pub fn desired_object(
     let overridden = apply_overrides(&mut document, spec.overrides.as_deref(), cluster)?;
     let mut object = match document {
         Value::Object(map) => map,
-        // The empty path is refused, so no override can replace the root.
+        // `replace` of the whole object with an array (KubeFed then failed too).
         other => {
             return Err(CoreError::InvalidTemplate {
                 found: json_type(&other),

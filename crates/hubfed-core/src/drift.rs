@@ -3,7 +3,7 @@
 //! hubfed writes copies with server-side apply, so the member's `managedFields` say who set
 //! what. The policy follows GitOps practice: **changes made by people are reverted, changes
 //! made by controllers are kept**. People are the field managers of [`DEFAULT_PEOPLE`] (kubectl
-//! and its subcommands, and `before-first-apply`), a list the controller's flag
+//! and its subcommands), a list the controller's flag
 //! `--drift-revert-managers` replaces; every other manager is a controller (an HPA scaling a
 //! Deployment, a webhook injecting a sidecar, an API server defaulting a field).
 //!
@@ -32,7 +32,9 @@ use serde_json::{Map, Value, json};
 pub const DRIFT_ANNOTATION: &str = "hubfed.io/drift";
 
 /// Field managers whose changes are people's (a trailing `*` matches any suffix).
-pub const DEFAULT_PEOPLE: [&str; 3] = ["kubectl", "kubectl-*", "before-first-apply"];
+/// (`before-first-apply` is not among them: it owns every field an object had before its first
+/// server-side apply, defaulted and immutable ones included.)
+pub const DEFAULT_PEOPLE: [&str; 2] = ["kubectl", "kubectl-*"];
 
 /// What is done about drift (see the module doc).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -87,6 +89,10 @@ pub fn conflict_manager(message: &str) -> Option<&str> {
 pub struct ConflictDecision {
     /// Taken back: the apply is forced.
     pub revert: Vec<FieldChange>,
+    /// Not drift: hubfed still co-owns the field with the other manager (both set the same
+    /// value, e.g. KubeFed's manager on a copy it wrote, or whoever created an adopted copy),
+    /// and the template now changes it. Forced, not reported.
+    pub stale: Vec<FieldChange>,
     /// Left to their (controller) owner: left out of the apply.
     pub keep: Vec<FieldChange>,
     /// People's changes left in place because the object asks for `report`.
@@ -100,14 +106,21 @@ impl ConflictDecision {
     }
 }
 
-/// Sorts the conflicts of an apply by the policy.
+/// Sorts the conflicts of an apply by the policy. `hubfed_owns` says whether hubfed's own
+/// `Apply` entry still holds a field (see [`fields_v1_contains`]): then the other manager only
+/// co-owns it from before, and the conflict is the template's change, not drift.
 pub fn resolve_conflicts(
     conflicts: Vec<FieldChange>,
     mode: DriftMode,
     people: &[String],
+    hubfed_owns: impl Fn(&str) -> bool,
 ) -> ConflictDecision {
     let mut decision = ConflictDecision::default();
     for change in conflicts {
+        if hubfed_owns(&change.field) {
+            decision.stale.push(change);
+            continue;
+        }
         let person = is_person(&change.manager, people);
         match mode {
             DriftMode::RevertAll => decision.revert.push(change),
@@ -120,86 +133,144 @@ pub fn resolve_conflicts(
 }
 
 /// Removes the field named like the API server names it (`.a.b`, `.list[key="v"].c`,
-/// `.list[2]`) from an apply body; whether it was there.
+/// `.list[2]`, `.set[="v"]`) from an apply body; whether it was there. A field name may hold
+/// dots itself (`.data.app.properties`, `.metadata.labels.app.kubernetes.io/name`): names are
+/// matched against the keys the body has, longest first.
 pub fn remove_field(body: &mut Value, field: &str) -> bool {
-    let Some(segments) = parse_field(field) else {
-        return false;
-    };
-    let Some((last, parents)) = segments.split_last() else {
-        return false;
-    };
-    let mut node = body;
-    for segment in parents {
-        let Some(next) = step(node, segment) else {
+    remove_in(body, field)
+}
+
+fn remove_in(node: &mut Value, rest: &str) -> bool {
+    if let Some(after) = rest.strip_prefix('.') {
+        let Some(map) = node.as_object_mut() else {
             return false;
         };
-        node = next;
-    }
-    match (last, node) {
-        (Segment::Field(name), Value::Object(map)) => map.remove(name).is_some(),
-        (Segment::Key(_) | Segment::Index(_), Value::Array(items)) => match position(items, last) {
-            Some(at) => {
-                items.remove(at);
-                true
+        for key in names_at(map.keys(), after) {
+            let remainder = &after[key.len()..];
+            if remainder.is_empty() {
+                return map.remove(&key).is_some();
             }
-            None => false,
-        },
-        _ => false,
-    }
-}
-
-/// Where in `items` the element a list segment names is.
-fn position(items: &[Value], segment: &Segment) -> Option<usize> {
-    match segment {
-        Segment::Index(at) => (*at < items.len()).then_some(*at),
-        Segment::Key(keys) => items
-            .iter()
-            .position(|item| keys.iter().all(|(k, v)| item.get(k) == Some(v))),
-        Segment::Field(_) => None,
-    }
-}
-
-#[derive(Debug, PartialEq)]
-enum Segment {
-    Field(String),
-    /// `[k="v",n=1]`: an element of a list keyed by these members.
-    Key(Map<String, Value>),
-    Index(usize),
-}
-
-fn step<'a>(node: &'a mut Value, segment: &Segment) -> Option<&'a mut Value> {
-    match (segment, node) {
-        (Segment::Field(name), Value::Object(map)) => map.get_mut(name),
-        (Segment::Key(_) | Segment::Index(_), Value::Array(items)) => {
-            let at = position(items, segment)?;
-            items.get_mut(at)
+            if map
+                .get_mut(&key)
+                .is_some_and(|child| remove_in(child, remainder))
+            {
+                return true;
+            }
         }
-        _ => None,
-    }
-}
-
-/// `.a.b[k="v"].c[3]` into segments; `None` for what is not such a path.
-fn parse_field(field: &str) -> Option<Vec<Segment>> {
-    let mut segments = Vec::new();
-    let mut rest = field;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix('.') {
-            let end = after.find(['.', '[']).unwrap_or(after.len());
-            segments.push(Segment::Field(after[..end].to_owned()));
-            rest = &after[end..];
-        } else if let Some(after) = rest.strip_prefix('[') {
-            let end = closing_bracket(after)?;
-            let inside = &after[..end];
-            segments.push(match inside.parse::<usize>() {
-                Ok(at) => Segment::Index(at),
-                Err(_) => Segment::Key(parse_keys(inside)?),
-            });
-            rest = &after[end + 1..];
+        false
+    } else if rest.starts_with('[') {
+        let Some((element, remainder)) = list_element(rest) else {
+            return false;
+        };
+        let Some(items) = node.as_array_mut() else {
+            return false;
+        };
+        let Some(at) = element.position(items) else {
+            return false;
+        };
+        if remainder.is_empty() {
+            items.remove(at);
+            true
         } else {
-            return None;
+            remove_in(&mut items[at], remainder)
+        }
+    } else {
+        false
+    }
+}
+
+/// The keys `rest` (after a `.`) may start with — followed by its end, `.` or `[` — longest
+/// first.
+fn names_at<'a>(keys: impl Iterator<Item = &'a String>, rest: &str) -> Vec<String> {
+    let mut names: Vec<String> = keys
+        .filter(|key| {
+            rest.strip_prefix(key.as_str())
+                .is_some_and(|r| r.is_empty() || r.starts_with(['.', '[']))
+        })
+        .cloned()
+        .collect();
+    names.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    names
+}
+
+/// Whether a `fieldsV1` set holds the field named like the API server names it.
+pub fn fields_v1_contains(fields: &Value, field: &str) -> bool {
+    let Some(map) = fields.as_object() else {
+        return false;
+    };
+    if let Some(after) = field.strip_prefix('.') {
+        let names: Vec<String> = map
+            .keys()
+            .filter_map(|k| k.strip_prefix("f:").map(str::to_owned))
+            .collect();
+        names_at(names.iter(), after).into_iter().any(|name| {
+            let remainder = &after[name.len()..];
+            let child = &map[&format!("f:{name}")];
+            remainder.is_empty() || fields_v1_contains(child, remainder)
+        })
+    } else if field.starts_with('[') {
+        let Some((element, remainder)) = list_element(field) else {
+            return false;
+        };
+        map.iter()
+            .filter(|(key, _)| element.names(key))
+            .any(|(_, child)| remainder.is_empty() || fields_v1_contains(child, remainder))
+    } else {
+        false
+    }
+}
+
+/// One `[...]` of a field path.
+#[derive(Debug, PartialEq)]
+enum Element {
+    /// `[3]`
+    Index(usize),
+    /// `[k="v",n=1]`: the element of a list keyed by these members.
+    Key(Map<String, Value>),
+    /// `[="v"]`: the element of a set with this value.
+    Value(Value),
+}
+
+impl Element {
+    fn position(&self, items: &[Value]) -> Option<usize> {
+        match self {
+            Element::Index(at) => (*at < items.len()).then_some(*at),
+            Element::Key(keys) => items
+                .iter()
+                .position(|item| keys.iter().all(|(k, v)| item.get(k) == Some(v))),
+            Element::Value(value) => items.iter().position(|item| item == value),
         }
     }
-    Some(segments)
+
+    /// Whether a `fieldsV1` key (`i:3`, `k:{...}`, `v:...`) names this element.
+    fn names(&self, key: &str) -> bool {
+        match self {
+            Element::Index(at) => key.strip_prefix("i:") == Some(at.to_string().as_str()),
+            Element::Key(keys) => key
+                .strip_prefix("k:")
+                .and_then(|k| serde_json::from_str::<Map<String, Value>>(k).ok())
+                .is_some_and(|k| &k == keys),
+            Element::Value(value) => key
+                .strip_prefix("v:")
+                .and_then(|v| serde_json::from_str::<Value>(v).ok())
+                .is_some_and(|v| &v == value),
+        }
+    }
+}
+
+/// The `[...]` at the start of `rest`, and what follows it.
+fn list_element(rest: &str) -> Option<(Element, &str)> {
+    let inside_and_more = rest.strip_prefix('[')?;
+    let end = closing_bracket(inside_and_more)?;
+    let inside = &inside_and_more[..end];
+    let element = if let Some(value) = inside.strip_prefix('=') {
+        Element::Value(serde_json::from_str(value).ok()?)
+    } else if let Ok(at) = inside.parse::<usize>() {
+        Element::Index(at)
+    } else {
+        Element::Key(parse_keys(inside)?)
+    };
+    Some((element, &inside_and_more[end + 1..]))
 }
 
 /// The `]` closing a bracket, skipping quoted strings.
@@ -511,11 +582,11 @@ mod tests {
             "kubectl-patch",
             "kubectl-client-side-apply",
             "kubectl-label",
-            "before-first-apply",
         ] {
             assert!(is_person(manager, &people), "{manager}");
         }
         for manager in [
+            "before-first-apply",
             "kube-controller-manager",
             "hubfed",
             "istio-sidecar-injector",
@@ -553,15 +624,22 @@ mod tests {
             change("kubectl-edit", ".data.k"),
             change("kube-controller-manager", ".spec.replicas"),
         ];
-        let d = resolve_conflicts(conflicts.clone(), DriftMode::Revert, &people());
+        let nobody = |_: &str| false;
+        let d = resolve_conflicts(conflicts.clone(), DriftMode::Revert, &people(), nobody);
         assert_eq!(d.revert, [conflicts[0].clone()]);
         assert_eq!(d.keep, [conflicts[1].clone()]);
-        let d = resolve_conflicts(conflicts.clone(), DriftMode::Report, &people());
+        let d = resolve_conflicts(conflicts.clone(), DriftMode::Report, &people(), nobody);
         assert_eq!(d.reported, [conflicts[0].clone()]);
         assert_eq!(d.keep, [conflicts[1].clone()]);
         assert_eq!(d.left_out().count(), 2);
-        let d = resolve_conflicts(conflicts.clone(), DriftMode::RevertAll, &people());
+        let d = resolve_conflicts(conflicts.clone(), DriftMode::RevertAll, &people(), nobody);
         assert_eq!(d.revert, conflicts);
+        assert!(d.keep.is_empty());
+        // A field hubfed still co-owns: the template changed it, whoever else owns it.
+        let d = resolve_conflicts(conflicts.clone(), DriftMode::Revert, &people(), |f| {
+            f == ".spec.replicas"
+        });
+        assert_eq!(d.stale, [conflicts[1].clone()]);
         assert!(d.keep.is_empty());
     }
 
@@ -589,6 +667,26 @@ mod tests {
         ));
         assert!(!remove_field(&mut body, ".spec.missing"));
         assert!(!remove_field(&mut body, "not a path"));
+        // Names with dots are matched against the body's keys.
+        let mut dotted = json!({
+            "data": {"app.properties": "x", "app": {"properties": "nested"}},
+            "metadata": {"labels": {"app.kubernetes.io/name": "web"}},
+            "spec": {"finalizers": ["a", "b"]},
+        });
+        assert!(remove_field(&mut dotted, ".data.app.properties"));
+        assert!(remove_field(
+            &mut dotted,
+            ".metadata.labels.app.kubernetes.io/name"
+        ));
+        assert!(remove_field(&mut dotted, ".spec.finalizers[=\"b\"]"));
+        assert_eq!(
+            dotted,
+            json!({
+                "data": {"app": {"properties": "nested"}},
+                "metadata": {"labels": {}},
+                "spec": {"finalizers": ["a"]},
+            })
+        );
         assert_eq!(
             body,
             json!({
@@ -724,5 +822,36 @@ mod tests {
             take_over_patch(&managed[..2], "hubfed", &people(), &member, "7"),
             None
         );
+    }
+
+    #[test]
+    fn fields_v1_holds_api_server_field_names() {
+        let fields = json!({
+            "f:data": {"f:app.properties": {}, "f:k": {}},
+            "f:metadata": {"f:labels": {"f:app.kubernetes.io/name": {}}},
+            "f:spec": {
+                "f:containers": {"k:{\"name\":\"app\"}": {".": {}, "f:image": {}}},
+                "f:finalizers": {"v:\"a\"": {}},
+            },
+        });
+        for field in [
+            ".data.app.properties",
+            ".data.k",
+            ".metadata.labels.app.kubernetes.io/name",
+            ".spec.containers[name=\"app\"].image",
+            ".spec.containers[name=\"app\"]",
+            ".spec.finalizers[=\"a\"]",
+            ".spec",
+        ] {
+            assert!(fields_v1_contains(&fields, field), "{field}");
+        }
+        for field in [
+            ".data.app",
+            ".data.other",
+            ".spec.containers[name=\"side\"].image",
+            ".spec.finalizers[=\"b\"]",
+        ] {
+            assert!(!fields_v1_contains(&fields, field), "{field}");
+        }
     }
 }

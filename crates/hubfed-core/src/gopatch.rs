@@ -181,7 +181,13 @@ fn array_index(key: &str, len: usize) -> Result<usize, IndexError> {
 /// Go's `strconv.Atoi` on a 64-bit platform: an optional sign and decimal digits, within `int64`.
 fn go_atoi(text: &str) -> Option<i128> {
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 19 {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Leading zeros do not count (Go's ParseInt reads `0000…01` as 1).
+    let trimmed = digits.trim_start_matches('0');
+    let digits = if trimmed.is_empty() { "0" } else { trimmed };
+    if digits.len() > 19 {
         return None;
     }
     let magnitude: i128 = digits.parse().ok()?;
@@ -247,6 +253,7 @@ mod tests {
             ("-9223372036854775808", Some(i128::from(i64::MIN))),
             ("9223372036854775808", None),
             ("99999999999999999999", None),
+            ("000000000000000000000001", Some(1)),
             ("", None),
             ("-", None),
             ("+-1", None),

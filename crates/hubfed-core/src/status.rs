@@ -173,14 +173,14 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
                 Some(Readiness::NotReady(why)) => Some(why.clone()),
                 _ => None,
             },
-            // The last drift stays until a newer one replaces it.
-            last_drift: o.drift.clone().or_else(|| {
+            last_drift: last_drift(
+                o.drift.as_ref(),
                 previous_status
                     .clusters
                     .iter()
                     .find(|c| c.name == o.cluster)
-                    .and_then(|c| c.last_drift.clone())
-            }),
+                    .and_then(|c| c.last_drift.as_ref()),
+            ),
         })
         .collect();
     let clusters_changed = clusters != previous_status.clusters;
@@ -247,6 +247,23 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
     };
     let changed = previous != Some(&status);
     StatusUpdate { status, changed }
+}
+
+/// The last drift stays until a different one replaces it: the same drift seen again (its
+/// managers, fields and action; e.g. a change left in place under `hubfed.io/drift: report`,
+/// seen at every write) keeps its first time, so it causes no status write.
+fn last_drift(new: Option<&DriftRecord>, previous: Option<&DriftRecord>) -> Option<DriftRecord> {
+    match (new, previous) {
+        (Some(new), Some(old))
+            if new.action == old.action
+                && new.managers == old.managers
+                && new.fields == old.fields =>
+        {
+            Some(old.clone())
+        }
+        (Some(new), _) => Some(new.clone()),
+        (None, old) => old.cloned(),
+    }
 }
 
 /// Whether `new` differs from `previous` only in what remote status collection brings —
@@ -781,5 +798,22 @@ mod tests {
         assert!(!only_remote_status_changed(None, &two));
         let failed = with(2, Some(PropagationStatus::UpdateFailed));
         assert!(!only_remote_status_changed(Some(&one), &failed));
+    }
+
+    #[test]
+    fn the_same_drift_seen_again_keeps_its_time() {
+        let drift = |time: &str, fields: &[&str]| DriftRecord {
+            time: time.into(),
+            action: "Reported".into(),
+            managers: vec!["kubectl-edit".into()],
+            fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+        };
+        let first = drift("2026-11-25T01:00:00Z", &[".data.k"]);
+        let again = drift("2026-11-25T01:00:07Z", &[".data.k"]);
+        assert_eq!(last_drift(Some(&again), Some(&first)), Some(first.clone()));
+        let other = drift("2026-11-25T01:00:07Z", &[".data.x"]);
+        assert_eq!(last_drift(Some(&other), Some(&first)), Some(other.clone()));
+        assert_eq!(last_drift(None, Some(&first)), Some(first.clone()));
+        assert_eq!(last_drift(None, None), None);
     }
 }

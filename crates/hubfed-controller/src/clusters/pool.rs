@@ -108,6 +108,11 @@ impl MemberClientPool {
             .cloned()
     }
 
+    /// The counter of [`Self::subscribe`], now.
+    pub fn version(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     /// A counter that increases whenever a cluster is added or removed or its labels,
     /// readiness or clients change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {

@@ -16,8 +16,8 @@ use tracing::{debug, info};
 
 use hubfed_core::drift::{
     DRIFT_ANNOTATION, DriftAction, DriftMode, DriftRecord, FieldChange, conflict_manager,
-    drift_mode, drift_record, member_fields, people_fields, remove_field, resolve_conflicts,
-    take_over_patch,
+    drift_mode, drift_record, fields_v1_contains, member_fields, people_fields, remove_field,
+    resolve_conflicts, take_over_patch,
 };
 
 use crate::metrics::METRICS;
@@ -296,12 +296,39 @@ impl ApplyStep<'_> {
                     apply_conflicts(&e).into_iter().partition(|c| {
                         c.manager == FIELD_MANAGER || c.manager == RETAINED_FIELD_MANAGER
                     });
-                let mut decision = resolve_conflicts(others, mode, people);
+                // Which fields hubfed still co-owns: those are the template's changes.
+                let live = api.get_metadata(name).await?;
+                let ours: Vec<Value> = live
+                    .metadata
+                    .managed_fields
+                    .iter()
+                    .flatten()
+                    .filter(|e| {
+                        e.manager.as_deref() == Some(FIELD_MANAGER)
+                            && e.operation.as_deref() == Some("Apply")
+                            && e.subresource.as_deref().unwrap_or_default().is_empty()
+                    })
+                    .filter_map(|e| e.fields_v1.as_ref().map(|f| f.0.clone()))
+                    .collect();
+                let hubfed_owns = |field: &str| ours.iter().any(|f| fields_v1_contains(f, field));
+                let mut decision = resolve_conflicts(others, mode, people, hubfed_owns);
                 let trimmed = body.to_mut();
+                let mut unremovable = Vec::new();
                 for change in decision.left_out() {
-                    remove_field(trimmed, &change.field);
+                    if !remove_field(trimmed, &change.field) {
+                        unremovable.push(change.clone());
+                    }
                 }
-                force = !decision.revert.is_empty() || !own.is_empty();
+                if !unremovable.is_empty() {
+                    // Better to take a field back than to stay refused for ever.
+                    info!(cluster = self.cluster(), object = %self.what, fields = ?unremovable,
+                        "drift: fields not found in the apply body are taken back");
+                    decision.keep.retain(|c| !unremovable.contains(c));
+                    decision.reported.retain(|c| !unremovable.contains(c));
+                    decision.revert.extend(unremovable);
+                }
+                force =
+                    !decision.revert.is_empty() || !decision.stale.is_empty() || !own.is_empty();
                 drift.reverted = std::mem::take(&mut decision.revert);
                 drift.reported = decision.reported;
                 api.patch(name, &params(force), &Patch::Apply(&*body))
@@ -397,6 +424,23 @@ impl ApplyStep<'_> {
                 continue;
             }
             let drifted = drift_record(changes, action.as_str(), &now);
+            record = Some(drifted.clone());
+            let copy = format!(
+                "{}/{}@{}",
+                self.object.namespace.as_deref().unwrap_or_default(),
+                self.object.name,
+                self.cluster()
+            );
+            let what = format!("{action:?} {:?} {:?}", drifted.managers, drifted.fields);
+            let seen = self
+                .ctx
+                .drift_reported
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(copy, what.clone());
+            if seen.as_deref() == Some(what.as_str()) {
+                continue;
+            }
             let what = match action {
                 DriftAction::Reverted => "reverted",
                 DriftAction::Reported => "left in place (drift: report)",
@@ -424,7 +468,6 @@ impl ApplyStep<'_> {
                     action.as_str(),
                 ])
                 .inc();
-            record = Some(drifted);
         }
         record
     }

@@ -198,6 +198,7 @@ pub async fn run_type(
         latency: std::sync::Mutex::new(LatencyTracker::default()),
         written_versions: std::sync::Mutex::new(HashMap::new()),
         backoff: std::sync::Mutex::new(HashMap::new()),
+        drift_reported: std::sync::Mutex::new(HashMap::new()),
         collect_status,
         status_written: std::sync::Mutex::new(HashMap::new()),
     });
@@ -278,6 +279,20 @@ async fn export_object_gauges(
     let metrics = &crate::metrics::METRICS;
     loop {
         observe::prune_written_versions(&ctx);
+        ctx.drift_reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|copy, _| {
+                let object = copy.rsplit_once('@').map_or(copy.as_str(), |(o, _)| o);
+                let (ns, name) = object.split_once('/').unwrap_or(("", object));
+                let reference = ObjectRef::new_with(name, ctx.federated.clone());
+                let reference = if ns.is_empty() {
+                    reference
+                } else {
+                    reference.within(ns)
+                };
+                federated.get(&reference).is_some()
+            });
         let in_backoff = {
             let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
             backoff.retain(|object, _| federated.get(object).is_some());

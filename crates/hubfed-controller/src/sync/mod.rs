@@ -278,6 +278,10 @@ pub struct Failing {
     pub failures: u32,
     pub generation: i64,
     pub at: std::time::Instant,
+    /// The cluster registry's version (`MemberClientPool::version`) and a hash
+    /// of the object's labels and annotations then: a change of either ends the backoff.
+    pub registry: u64,
+    pub metadata: u64,
 }
 
 /// Everything one federated type's reconciles need.
@@ -301,6 +305,10 @@ pub struct TypeContext {
     /// Objects whose last attempts failed, for the backoff. Memory only: after a restart an
     /// object starts again from the shortest delay.
     pub backoff: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, Failing>>,
+    /// The last drift reported per copy (`<namespace>/<name>@<cluster>` → what), so the same
+    /// drift seen again — a change left in place under `hubfed.io/drift: report` — is not an
+    /// Event and a count each time. Memory only: after a restart it is reported once more.
+    pub drift_reported: std::sync::Mutex<HashMap<String, String>>,
     /// The copies' status is collected into `status.clusters[].remoteStatus`.
     pub collect_status: bool,
     /// When each object's status was last written, kept only while collecting remote

@@ -154,13 +154,25 @@ fn backoff_wait(ctx: &TypeContext, obj: &DynamicObject) -> Option<Duration> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&object_ref)?;
+    // A cluster that changed (back to Ready, joined, unjoined) or an annotation or label
+    // changed (e.g. `hubfed.io/recreate-on-immutable-change`, the usual remedy): go ahead.
+    let changed =
+        failing.registry != ctx.shared.pool.version() || failing.metadata != metadata_hash(obj);
     backoff_remaining(
         failing.failures,
         failing.generation,
         obj.metadata.generation.unwrap_or(0),
         failing.at.elapsed(),
-        obj.metadata.deletion_timestamp.is_some(),
+        obj.metadata.deletion_timestamp.is_some() || changed,
     )
+}
+
+fn metadata_hash(obj: &DynamicObject) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    obj.metadata.labels.hash(&mut hasher);
+    obj.metadata.annotations.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Failed attempts in a row of this object (this one included), kept for its backoff; the
@@ -184,6 +196,8 @@ fn count_failures(
             failures,
             generation,
             at: std::time::Instant::now(),
+            registry: ctx.shared.pool.version(),
+            metadata: metadata_hash(obj),
         };
         backoff.insert(observed.object_ref.clone(), failing);
     }

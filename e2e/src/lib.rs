@@ -824,6 +824,39 @@ pub async fn register_endpoint(
     Ok(())
 }
 
+/// Waits for an Event in `namespace` with `reason` whose message contains every one of `words`.
+pub async fn wait_event(
+    hub: &Client,
+    namespace: &str,
+    reason: &str,
+    words: &[&str],
+) -> anyhow::Result<()> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(hub.clone(), namespace);
+    wait_for(
+        &format!("a {reason} event naming {}", words.join(", ")),
+        TIMEOUT,
+        async || {
+            let found = events
+                .list(&kube::api::ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| words.iter().all(|w| m.contains(w)))
+                });
+            Ok(if found {
+                Wait::Done(())
+            } else {
+                Wait::Pending("no event yet".into())
+            })
+        },
+    )
+    .await
+}
+
 /// Whether the KubeFedCluster `cluster` reports Offline (and not Ready).
 pub async fn is_offline(hub: &Client, cluster: &str) -> anyhow::Result<bool> {
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);

@@ -12,11 +12,10 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use hubfed_e2e::{
     Federation, MEMBERS, TIMEOUT, Wait, cluster_status, create_federated, dynamic_api, get_value,
-    modify_as, placement, propagated_ok, target, unique_ns, wait_for,
+    modify_as, placement, propagated_ok, target, unique_ns, wait_event, wait_for,
 };
-use k8s_openapi::api::core::v1::Event;
 use kube::Api;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 /// `Done` with the cluster's `lastDrift` once it has `action`.
@@ -95,30 +94,7 @@ async fn people_are_reverted_controllers_kept_and_drift_reported() -> anyhow::Re
             drift["fields"]
         );
     }
-    let events: Api<Event> = Api::namespaced(hub.clone(), &ns);
-    wait_for(
-        "a Drifted event naming member1 and kubectl-edit",
-        TIMEOUT,
-        async || {
-            let found = events
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("Drifted")
-                        && e.message
-                            .as_deref()
-                            .is_some_and(|m| m.contains("member1") && m.contains("kubectl-edit"))
-                });
-            Ok(if found {
-                Wait::Done(())
-            } else {
-                Wait::Pending("no event yet".into())
-            })
-        },
-    )
-    .await?;
+    wait_event(&hub, &ns, "Drifted", &["member1", "kubectl-edit"]).await?;
 
     // 2. A controller scales a Deployment: kept, not reported.
     let deployments = create_federated(

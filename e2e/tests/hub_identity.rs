@@ -68,23 +68,7 @@ async fn collected_after_an_outage(fed: &Federation) -> anyhow::Result<()> {
     let proxy = FaultProxy::start(&cluster.server_url(), cluster.ca_pem(), None).await?;
     fed.join_via(HUB_MEMBER, cluster, &proxy.url(), proxy.ca_pem())
         .await?;
-    fed.create_hub_namespace(&ns).await?;
-    let fns_api = create_federated(
-        &hub,
-        "Namespace",
-        Some(&ns),
-        &ns,
-        json!({ "placement": placement(&[HUB_MEMBER, "member1"]) }),
-    )
-    .await?;
-    let fcm_api = create_federated(
-        &hub,
-        "ConfigMap",
-        Some(&ns),
-        "precious",
-        json!({"template": {"data": {"key": "value"}}, "placement": placement(&["member1"])}),
-    )
-    .await?;
+    let (fns_api, fcm_api) = federate_victim(fed, &hub, &ns).await?;
     let hub_namespaces: Api<Namespace> = Api::all(hub.clone());
     let survivors = Survivors {
         namespaces: &hub_namespaces,
@@ -152,26 +136,7 @@ async fn scenario(fed: &Federation, failure: Failure) -> anyhow::Result<()> {
     let ns = unique_ns("victim");
     let proxy = join_hub(fed, &hub, &ns, failure).await?;
 
-    fed.create_hub_namespace(&ns).await?;
-    let fns_api = create_federated(
-        &hub,
-        "Namespace",
-        Some(&ns),
-        &ns,
-        json!({ "placement": placement(&[HUB_MEMBER, "member1"]) }),
-    )
-    .await?;
-    let fcm_api = create_federated(
-        &hub,
-        "ConfigMap",
-        Some(&ns),
-        "precious",
-        json!({
-            "template": {"data": {"key": "value"}},
-            "placement": placement(&["member1"]),
-        }),
-    )
-    .await?;
+    let (fns_api, fcm_api) = federate_victim(fed, &hub, &ns).await?;
 
     let hub_namespaces: Api<Namespace> = Api::all(hub.clone());
     let member1_namespaces: Api<Namespace> = Api::all(fed.client("member1").await?);
@@ -271,6 +236,33 @@ async fn scenario(fed: &Federation, failure: Failure) -> anyhow::Result<()> {
         .await
         .context("deleting the test namespace")?;
     Ok(())
+}
+
+/// The hub's namespace `ns` federated to the hub member and member1, with a FederatedConfigMap
+/// "precious" in it placed on member1: the FederatedNamespace's and the ConfigMap's APIs.
+async fn federate_victim(
+    fed: &Federation,
+    hub: &Client,
+    ns: &str,
+) -> anyhow::Result<(Api<DynamicObject>, Api<DynamicObject>)> {
+    fed.create_hub_namespace(ns).await?;
+    let fns_api = create_federated(
+        hub,
+        "Namespace",
+        Some(ns),
+        ns,
+        json!({ "placement": placement(&[HUB_MEMBER, "member1"]) }),
+    )
+    .await?;
+    let fcm_api = create_federated(
+        hub,
+        "ConfigMap",
+        Some(ns),
+        "precious",
+        json!({"template": {"data": {"key": "value"}}, "placement": placement(&["member1"])}),
+    )
+    .await?;
+    Ok((fns_api, fcm_api))
 }
 
 /// Joins the hub as [`HUB_MEMBER`] so that its `kube-system` lookup fails as `failure` says;

@@ -20,9 +20,9 @@ use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, dynamic_api, federated,
     federated_object, get_value, is_offline, modify, placement, report, target, unique_ns,
-    wait_for, wait_offline,
+    wait_event, wait_for, wait_offline,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 
@@ -155,28 +155,7 @@ async fn a_partitioned_member_never_holds_up_deletions_and_is_cleaned_up_after()
         "partition: deletion completed {:.1}s after member2 went Offline",
         offline.elapsed().as_secs_f64()
     ));
-    let events: Api<Event> = Api::namespaced(hub.clone(), &ns);
-    wait_for(
-        "a CopiesMayRemain event naming member2",
-        TIMEOUT,
-        async || {
-            let found = events
-                .list(&ListParams::default())
-                .await?
-                .items
-                .into_iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("CopiesMayRemain")
-                        && e.message.as_deref().is_some_and(|m| m.contains("member2"))
-                });
-            Ok(if found {
-                Wait::Done(())
-            } else {
-                Wait::Pending("no event yet".into())
-            })
-        },
-    )
-    .await?;
+    wait_event(&hub, &ns, "CopiesMayRemain", &["member2"]).await?;
     let record: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     let recorded = record
         .get_opt("hubfed-leftovers.federatedconfigmap")

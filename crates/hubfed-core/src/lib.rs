@@ -21,6 +21,7 @@ pub mod overrides;
 pub mod ownership;
 pub mod placement;
 pub mod plan;
+pub mod planner;
 pub mod readiness;
 pub mod retention;
 pub mod selector;

@@ -11,6 +11,9 @@
 
 use std::collections::BTreeMap;
 
+use hubfed_api::federated::{
+    ClusterOverrides, ClusterReference, FederatedSpec, Override, Placement,
+};
 use hubfed_api::scheduling::{ClusterPreferences, ReplicaSchedulingPreferenceSpec};
 
 /// The preference entry that applies to every cluster not named.
@@ -166,6 +169,133 @@ pub fn plan(
             .collect();
     }
     result
+}
+
+/// The replicas per cluster to write (KubeFed `schedule`): 0 for every cluster that runs the
+/// workload now, then the plan, plus its overflow.
+pub fn schedule_result(
+    planned: &ReplicaPlan,
+    current: &BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    let mut result: BTreeMap<String, i64> = current.keys().map(|c| (c.clone(), 0)).collect();
+    result.extend(planned.replicas.iter().map(|(c, n)| (c.clone(), *n)));
+    for (cluster, extra) in &planned.overflow {
+        *result.entry(cluster.clone()).or_insert(0) += extra;
+    }
+    result
+}
+
+/// The preferences of a spec, `{"*": {weight: 1}}` when it names none (KubeFed defaults so).
+pub fn with_default_preferences(
+    spec: &ReplicaSchedulingPreferenceSpec,
+) -> ReplicaSchedulingPreferenceSpec {
+    let mut spec = spec.clone();
+    if spec.clusters.is_empty() {
+        spec.clusters.insert(
+            ANY_CLUSTER.to_owned(),
+            ClusterPreferences {
+                weight: 1,
+                ..ClusterPreferences::default()
+            },
+        );
+    }
+    spec
+}
+
+/// The override path the scheduler owns.
+pub const REPLICAS_PATH: &str = "/spec/replicas";
+
+/// Writes a schedule `result` into a federated object's spec as KubeFed's plugin does: the
+/// placement becomes exactly the scheduled clusters (overwriting any placement), and each
+/// scheduled cluster gets a `/spec/replicas` override with its count (other overrides kept;
+/// unscheduled clusters lose theirs). Whether the spec changed (KubeFed updates only then).
+pub fn write_schedule(spec: &mut FederatedSpec, result: &BTreeMap<String, i64>) -> bool {
+    let mut dirty = false;
+    let mut current: Vec<&str> = spec
+        .placement
+        .as_ref()
+        .and_then(|p| p.clusters.as_ref())
+        .map(|c| c.iter().map(|r| r.name.as_str()).collect())
+        .unwrap_or_default();
+    current.sort_unstable();
+    let wanted: Vec<&str> = result.keys().map(String::as_str).collect();
+    if current != wanted {
+        let placement = spec.placement.get_or_insert_with(Placement::default);
+        placement.clusters = Some(
+            wanted
+                .iter()
+                .map(|name| ClusterReference {
+                    name: (*name).to_owned(),
+                })
+                .collect(),
+        );
+        dirty = true;
+    }
+    if override_update_needed(spec.overrides.as_deref().unwrap_or_default(), result) {
+        update_overrides(spec.overrides.get_or_insert_with(Vec::new), result);
+        dirty = true;
+    }
+    dirty
+}
+
+/// KubeFed `OverrideUpdateNeeded`: a replicas override differs, is missing, or is extra.
+fn override_update_needed(overrides: &[ClusterOverrides], result: &BTreeMap<String, i64>) -> bool {
+    let mut matched = 0;
+    for entry in overrides {
+        for item in entry
+            .cluster_overrides
+            .iter()
+            .filter(|o| o.path == REPLICAS_PATH)
+        {
+            let value = item.value.as_ref().and_then(serde_json::Value::as_f64);
+            #[allow(clippy::cast_possible_truncation)]
+            let value = value.map(|v| v as i64);
+            if value.is_none() || result.get(&entry.cluster_name) != value.as_ref() {
+                return true;
+            }
+            matched += 1;
+        }
+    }
+    matched != result.len()
+}
+
+/// KubeFed `updateOverridesMap`.
+fn update_overrides(overrides: &mut Vec<ClusterOverrides>, result: &BTreeMap<String, i64>) {
+    for entry in overrides.iter_mut() {
+        if !result.contains_key(&entry.cluster_name)
+            && let Some(at) = entry
+                .cluster_overrides
+                .iter()
+                .position(|o| o.path == REPLICAS_PATH)
+        {
+            entry.cluster_overrides.remove(at);
+        }
+    }
+    for (cluster, replicas) in result {
+        let value = serde_json::Value::from(*replicas);
+        match overrides.iter_mut().find(|e| &e.cluster_name == cluster) {
+            Some(entry) => match entry
+                .cluster_overrides
+                .iter_mut()
+                .find(|o| o.path == REPLICAS_PATH)
+            {
+                Some(item) => item.value = Some(value),
+                None => entry.cluster_overrides.push(replicas_override(value)),
+            },
+            None => overrides.push(ClusterOverrides {
+                cluster_name: cluster.clone(),
+                cluster_overrides: vec![replicas_override(value)],
+            }),
+        }
+    }
+}
+
+fn replicas_override(value: serde_json::Value) -> Override {
+    Override {
+        op: String::new(),
+        path: REPLICAS_PATH.to_owned(),
+        value: Some(value),
+    }
 }
 
 /// Go's `hash/fnv` `New32` (FNV-1, 32 bits) over `a` then `b`.
@@ -596,5 +726,115 @@ mod tests {
                 "order-dependent: {prefs:?} {total}"
             );
         }
+    }
+
+    fn overrides_of(spec: &FederatedSpec, cluster: &str) -> BTreeMap<String, serde_json::Value> {
+        spec.overrides
+            .iter()
+            .flatten()
+            .filter(|e| e.cluster_name == cluster)
+            .flat_map(|e| &e.cluster_overrides)
+            .map(|o| (o.path.clone(), o.value.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    fn spec_with(overrides: serde_json::Value) -> FederatedSpec {
+        serde_json::from_value(serde_json::json!({"overrides": overrides})).unwrap()
+    }
+
+    /// KubeFed's `TestUpdateOverridesMap` cases.
+    #[test]
+    fn kubefed_update_overrides_map() {
+        let existing = serde_json::json!([{"clusterName": "cluster1", "clusterOverrides": [
+            {"path": "/spec/replicas", "value": 0},
+            {"path": "/ultimate/answer", "value": 42},
+        ]}]);
+        // Retain other overrides when removing replica override for unscheduled.
+        let mut spec = spec_with(existing.clone());
+        update_overrides(spec.overrides.as_mut().unwrap(), &map(&[]));
+        assert_eq!(
+            overrides_of(&spec, "cluster1"),
+            [("/ultimate/answer".to_owned(), serde_json::json!(42))].into()
+        );
+        // Update existing replica override.
+        let mut spec = spec_with(existing);
+        update_overrides(spec.overrides.as_mut().unwrap(), &map(&[("cluster1", 5)]));
+        assert_eq!(
+            overrides_of(&spec, "cluster1"),
+            [
+                ("/spec/replicas".to_owned(), serde_json::json!(5)),
+                ("/ultimate/answer".to_owned(), serde_json::json!(42)),
+            ]
+            .into()
+        );
+        // Add new replica override.
+        let mut spec = spec_with(
+            serde_json::json!([{"clusterName": "cluster1", "clusterOverrides": [
+                {"path": "/ultimate/answer", "value": 42},
+            ]}]),
+        );
+        update_overrides(spec.overrides.as_mut().unwrap(), &map(&[("cluster1", 0)]));
+        assert_eq!(
+            overrides_of(&spec, "cluster1"),
+            [
+                ("/spec/replicas".to_owned(), serde_json::json!(0)),
+                ("/ultimate/answer".to_owned(), serde_json::json!(42)),
+            ]
+            .into()
+        );
+    }
+
+    /// KubeFed's user guide examples, end to end: plan, result, write-back.
+    #[test]
+    fn kubefed_user_guide_examples() {
+        let clusters = ["A", "B", "C"];
+        let run = |prefs: &[(&str, ClusterPreferences)], total| {
+            let spec = with_default_preferences(&spec(prefs, total, false));
+            let planned = plan(&spec, &clusters, &map(&[]), &map(&[]), "ns/web");
+            schedule_result(&planned, &map(&[]))
+        };
+        assert_eq!(run(&[], 9), map(&[("A", 3), ("B", 3), ("C", 3)]));
+        assert_eq!(
+            run(&[("A", w(1)), ("B", w(2))], 9),
+            map(&[("A", 3), ("B", 6), ("C", 0)])
+        );
+        assert_eq!(
+            run(&[("A", pref(1, 4, Some(6))), ("B", pref(2, 4, Some(8)))], 9),
+            map(&[("A", 4), ("B", 5), ("C", 0)])
+        );
+
+        let mut federated = FederatedSpec::default();
+        let result = map(&[("A", 4), ("B", 5), ("C", 0)]);
+        assert!(write_schedule(&mut federated, &result));
+        let placed: Vec<&str> = federated
+            .placement
+            .as_ref()
+            .unwrap()
+            .clusters
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(placed, ["A", "B", "C"]);
+        assert_eq!(overrides_of(&federated, "B")["/spec/replicas"], 5);
+        assert_eq!(overrides_of(&federated, "C")["/spec/replicas"], 0);
+        // The same result again changes nothing (KubeFed then makes no update).
+        assert!(!write_schedule(&mut federated, &result));
+        // A cluster dropped: placement and its replicas override go.
+        assert!(write_schedule(&mut federated, &map(&[("A", 9)])));
+        assert!(overrides_of(&federated, "B").is_empty());
+    }
+
+    #[test]
+    fn current_clusters_stay_in_the_result_with_overflow_added() {
+        let planned = ReplicaPlan {
+            replicas: map(&[("A", 5)]),
+            overflow: map(&[("A", 2), ("B", 1)]),
+        };
+        assert_eq!(
+            schedule_result(&planned, &map(&[("C", 3)])),
+            map(&[("A", 7), ("B", 1), ("C", 0)])
+        );
     }
 }

@@ -30,6 +30,7 @@ use crate::retention::{
     REPLICAS_PATH, release_replicas, strip_member_allocated_service_fields,
     strip_server_populated_fields,
 };
+use crate::validation::json_type_name;
 use crate::{CoreError, Result};
 
 /// The member-cluster type a FederatedTypeConfig propagates (its `spec.targetType`).
@@ -121,7 +122,7 @@ pub fn desired_object(
         Some(Value::Object(template)) => template.clone(),
         Some(other) => {
             return Err(CoreError::InvalidTemplate {
-                found: json_type(other),
+                found: json_type_name(other),
             });
         }
     };
@@ -150,7 +151,7 @@ pub fn desired_object(
         // `replace` of the whole object with an array (KubeFed then failed too).
         other => {
             return Err(CoreError::InvalidTemplate {
-                found: json_type(&other),
+                found: json_type_name(&other),
             });
         }
     };
@@ -206,17 +207,6 @@ fn edit_metadata(object: &mut Map<String, Value>, edit: impl FnOnce(&mut Map<Str
     };
     edit(&mut metadata);
     object.insert("metadata".to_owned(), Value::Object(metadata));
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 #[cfg(test)]

@@ -78,7 +78,8 @@ pub(super) fn go_duration_string(nanos: i128) -> String {
     if nanos < 0 { format!("-{body}") } else { body }
 }
 
-pub(super) fn json_type_name(value: &Value) -> &'static str {
+/// The JSON type of a value, as Kubernetes names it in messages (`"object"`, `"string"`, ...).
+pub fn json_type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -59,6 +59,7 @@ pub use self::config::*;
 pub use self::federated::*;
 pub use self::fields::*;
 pub use self::ftc::*;
+pub use self::gofmt::json_type_name;
 use self::gofmt::*;
 use self::gourl::*;
 pub use self::names::*;

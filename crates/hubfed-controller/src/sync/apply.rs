@@ -269,11 +269,10 @@ impl ApplyStep<'_> {
     /// Applies to a copy hubfed manages, sorting out what others changed in it
     /// ([`hubfed_core::drift`]): the apply is not forced, so a field another manager changed
     /// comes back as a conflict naming it — people's changes are forced back, controllers'
-    /// fields left out; fields people added that hubfed does not send are taken over and so
-    /// removed by a second apply.
+    /// fields left out ([`Self::resolve_conflict`]); fields people added that hubfed does not
+    /// send are taken over and so removed by a second apply ([`Self::take_over_added`]).
     async fn update_copy(&self) -> Result<(DynamicObject, Drift), kube::Error> {
         let (api, name) = (self.api, &self.object.name);
-        let people = &self.ctx.shared.drift_people;
         let mode = drift_mode(
             self.object
                 .annotations
@@ -282,63 +281,93 @@ impl ApplyStep<'_> {
         )
         .unwrap_or_default();
         let mut drift = Drift::default();
+        // Copied only when a conflict makes hubfed leave fields out.
         let mut body = std::borrow::Cow::Borrowed(&self.apply.object);
         let mut force = mode == DriftMode::RevertAll;
-        let params = |force: bool| {
-            let params = PatchParams::apply(FIELD_MANAGER);
-            if force { params.force() } else { params }
-        };
-        let applied = match api.patch(name, &params(force), &Patch::Apply(&*body)).await {
+        let applied = match api
+            .patch(name, &apply_params(force), &Patch::Apply(&*body))
+            .await
+        {
             Err(e) if !apply_conflicts(&e).is_empty() => {
-                // hubfed's own managers (an Update entry of its name, the retained-fields
-                // manager) are never "others": their fields are always taken back.
-                let (own, others): (Vec<FieldChange>, Vec<FieldChange>) =
-                    apply_conflicts(&e).into_iter().partition(|c| {
-                        c.manager == FIELD_MANAGER || c.manager == RETAINED_FIELD_MANAGER
-                    });
-                // Which fields hubfed still co-owns: those are the template's changes.
-                let live = api.get_metadata(name).await?;
-                let ours: Vec<Value> = live
-                    .metadata
-                    .managed_fields
-                    .iter()
-                    .flatten()
-                    .filter(|e| {
-                        e.manager.as_deref() == Some(FIELD_MANAGER)
-                            && e.operation.as_deref() == Some("Apply")
-                            && e.subresource.as_deref().unwrap_or_default().is_empty()
-                    })
-                    .filter_map(|e| e.fields_v1.as_ref().map(|f| f.0.clone()))
-                    .collect();
-                let hubfed_owns = |field: &str| ours.iter().any(|f| fields_v1_contains(f, field));
-                let mut decision = resolve_conflicts(others, mode, people, hubfed_owns);
-                let trimmed = body.to_mut();
-                let mut unremovable = Vec::new();
-                for change in decision.left_out() {
-                    if !remove_field(trimmed, &change.field) {
-                        unremovable.push(change.clone());
-                    }
-                }
-                if !unremovable.is_empty() {
-                    // Better to take a field back than to stay refused for ever.
-                    info!(cluster = self.cluster(), object = %self.what, fields = ?unremovable,
-                        "drift: fields not found in the apply body are taken back");
-                    decision.keep.retain(|c| !unremovable.contains(c));
-                    decision.reported.retain(|c| !unremovable.contains(c));
-                    decision.revert.extend(unremovable);
-                }
-                force =
-                    !decision.revert.is_empty() || !decision.stale.is_empty() || !own.is_empty();
-                drift.reverted = std::mem::take(&mut decision.revert);
-                drift.reported = decision.reported;
-                api.patch(name, &params(force), &Patch::Apply(&*body))
+                force = self
+                    .resolve_conflict(apply_conflicts(&e), mode, body.to_mut(), &mut drift)
+                    .await?;
+                api.patch(name, &apply_params(force), &Patch::Apply(&*body))
                     .await?
             }
             result => result?,
         };
         // A copy a create-only POST left half done (see create_only).
         let applied = create_only::settle_ownership(api, name, applied).await;
+        let applied = self
+            .take_over_added(applied, mode, &body, force, &mut drift)
+            .await?;
+        Ok((applied, drift))
+    }
 
+    /// Sorts out a refused apply's conflicts: fields left to a controller (or reported only)
+    /// are taken out of `body`, people's and stale co-owners' are to be forced; records the
+    /// drift. Whether the next apply must be forced.
+    async fn resolve_conflict(
+        &self,
+        conflicts: Vec<FieldChange>,
+        mode: DriftMode,
+        body: &mut Value,
+        drift: &mut Drift,
+    ) -> Result<bool, kube::Error> {
+        // hubfed's own managers (an Update entry of its name, the retained-fields manager)
+        // are never "others": their fields are always taken back.
+        let (own, others): (Vec<FieldChange>, Vec<FieldChange>) = conflicts
+            .into_iter()
+            .partition(|c| c.manager == FIELD_MANAGER || c.manager == RETAINED_FIELD_MANAGER);
+        // Which fields hubfed still co-owns: those are the template's changes.
+        let live = self.api.get_metadata(&self.object.name).await?;
+        let ours: Vec<Value> = live
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|e| {
+                e.manager.as_deref() == Some(FIELD_MANAGER)
+                    && e.operation.as_deref() == Some("Apply")
+                    && e.subresource.as_deref().unwrap_or_default().is_empty()
+            })
+            .filter_map(|e| e.fields_v1.as_ref().map(|f| f.0.clone()))
+            .collect();
+        let hubfed_owns = |field: &str| ours.iter().any(|f| fields_v1_contains(f, field));
+        let people = &self.ctx.shared.drift_people;
+        let mut decision = resolve_conflicts(others, mode, people, hubfed_owns);
+        let unremovable: Vec<FieldChange> = decision
+            .left_out()
+            .filter(|change| !remove_field(body, &change.field))
+            .cloned()
+            .collect();
+        if !unremovable.is_empty() {
+            // Better to take a field back than to stay refused for ever.
+            info!(cluster = self.cluster(), object = %self.what, fields = ?unremovable,
+                "drift: fields not found in the apply body are taken back");
+            decision.keep.retain(|c| !unremovable.contains(c));
+            decision.reported.retain(|c| !unremovable.contains(c));
+            decision.revert.extend(unremovable);
+        }
+        let force = !decision.revert.is_empty() || !decision.stale.is_empty() || !own.is_empty();
+        drift.reverted = decision.revert;
+        drift.reported = decision.reported;
+        Ok(force)
+    }
+
+    /// Fields people added that hubfed does not send (read from the applied object's
+    /// managedFields): handed to hubfed's manager and removed by applying `body` again — or,
+    /// under `hubfed.io/drift: report`, only recorded.
+    async fn take_over_added(
+        &self,
+        applied: DynamicObject,
+        mode: DriftMode,
+        body: &Value,
+        force: bool,
+        drift: &mut Drift,
+    ) -> Result<DynamicObject, kube::Error> {
+        let people = &self.ctx.shared.drift_people;
         let managed = applied
             .metadata
             .managed_fields
@@ -347,11 +376,11 @@ impl ApplyStep<'_> {
         let member = member_fields(&self.apply.released_fields);
         let added = people_fields(managed, FIELD_MANAGER, people, &member);
         if added.is_empty() {
-            return Ok((applied, drift));
+            return Ok(applied);
         }
         if mode == DriftMode::Report {
             drift.reported.extend(added);
-            return Ok((applied, drift));
+            return Ok(applied);
         }
         let rv = applied
             .metadata
@@ -359,15 +388,18 @@ impl ApplyStep<'_> {
             .as_deref()
             .unwrap_or_default();
         let Some(take_over) = take_over_patch(managed, FIELD_MANAGER, people, &member, rv) else {
-            return Ok((applied, drift));
+            return Ok(applied);
         };
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&take_over))
+        let name = &self.object.name;
+        self.api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&take_over))
             .await?;
-        let applied = api
-            .patch(name, &params(force), &Patch::Apply(&*body))
+        let applied = self
+            .api
+            .patch(name, &apply_params(force), &Patch::Apply(body))
             .await?;
         drift.reverted.extend(added);
-        Ok((applied, drift))
+        Ok(applied)
     }
 
     fn recreate_on_immutable(&self) -> bool {
@@ -601,4 +633,10 @@ fn apply_conflicts(error: &kube::Error) -> Vec<FieldChange> {
             })
         })
         .collect()
+}
+
+/// Server-side apply as hubfed's field manager, forced or not.
+fn apply_params(force: bool) -> PatchParams {
+    let params = PatchParams::apply(FIELD_MANAGER);
+    if force { params.force() } else { params }
 }

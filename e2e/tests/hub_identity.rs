@@ -111,18 +111,12 @@ async fn collected_after_an_outage(fed: &Federation) -> anyhow::Result<()> {
 
     proxy.heal();
     wait_clusters_ready(&hub, &[HUB_MEMBER]).await?;
-    wait_for(
-        "garbage collection unlabels the hub's namespace and never deletes it",
-        TIMEOUT,
-        async || {
-            survivors.check().await?;
-            Ok(match managed_label(&hub_namespaces, &ns).await? {
-                None => Wait::Done(()),
-                Some(value) => Wait::Pending(format!("hub: {MANAGED_LABEL}={value}")),
-            })
-        },
-    )
-    .await?;
+    survivors
+        .wait_label(
+            "garbage collection unlabels the hub's namespace and never deletes it",
+            None,
+        )
+        .await?;
     survivors.hold(Duration::from_secs(5)).await?;
     hub_namespaces
         .delete(&ns, &DeleteParams::default())
@@ -168,33 +162,17 @@ async fn scenario(fed: &Federation, failure: Failure) -> anyhow::Result<()> {
 
     // 1. The hub leaves the placement: its namespace only loses the managed label.
     set_placement(&fns_api, &ns, &["member1"]).await?;
-    wait_for(
-        "the hub's namespace unlabelled, never deleted",
-        TIMEOUT,
-        async || {
-            survivors.check().await?;
-            Ok(match managed_label(&hub_namespaces, &ns).await? {
-                None => Wait::Done(()),
-                Some(value) => Wait::Pending(format!("hub: {MANAGED_LABEL}={value}")),
-            })
-        },
-    )
-    .await?;
+    survivors
+        .wait_label("the hub's namespace unlabelled, never deleted", None)
+        .await?;
     survivors.hold(Duration::from_secs(5)).await?;
 
     // 2. Back in the placement, then the FederatedNamespace deleted: member1's copy goes, the
     //    hub's namespace stays with the other federated objects.
     set_placement(&fns_api, &ns, &[HUB_MEMBER, "member1"]).await?;
-    wait_for("the hub's namespace labelled again", TIMEOUT, async || {
-        survivors.check().await?;
-        Ok(
-            match managed_label(&hub_namespaces, &ns).await?.as_deref() {
-                Some("true") => Wait::Done(()),
-                other => Wait::Pending(format!("hub: {MANAGED_LABEL}={other:?}")),
-            },
-        )
-    })
-    .await?;
+    survivors
+        .wait_label("the hub's namespace labelled again", Some("true"))
+        .await?;
     fns_api
         .delete(&ns, &DeleteParams::default())
         .await
@@ -415,6 +393,21 @@ impl Survivors<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Waits until the hub's namespace has `want` as its managed label, [`Self::check`]ing
+    /// on every look.
+    async fn wait_label(&self, what: &str, want: Option<&str>) -> anyhow::Result<()> {
+        wait_for(what, TIMEOUT, async || {
+            self.check().await?;
+            let label = managed_label(self.namespaces, self.ns).await?;
+            Ok(if label.as_deref() == want {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("hub: {MANAGED_LABEL}={label:?}"))
+            })
+        })
+        .await
     }
 
     /// [`Self::check`] throughout `period`.

@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and kube-controller-manager of the pinned Kubernetes release from the
-# k8s.io/kubernetes Go module and caches them outside the repo. A second call returns at once.
+# Builds kube-apiserver, kube-controller-manager and kube-scheduler of the pinned Kubernetes
+# release from the k8s.io/kubernetes Go module and caches them outside the repo. A second call
+# returns at once; a cache from before kube-scheduler was added gets just the missing binary.
 #
 #   hack/build-kube.sh            # prints the directory holding the binaries
 #
 # KUBE_VERSION overrides the pinned release; HUBFED_KUBE_BIN_DIR points at a directory that
-# already holds both binaries (nothing is built then).
+# already holds the three binaries (nothing is built then).
 set -euo pipefail
 
 V=${KUBE_VERSION:-$(cat "$(dirname "$0")/KUBE_VERSION")}
 V=${V#v}
 OUT=${HUBFED_KUBE_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hubfed/kube/v$V}
 
-if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-controller-manager" ]; then
+BINS=(kube-apiserver kube-controller-manager kube-scheduler)
+MISSING=()
+for c in "${BINS[@]}"; do
+  [ -x "$OUT/$c" ] || MISSING+=("$c")
+done
+if [ ${#MISSING[@]} -eq 0 ]; then
   echo "$OUT"
   exit 0
 fi
 if [ -n "${HUBFED_KUBE_BIN_DIR:-}" ]; then
-  echo "HUBFED_KUBE_BIN_DIR=$HUBFED_KUBE_BIN_DIR does not hold kube-apiserver and kube-controller-manager" >&2
+  echo "HUBFED_KUBE_BIN_DIR=$HUBFED_KUBE_BIN_DIR does not hold ${MISSING[*]}" >&2
   exit 1
 fi
 command -v go >/dev/null || { echo "go is needed to build the test binaries (https://go.dev)" >&2; exit 1; }
@@ -30,7 +36,7 @@ cd "$W"
 # GOTOOLCHAIN=local: never try to download another Go toolchain.
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-echo "building kube-apiserver and kube-controller-manager v$V into $OUT (first time only, ~15 min)" >&2
+echo "building ${MISSING[*]} v$V into $OUT (first time only, ~15 min for all three)" >&2
 go mod init hubfed.local/kubebins >/dev/null 2>&1
 KGOMOD=$(go mod download -json "k8s.io/kubernetes@v$V" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 [ -f "$KGOMOD" ] || { echo "could not download k8s.io/kubernetes@v$V" >&2; exit 1; }
@@ -41,7 +47,9 @@ sed -n 's/^godebug \(.*\)/godebug \1/p' "$KGOMOD" >> go.mod
 for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/src/.*|\1|p' "$KGOMOD"); do
   go mod edit -replace="$m=$m@$STAGING"
 done
-go get "k8s.io/kubernetes/cmd/kube-apiserver@v$V" "k8s.io/kubernetes/cmd/kube-controller-manager@v$V" >&2
+PKGS=()
+for c in "${MISSING[@]}"; do PKGS+=("k8s.io/kubernetes/cmd/$c@v$V"); done
+go get "${PKGS[@]}" >&2
 
 COMMIT=$(go mod download -json "k8s.io/kubernetes@v$V" | sed -n 's/.*"Hash": "\(.*\)".*/\1/p' | head -1)
 DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -51,11 +59,13 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   [ -n "$COMMIT" ] && LD+=" -X $p.gitCommit=$COMMIT"
 done
 
+rm -rf "$OUT.tmp"
 mkdir -p "$OUT.tmp"
-for c in kube-apiserver kube-controller-manager; do
+for c in "${MISSING[@]}"; do
   go build -trimpath -tags selinux,notest,grpcnotrace -ldflags "$LD" -o "$OUT.tmp/$c" "k8s.io/kubernetes/cmd/$c" >&2
+  "$OUT.tmp/$c" --version >&2
 done
-"$OUT.tmp/kube-apiserver" --version >&2
-rm -rf "$OUT"
-mv "$OUT.tmp" "$OUT"
+mkdir -p "$OUT"
+mv "$OUT.tmp"/* "$OUT/"
+rmdir "$OUT.tmp"
 echo "$OUT"

@@ -24,6 +24,7 @@ pub mod plan;
 pub mod planner;
 pub mod readiness;
 pub mod retention;
+pub mod schedule;
 pub mod selector;
 pub mod status;
 pub mod validation;

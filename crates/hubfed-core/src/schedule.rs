@@ -1,0 +1,195 @@
+//! One ReplicaSchedulingPreference decision, from what the members report to the replicas
+//! per cluster to write (KubeFed `pkg/schedulingtypes/replicascheduler.go` and
+//! `pkg/controller/util/podanalyzer`, docs/kubefed-compatibility.md §2.7).
+//!
+//! The controller reads the RSP, the federated object, the registry and each member's
+//! Deployment/ReplicaSet (and, when not all its replicas are ready, its pods); everything it
+//! decides from them is here: which clusters take part ([`candidate_clusters`]), what each
+//! member runs and can hold ([`analyze_pods`], [`replica_state`]) and the schedule
+//! ([`decide`]), which [`crate::planner::write_schedule`] writes into the federated object.
+
+use std::collections::BTreeMap;
+
+use hubfed_api::federated::Placement;
+use hubfed_api::scheduling::ReplicaSchedulingPreferenceSpec;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::Result;
+use crate::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation, compute_placement};
+use crate::planner::{plan, schedule_result, with_default_preferences};
+
+/// KubeFed's `UnschedulableThreshold`: a pod counts as unschedulable once its `PodScheduled`
+/// condition has said `Unschedulable` this long, so replicas do not move on every scheduling
+/// hiccup.
+pub const UNSCHEDULABLE_THRESHOLD_SECONDS: i64 = 60;
+
+/// The target kinds an RSP can schedule.
+pub const TARGET_KINDS: [&str; 2] = ["FederatedDeployment", "FederatedReplicaSet"];
+
+/// What the pods of one member workload are doing (KubeFed `PodAnalysisResult`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodAnalysis {
+    pub total: i64,
+    /// Pods in phase `Running` with a `Ready` condition.
+    pub running_and_ready: i64,
+    /// Pods unschedulable for longer than the threshold.
+    pub unschedulable: i64,
+    /// Pods unschedulable right now, however recently.
+    pub unschedulable_now: i64,
+    /// Seconds until the next of the recently unschedulable pods passes the threshold: look
+    /// again then (KubeFed's `StatusNeedsRecheck`).
+    pub recheck_in: Option<i64>,
+}
+
+/// Counts the pods as KubeFed's `AnalyzePods` does. `now` is Unix seconds. As in KubeFed, a
+/// `Running` pod counts as running and ready when it has a `Ready` condition, whatever its
+/// status (KubeFed checks the condition's type only).
+pub fn analyze_pods(pods: &[Pod], now: i64, threshold_seconds: i64) -> PodAnalysis {
+    let mut result = PodAnalysis::default();
+    for pod in pods {
+        result.total += 1;
+        let Some(status) = &pod.status else { continue };
+        let running = status.phase.as_deref() == Some("Running");
+        for condition in status.conditions.iter().flatten() {
+            if running {
+                if condition.type_ == "Ready" {
+                    result.running_and_ready += 1;
+                }
+            } else if condition.type_ == "PodScheduled"
+                && condition.status == "False"
+                && condition.reason.as_deref() == Some("Unschedulable")
+            {
+                result.unschedulable_now += 1;
+                let since = condition
+                    .last_transition_time
+                    .as_ref()
+                    .map_or(now, |t| t.0.as_second());
+                let remaining = since + threshold_seconds - now;
+                if remaining < 0 {
+                    result.unschedulable += 1;
+                } else {
+                    // KubeFed compares with `Before`: exactly at the threshold is not yet.
+                    let wait = remaining + 1;
+                    result.recheck_in = Some(result.recheck_in.map_or(wait, |r| r.min(wait)));
+                }
+            }
+        }
+    }
+    result
+}
+
+/// A member's copy of the scheduled workload, as the scheduler reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberWorkload {
+    /// `spec.replicas` (0 when absent, as in KubeFed).
+    pub replicas: i64,
+    /// `status.readyReplicas` (0 when absent).
+    pub ready_replicas: i64,
+    /// The pods matching its selector, read only when [`needs_pods`] says so.
+    pub pods: Option<PodAnalysis>,
+}
+
+impl MemberWorkload {
+    /// Whether its pods must be read: not every replica is ready.
+    pub fn needs_pods(&self) -> bool {
+        self.replicas != self.ready_replicas
+    }
+}
+
+/// What the members run now and what the full ones can hold (KubeFed
+/// `clustersReplicaState`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaState {
+    /// Replicas running (and ready) per cluster that has the workload.
+    pub current: BTreeMap<String, i64>,
+    /// Estimated capacity of clusters with unschedulable pods: replicas − unschedulable.
+    pub capacity: BTreeMap<String, i64>,
+    /// Seconds until a recently unschedulable pod counts: decide again then.
+    pub recheck_in: Option<i64>,
+    /// Some member has not all its replicas ready.
+    pub unsettled: bool,
+}
+
+/// Current replicas and capacity estimates from the members that have the workload.
+pub fn replica_state(members: &BTreeMap<String, MemberWorkload>) -> ReplicaState {
+    let mut state = ReplicaState::default();
+    for (cluster, workload) in members {
+        if !workload.needs_pods() {
+            state.current.insert(cluster.clone(), workload.ready_replicas);
+            continue;
+        }
+        state.unsettled = true;
+        let pods = workload.pods.clone().unwrap_or_default();
+        state.current.insert(cluster.clone(), pods.running_and_ready);
+        if pods.unschedulable > 0 {
+            state
+                .capacity
+                .insert(cluster.clone(), workload.replicas - pods.unschedulable);
+        }
+        if let Some(wait) = pods.recheck_in {
+            state.recheck_in = Some(state.recheck_in.map_or(wait, |r| r.min(wait)));
+        }
+    }
+    state
+}
+
+/// The clusters an RSP schedules over: the Ready ones, and with
+/// `intersectWithClusterSelector` only those the federated object's (and its
+/// FederatedNamespace's) `clusterSelector` selects — the `clusters` lists are ignored there,
+/// since the scheduler writes them (KubeFed `GetResourceClusters`, selector only).
+pub fn candidate_clusters(
+    spec: &ReplicaSchedulingPreferenceSpec,
+    placement: Option<&Placement>,
+    namespace: NamespaceFederation<'_>,
+    scope: ControlPlaneScope,
+    clusters: &[ClusterInfo],
+) -> Result<Vec<String>> {
+    let ready: Vec<ClusterInfo> = clusters.iter().filter(|c| c.ready).cloned().collect();
+    if !spec.intersect_with_cluster_selector {
+        return Ok(ready.into_iter().map(|c| c.name).collect());
+    }
+    let selector_only = |p: Option<&Placement>| Placement {
+        clusters: None,
+        cluster_selector: p.and_then(|p| p.cluster_selector.clone()),
+    };
+    let own = selector_only(placement);
+    let namespace_placement;
+    let namespace = match namespace {
+        NamespaceFederation::Federated(p) => {
+            namespace_placement = selector_only(p);
+            NamespaceFederation::Federated(Some(&namespace_placement))
+        }
+        other => other,
+    };
+    let decision = compute_placement(Some(&own), namespace, scope, &ready)?;
+    Ok(decision.clusters.into_iter().collect())
+}
+
+/// The replicas per cluster to write for `key` (`namespace/name`): the plan over `available`
+/// plus a 0 for every cluster that runs the workload now but is not planned.
+pub fn decide(
+    spec: &ReplicaSchedulingPreferenceSpec,
+    available: &[String],
+    state: &ReplicaState,
+    key: &str,
+) -> BTreeMap<String, i64> {
+    let spec = with_default_preferences(spec);
+    let available: Vec<&str> = available.iter().map(String::as_str).collect();
+    let planned = plan(&spec, &available, &state.current, &state.capacity, key);
+    schedule_result(&planned, &state.current)
+}
+
+/// `member1: 6, member2: 4`, for Events and logs.
+pub fn describe(result: &BTreeMap<String, i64>) -> String {
+    if result.is_empty() {
+        return "no cluster".to_owned();
+    }
+    result
+        .iter()
+        .map(|(cluster, replicas)| format!("{cluster}: {replicas}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,356 @@
+use std::collections::BTreeMap;
+
+use hubfed_api::federated::{ClusterReference, Placement};
+use hubfed_api::scheduling::{ClusterPreferences, ReplicaSchedulingPreferenceSpec};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+
+const NOW: i64 = 1_800_000_000;
+
+fn pod(phase: &str, conditions: Vec<PodCondition>) -> Pod {
+    Pod {
+        status: Some(PodStatus {
+            phase: Some(phase.to_owned()),
+            conditions: Some(conditions),
+            ..PodStatus::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+fn running() -> Pod {
+    pod(
+        "Running",
+        vec![PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..PodCondition::default()
+        }],
+    )
+}
+
+fn unschedulable_since(seconds_ago: i64) -> Pod {
+    pod(
+        "Pending",
+        vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            last_transition_time: Some(Time(
+                Timestamp::from_second(NOW - seconds_ago).expect("valid time"),
+            )),
+            ..PodCondition::default()
+        }],
+    )
+}
+
+/// KubeFed `TestAnalyze`, first list: 3 running, 2 unschedulable for 10 minutes, 1 just now.
+#[test]
+fn analyze_pods_as_kubefed() {
+    let pods = [
+        running(),
+        running(),
+        running(),
+        unschedulable_since(600),
+        unschedulable_since(600),
+        unschedulable_since(0),
+    ];
+    let result = analyze_pods(&pods, NOW, UNSCHEDULABLE_THRESHOLD_SECONDS);
+    assert_eq!(result.total, 6);
+    assert_eq!(result.running_and_ready, 3);
+    assert_eq!(result.unschedulable, 2);
+    assert_eq!(result.unschedulable_now, 3);
+    // KubeFed's StatusNeedsRecheck: the recent one counts after the threshold.
+    assert_eq!(result.recheck_in, Some(61));
+}
+
+/// KubeFed `TestAnalyze`, second list: a pending pod without conditions is nothing.
+#[test]
+fn analyze_pods_other_pending_pod() {
+    let result = analyze_pods(
+        &[pod("Pending", vec![])],
+        NOW,
+        UNSCHEDULABLE_THRESHOLD_SECONDS,
+    );
+    assert_eq!(
+        result,
+        PodAnalysis {
+            total: 1,
+            ..PodAnalysis::default()
+        }
+    );
+}
+
+#[test]
+fn analyze_pods_threshold_edges() {
+    // Exactly at the threshold: not yet (KubeFed: LastTransitionTime+60s Before now).
+    let at = analyze_pods(&[unschedulable_since(60)], NOW, 60);
+    assert_eq!((at.unschedulable, at.recheck_in), (0, Some(1)));
+    let past = analyze_pods(&[unschedulable_since(61)], NOW, 60);
+    assert_eq!((past.unschedulable, past.recheck_in), (1, None));
+    // A shorter threshold counts sooner; the earliest recheck wins.
+    let two = analyze_pods(&[unschedulable_since(5), unschedulable_since(8)], NOW, 10);
+    assert_eq!((two.unschedulable, two.recheck_in), (0, Some(3)));
+    // A pod without status, or scheduled-but-pending, is counted in total only.
+    let bare = analyze_pods(&[Pod::default()], NOW, 60);
+    assert_eq!(bare.total, 1);
+    assert_eq!(bare.unschedulable_now, 0);
+}
+
+#[test]
+fn running_pod_with_unready_condition_counts_as_kubefed_does() {
+    let mut p = running();
+    if let Some(status) = p.status.as_mut() {
+        status.conditions = Some(vec![PodCondition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            ..PodCondition::default()
+        }]);
+    }
+    assert_eq!(analyze_pods(&[p], NOW, 60).running_and_ready, 1);
+}
+
+fn workload(replicas: i64, ready: i64, pods: Option<PodAnalysis>) -> MemberWorkload {
+    MemberWorkload {
+        replicas,
+        ready_replicas: ready,
+        pods,
+    }
+}
+
+#[test]
+fn replica_state_from_members() {
+    let members = BTreeMap::from([
+        // All ready: current is readyReplicas, pods not needed.
+        ("a".to_owned(), workload(4, 4, None)),
+        // Not all ready: running pods count, unschedulable ones lower the capacity.
+        (
+            "b".to_owned(),
+            workload(
+                6,
+                2,
+                Some(PodAnalysis {
+                    total: 6,
+                    running_and_ready: 2,
+                    unschedulable: 3,
+                    unschedulable_now: 4,
+                    recheck_in: Some(20),
+                }),
+            ),
+        ),
+        // Not all ready, no unschedulable pods: no capacity estimate.
+        (
+            "c".to_owned(),
+            workload(
+                3,
+                1,
+                Some(PodAnalysis {
+                    total: 3,
+                    running_and_ready: 1,
+                    ..PodAnalysis::default()
+                }),
+            ),
+        ),
+    ]);
+    assert!(!members["a"].needs_pods());
+    assert!(members["b"].needs_pods());
+    let state = replica_state(&members);
+    assert_eq!(
+        state.current,
+        BTreeMap::from([("a".into(), 4), ("b".into(), 2), ("c".into(), 1)])
+    );
+    assert_eq!(state.capacity, BTreeMap::from([("b".into(), 3)]));
+    assert_eq!(state.recheck_in, Some(20));
+    assert!(state.unsettled);
+    let settled = replica_state(&BTreeMap::from([("a".to_owned(), workload(4, 4, None))]));
+    assert!(!settled.unsettled);
+    assert_eq!(settled.recheck_in, None);
+}
+
+fn rsp(
+    total: i32,
+    rebalance: bool,
+    clusters: &[(&str, i64, i64, Option<i64>)],
+) -> ReplicaSchedulingPreferenceSpec {
+    ReplicaSchedulingPreferenceSpec {
+        target_kind: "FederatedDeployment".into(),
+        total_replicas: total,
+        rebalance,
+        intersect_with_cluster_selector: false,
+        clusters: clusters
+            .iter()
+            .map(|(name, weight, min, max)| {
+                (
+                    (*name).to_owned(),
+                    ClusterPreferences {
+                        weight: *weight,
+                        min_replicas: *min,
+                        max_replicas: *max,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn decide_spreads_by_weight() {
+    let spec = rsp(10, false, &[("member1", 3, 0, None), ("member2", 2, 0, None)]);
+    let result = decide(
+        &spec,
+        &names(&["member1", "member2"]),
+        &ReplicaState::default(),
+        "ns/web",
+    );
+    assert_eq!(
+        result,
+        BTreeMap::from([("member1".into(), 6), ("member2".into(), 4)])
+    );
+    assert_eq!(describe(&result), "member1: 6, member2: 4");
+}
+
+#[test]
+fn decide_without_preferences_spreads_evenly() {
+    let spec = rsp(4, false, &[]);
+    let result = decide(
+        &spec,
+        &names(&["a", "b"]),
+        &ReplicaState::default(),
+        "ns/web",
+    );
+    assert_eq!(result, BTreeMap::from([("a".into(), 2), ("b".into(), 2)]));
+}
+
+/// A full cluster: with `rebalance`, what does not fit moves to the other cluster, and the
+/// full one keeps its capacity plus an overflow of what might fit after all.
+#[test]
+fn decide_moves_unschedulable_replicas_when_rebalancing() {
+    let spec = rsp(10, true, &[("member1", 3, 0, None), ("member2", 2, 0, None)]);
+    let members = BTreeMap::from([
+        (
+            "member1".to_owned(),
+            workload(
+                6,
+                2,
+                Some(PodAnalysis {
+                    total: 6,
+                    running_and_ready: 2,
+                    unschedulable: 4,
+                    unschedulable_now: 4,
+                    recheck_in: None,
+                }),
+            ),
+        ),
+        ("member2".to_owned(), workload(4, 4, None)),
+    ]);
+    let state = replica_state(&members);
+    let result = decide(&spec, &names(&["member1", "member2"]), &state, "ns/web");
+    // member1 can hold 2 (6 − 4 unschedulable): the 4 that did not fit go to member2, and
+    // member1 keeps them as overflow in case they fit after all — KubeFed's outcome.
+    assert_eq!(
+        result,
+        BTreeMap::from([("member1".into(), 6), ("member2".into(), 8)])
+    );
+}
+
+/// A cluster that runs the workload but is no longer a candidate gets 0 (KubeFed `schedule`).
+#[test]
+fn decide_zeroes_clusters_that_are_no_longer_candidates() {
+    let spec = rsp(4, false, &[("a", 1, 0, None)]);
+    let state = replica_state(&BTreeMap::from([("b".to_owned(), workload(2, 2, None))]));
+    let result = decide(&spec, &names(&["a", "b"]), &state, "ns/web");
+    assert_eq!(result, BTreeMap::from([("a".into(), 4), ("b".into(), 0)]));
+}
+
+fn cluster(name: &str, ready: bool, labels: &[(&str, &str)]) -> ClusterInfo {
+    ClusterInfo {
+        name: name.to_owned(),
+        ready,
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    }
+}
+
+fn selector(key: &str, value: &str) -> Placement {
+    Placement {
+        clusters: Some(vec![ClusterReference {
+            name: "ignored".into(),
+        }]),
+        cluster_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
+            ..LabelSelector::default()
+        }),
+    }
+}
+
+#[test]
+fn candidates_are_ready_clusters() {
+    let clusters = [
+        cluster("a", true, &[]),
+        cluster("b", false, &[]),
+        cluster("c", true, &[]),
+    ];
+    let spec = rsp(1, false, &[]);
+    let got = candidate_clusters(
+        &spec,
+        None,
+        NamespaceFederation::NotFederated,
+        ControlPlaneScope::Cluster,
+        &clusters,
+    )
+    .expect("valid");
+    assert_eq!(got, names(&["a", "c"]));
+}
+
+#[test]
+fn candidates_intersect_with_the_cluster_selector_only() {
+    let clusters = [
+        cluster("a", true, &[("env", "prod"), ("zone", "x")]),
+        cluster("b", true, &[("env", "prod"), ("zone", "y")]),
+        cluster("c", true, &[("env", "dev"), ("zone", "x")]),
+        cluster("d", false, &[("env", "prod"), ("zone", "x")]),
+    ];
+    let mut spec = rsp(1, false, &[]);
+    spec.intersect_with_cluster_selector = true;
+    let own = selector("env", "prod");
+    // The clusters list ("ignored") does not count: the selector does.
+    let got = candidate_clusters(
+        &spec,
+        Some(&own),
+        NamespaceFederation::NotApplicable,
+        ControlPlaneScope::Cluster,
+        &clusters,
+    )
+    .expect("valid");
+    assert_eq!(got, names(&["a", "b"]));
+    // The FederatedNamespace's selector narrows further.
+    let namespace = selector("zone", "x");
+    let got = candidate_clusters(
+        &spec,
+        Some(&own),
+        NamespaceFederation::Federated(Some(&namespace)),
+        ControlPlaneScope::Cluster,
+        &clusters,
+    )
+    .expect("valid");
+    assert_eq!(got, names(&["a"]));
+    // No selector on the object: no cluster (KubeFed: absent selector selects nothing).
+    let got = candidate_clusters(
+        &spec,
+        None,
+        NamespaceFederation::NotApplicable,
+        ControlPlaneScope::Cluster,
+        &clusters,
+    )
+    .expect("valid");
+    assert!(got.is_empty());
+}

@@ -7,6 +7,7 @@ pub mod ftc;
 pub mod metrics;
 pub mod process;
 mod run;
+pub mod schedule;
 pub mod sync;
 pub mod webhook;
 

@@ -45,6 +45,7 @@ pub struct Metrics {
     pub objects_in_backoff: IntGaugeVec,
     pub oldest_deletion_wait: IntGaugeVec,
     pub status_writes_deferred: IntCounterVec,
+    pub schedules_total: IntCounterVec,
 }
 
 fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
@@ -182,6 +183,11 @@ impl Metrics {
                 "Hub status writes put off because only remote status changed and the object's status was written less than 5 s before (coalesced into the next write).",
                 &["type"],
             ),
+            schedules_total: counter(
+                "hubfed_schedules_total",
+                "ReplicaSchedulingPreference decisions by result: changed (placement and replica overrides written), unchanged, error (retried in 15 s).",
+                &["result"],
+            ),
             oldest_deletion_wait: gauge(
                 "hubfed_oldest_deletion_wait_seconds",
                 "Seconds since the oldest federated object still held by hubfed's finalizer was deleted (0: no deletion waits).",
@@ -196,6 +202,7 @@ impl Metrics {
             Box::new(m.reconcile_total.clone()),
             Box::new(m.reconcile_errors_total.clone()),
             Box::new(m.reconcile_time.clone()),
+            Box::new(m.schedules_total.clone()),
             Box::new(m.member_operations_total.clone()),
             Box::new(m.member_operation_duration.clone()),
             Box::new(m.propagation_latency.clone()),

@@ -61,6 +61,10 @@ struct Args {
         default_value = "kubectl,kubectl-*"
     )]
     drift_revert_managers: Vec<String>,
+    /// Seconds a pod must have been unschedulable before a ReplicaSchedulingPreference with
+    /// `rebalance: true` moves its replica to another cluster (KubeFed: 60).
+    #[arg(long, env = "HUBFED_UNSCHEDULABLE_THRESHOLD", default_value_t = hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS, value_parser = clap::value_parser!(i64).range(0..=86_400))]
+    unschedulable_threshold: i64,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
@@ -256,6 +260,7 @@ async fn serve(args: Args) -> i32 {
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
         drift_revert_managers: args.drift_revert_managers,
+        unschedulable_threshold: args.unschedulable_threshold,
     };
     parts.spawn(
         CONTROLLERS,

@@ -53,6 +53,9 @@ pub struct ControllerConfig {
     /// Field managers whose changes to member copies are people's, reverted as drift
     /// (patterns, a trailing `*` matches any suffix; [`hubfed_core::drift`]).
     pub drift_revert_managers: Vec<String>,
+    /// Seconds a pod must have been unschedulable before an RSP with `rebalance` moves its
+    /// replica ([`hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS`]).
+    pub unschedulable_threshold: i64,
 }
 
 impl Default for ControllerConfig {
@@ -67,6 +70,7 @@ impl Default for ControllerConfig {
                 .iter()
                 .map(|m| (*m).to_owned())
                 .collect(),
+            unschedulable_threshold: hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS,
         }
     }
 }
@@ -676,6 +680,16 @@ async fn control_plane(
         &kubefed_config,
         shutdown.clone(),
     );
+    if kubefed_config.feature_enabled(hubfed_api::kubefedconfig::FEATURE_SCHEDULER_PREFERENCES) {
+        let scheduler = crate::schedule::Scheduler {
+            hub: hub.clone(),
+            pool: Arc::clone(&shared.pool),
+            scope: shared.scope,
+            kubefed_namespace: config.kubefed_namespace.clone(),
+            unschedulable_threshold: config.unschedulable_threshold,
+        };
+        tokio::spawn(scheduler.run(shutdown.clone()));
+    }
     health.set_ready(true);
     let ftcs = crate::ftc::run(Arc::clone(&shared), shutdown.clone());
     let result = ftcs.await;

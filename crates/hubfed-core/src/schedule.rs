@@ -115,12 +115,16 @@ pub fn replica_state(members: &BTreeMap<String, MemberWorkload>) -> ReplicaState
     let mut state = ReplicaState::default();
     for (cluster, workload) in members {
         if !workload.needs_pods() {
-            state.current.insert(cluster.clone(), workload.ready_replicas);
+            state
+                .current
+                .insert(cluster.clone(), workload.ready_replicas);
             continue;
         }
         state.unsettled = true;
         let pods = workload.pods.clone().unwrap_or_default();
-        state.current.insert(cluster.clone(), pods.running_and_ready);
+        state
+            .current
+            .insert(cluster.clone(), pods.running_and_ready);
         if pods.unschedulable > 0 {
             state
                 .capacity

@@ -202,7 +202,11 @@ fn names(list: &[&str]) -> Vec<String> {
 
 #[test]
 fn decide_spreads_by_weight() {
-    let spec = rsp(10, false, &[("member1", 3, 0, None), ("member2", 2, 0, None)]);
+    let spec = rsp(
+        10,
+        false,
+        &[("member1", 3, 0, None), ("member2", 2, 0, None)],
+    );
     let result = decide(
         &spec,
         &names(&["member1", "member2"]),
@@ -232,7 +236,11 @@ fn decide_without_preferences_spreads_evenly() {
 /// full one keeps its capacity plus an overflow of what might fit after all.
 #[test]
 fn decide_moves_unschedulable_replicas_when_rebalancing() {
-    let spec = rsp(10, true, &[("member1", 3, 0, None), ("member2", 2, 0, None)]);
+    let spec = rsp(
+        10,
+        true,
+        &[("member1", 3, 0, None), ("member2", 2, 0, None)],
+    );
     let members = BTreeMap::from([
         (
             "member1".to_owned(),

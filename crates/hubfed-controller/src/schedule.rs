@@ -1,0 +1,442 @@
+//! The ReplicaSchedulingPreference controller (KubeFed's `schedulingpreference` controller
+//! and replica scheduler, docs/kubefed-compatibility.md §2.7), run when the KubeFedConfig
+//! feature gate `SchedulerPreferences` is enabled.
+//!
+//! For each RSP it reads the FederatedDeployment/FederatedReplicaSet of the same namespace and
+//! name, the registry's Ready clusters and each candidate member's Deployment/ReplicaSet (and
+//! its pods when not all replicas are ready); [`hubfed_core::schedule`] decides, and the
+//! result is written into the federated object's placement and `/spec/replicas` overrides as
+//! KubeFed writes them — only when it changed — with a `Scheduled` Event on the RSP.
+//!
+//! Triggers: the RSP, the federated object of the same name and the registry (clusters joining,
+//! leaving, turning Ready or not). Members are not watched: while a member's replicas are not
+//! all ready the RSP is looked at again every [`UNSETTLED_RECHECK`] (and exactly when a
+//! recently unschedulable pod passes the threshold), otherwise every [`RESYNC`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use hubfed_api::federated::FederatedSpec;
+use hubfed_api::scheduling::ReplicaSchedulingPreference;
+use hubfed_core::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation};
+use hubfed_core::planner::write_schedule;
+use hubfed_core::schedule::{
+    MemberWorkload, TARGET_KINDS, analyze_pods, candidate_clusters, decide, describe, replica_state,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::{Api, Client, Resource as _, ResourceExt as _};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::clusters::MemberClientPool;
+use crate::metrics::METRICS;
+
+/// How often an RSP whose members have not all replicas ready is looked at again.
+pub const UNSETTLED_RECHECK: Duration = Duration::from_secs(10);
+/// How often a settled RSP is looked at again (members are not watched).
+pub const RESYNC: Duration = Duration::from_secs(120);
+/// The field manager of the scheduler's writes to federated objects.
+pub const FIELD_MANAGER: &str = "hubfed-scheduler";
+
+/// What the RSP controller needs.
+pub struct Scheduler {
+    pub hub: Client,
+    pub pool: Arc<MemberClientPool>,
+    pub scope: ControlPlaneScope,
+    pub kubefed_namespace: String,
+    /// Seconds a pod must have been unschedulable before its replica may move.
+    pub unschedulable_threshold: i64,
+}
+
+struct Context {
+    scheduler: Scheduler,
+    recorder: Recorder,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ScheduleError {
+    #[error("{what}: {source}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{0}")]
+    Member(String),
+}
+
+fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ScheduleError {
+    let what = what.into();
+    move |source| ScheduleError::Kube { what, source }
+}
+
+/// `types.kubefed.io/v1beta1` resource of a target kind (`FederatedDeployment`, ...).
+fn federated_resource(kind: &str) -> ApiResource {
+    ApiResource {
+        group: hubfed_api::names::TYPES_GROUP.to_owned(),
+        version: "v1beta1".to_owned(),
+        api_version: format!("{}/v1beta1", hubfed_api::names::TYPES_GROUP),
+        kind: kind.to_owned(),
+        plural: format!("{}s", kind.to_lowercase()),
+    }
+}
+
+/// The member workload a federated kind propagates.
+fn member_resource(kind: &str) -> ApiResource {
+    let kind = kind.trim_start_matches("Federated");
+    ApiResource {
+        group: "apps".to_owned(),
+        version: "v1".to_owned(),
+        api_version: "apps/v1".to_owned(),
+        kind: kind.to_owned(),
+        plural: format!("{}s", kind.to_lowercase()),
+    }
+}
+
+impl Scheduler {
+    /// Runs the controller until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let hub = self.hub.clone();
+        let namespaced = self.scope == ControlPlaneScope::Namespaced;
+        let rsps: Api<ReplicaSchedulingPreference> = if namespaced {
+            Api::namespaced(hub.clone(), &self.kubefed_namespace)
+        } else {
+            Api::all(hub.clone())
+        };
+        let registry = futures::stream::unfold(self.pool.subscribe(), |mut changes| async move {
+            changes.changed().await.ok()?;
+            Some(((), changes))
+        });
+        let mut controller = Controller::new(rsps, watcher::Config::default())
+            .reconcile_all_on(registry)
+            .graceful_shutdown_on(shutdown.cancelled_owned());
+        for kind in TARGET_KINDS {
+            let resource = federated_resource(kind);
+            let api: Api<DynamicObject> = if namespaced {
+                Api::namespaced_with(hub.clone(), &self.kubefed_namespace, &resource)
+            } else {
+                Api::all_with(hub.clone(), &resource)
+            };
+            // Backoff: the kind's CRD exists only once its type is enabled.
+            let stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .touched_objects();
+            controller = controller.watches_stream_with(
+                stream,
+                |object: DynamicObject| {
+                    let namespace = object.namespace()?;
+                    Some(
+                        ObjectRef::<ReplicaSchedulingPreference>::new(&object.name_any())
+                            .within(&namespace),
+                    )
+                },
+                resource,
+            );
+        }
+        let reporter = Reporter {
+            controller: "replicaschedulingpreference-controller".to_owned(),
+            instance: std::env::var("HOSTNAME").ok(),
+        };
+        let ctx = Arc::new(Context {
+            recorder: Recorder::new(hub, reporter),
+            scheduler: self,
+        });
+        info!("ReplicaSchedulingPreference controller started");
+        controller
+            .run(reconcile, error_policy, ctx)
+            .for_each(|result| async move {
+                if let Err(e) = result {
+                    debug!(error = %e, "RSP controller");
+                }
+            })
+            .await;
+    }
+}
+
+fn error_policy(
+    rsp: Arc<ReplicaSchedulingPreference>,
+    error: &ScheduleError,
+    _ctx: Arc<Context>,
+) -> Action {
+    warn!(rsp = %key(&rsp), error = %error, "scheduling failed; retrying in 15s");
+    METRICS.schedules_total.with_label_values(&["error"]).inc();
+    Action::requeue(Duration::from_secs(15))
+}
+
+fn key(rsp: &ReplicaSchedulingPreference) -> String {
+    format!("{}/{}", rsp.namespace().unwrap_or_default(), rsp.name_any())
+}
+
+fn publish(
+    ctx: &Context,
+    rsp: &ReplicaSchedulingPreference,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let recorder = ctx.recorder.clone();
+    let reference = rsp.object_ref(&());
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note.chars().take(1024).collect()),
+        action: reason.to_owned(),
+        secondary: None,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            debug!(error = %e, "recording an event failed");
+        }
+    });
+}
+
+async fn reconcile(
+    rsp: Arc<ReplicaSchedulingPreference>,
+    ctx: Arc<Context>,
+) -> Result<Action, ScheduleError> {
+    let kind = rsp.spec.target_kind.as_str();
+    if !TARGET_KINDS.contains(&kind) {
+        publish(
+            &ctx,
+            &rsp,
+            EventType::Warning,
+            "InvalidTargetKind",
+            format!(
+                "spec.targetKind {kind:?} is not one of {}",
+                TARGET_KINDS.join(", ")
+            ),
+        );
+        return Ok(Action::await_change());
+    }
+    let namespace = rsp.namespace().unwrap_or_default();
+    let name = rsp.name_any();
+    let s = &ctx.scheduler;
+    let federated: Api<DynamicObject> =
+        Api::namespaced_with(s.hub.clone(), &namespace, &federated_resource(kind));
+    let object = match federated.get_opt(&name).await {
+        Ok(Some(object)) if object.metadata.deletion_timestamp.is_none() => object,
+        // Nothing to schedule (yet): its creation triggers us.
+        Ok(_) => return Ok(Action::await_change()),
+        // The kind's CRD is not installed: its type is not enabled.
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Action::await_change()),
+        Err(e) => return Err(kube_err(format!("reading {kind} {namespace}/{name}"))(e)),
+    };
+    let spec: FederatedSpec = match serde_json::from_value(object.data["spec"].clone()) {
+        Ok(spec) => spec,
+        Err(e) => {
+            publish(
+                &ctx,
+                &rsp,
+                EventType::Warning,
+                "InvalidTarget",
+                format!("{kind} {namespace}/{name}: spec: {e}"),
+            );
+            return Ok(Action::await_change());
+        }
+    };
+    let clusters: Vec<ClusterInfo> = s
+        .pool
+        .clusters()
+        .iter()
+        .map(|c| ClusterInfo {
+            name: c.name.clone(),
+            labels: c.labels.clone(),
+            ready: c.ready && c.client.is_some(),
+        })
+        .collect();
+    let namespace_placement = if rsp.spec.intersect_with_cluster_selector {
+        federated_namespace(s, &namespace).await?
+    } else {
+        None
+    };
+    let namespace_federation = match &namespace_placement {
+        Some(placement) => NamespaceFederation::Federated(placement.as_ref()),
+        None if rsp.spec.intersect_with_cluster_selector => NamespaceFederation::NotFederated,
+        None => NamespaceFederation::NotApplicable,
+    };
+    let candidates = match candidate_clusters(
+        &rsp.spec,
+        spec.placement.as_ref(),
+        namespace_federation,
+        s.scope,
+        &clusters,
+    ) {
+        Ok(candidates) => candidates,
+        Err(e) => {
+            publish(
+                &ctx,
+                &rsp,
+                EventType::Warning,
+                "InvalidTarget",
+                format!("{kind} {namespace}/{name}: {e}"),
+            );
+            return Ok(Action::await_change());
+        }
+    };
+    if candidates.is_empty() {
+        // KubeFed: no cluster to schedule on, nothing to do; the registry wakes us.
+        return Ok(Action::await_change());
+    }
+    let members = read_members(s, kind, &namespace, &name, &candidates).await?;
+    let state = replica_state(&members);
+    let workload_key = format!("{namespace}/{name}");
+    let result = decide(&rsp.spec, &candidates, &state, &workload_key);
+    let mut scheduled = spec.clone();
+    if write_schedule(&mut scheduled, &result) {
+        write(&federated, &object, &scheduled).await?;
+        let summary = describe(&result);
+        info!(rsp = %workload_key, schedule = %summary, "scheduled");
+        publish(
+            &ctx,
+            &rsp,
+            EventType::Normal,
+            "Scheduled",
+            format!("{kind} {workload_key}: {summary}"),
+        );
+        METRICS
+            .schedules_total
+            .with_label_values(&["changed"])
+            .inc();
+    } else {
+        METRICS
+            .schedules_total
+            .with_label_values(&["unchanged"])
+            .inc();
+    }
+    Ok(match state.recheck_in {
+        Some(seconds) => Action::requeue(
+            Duration::from_secs(u64::try_from(seconds).unwrap_or(1)).min(UNSETTLED_RECHECK),
+        ),
+        None if state.unsettled => Action::requeue(UNSETTLED_RECHECK),
+        None => Action::requeue(RESYNC),
+    })
+}
+
+/// The placement of the FederatedNamespace `<ns>/<ns>`: `None` when there is none,
+/// `Some(None)` when it has no placement.
+async fn federated_namespace(
+    s: &Scheduler,
+    namespace: &str,
+) -> Result<Option<Option<hubfed_api::federated::Placement>>, ScheduleError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        s.hub.clone(),
+        namespace,
+        &federated_resource("FederatedNamespace"),
+    );
+    match api.get_opt(namespace).await {
+        Ok(Some(object)) => Ok(Some(
+            serde_json::from_value(object.data["spec"]["placement"].clone()).ok(),
+        )),
+        Ok(None) => Ok(None),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(kube_err(format!(
+            "reading FederatedNamespace {namespace}/{namespace}"
+        ))(e)),
+    }
+}
+
+/// Each candidate's copy of the workload (clusters without one are left out), with its pods
+/// analysed when not all replicas are ready.
+async fn read_members(
+    s: &Scheduler,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    candidates: &[String],
+) -> Result<BTreeMap<String, MemberWorkload>, ScheduleError> {
+    let reads = candidates.iter().map(|cluster| async move {
+        let workload = read_member(s, cluster, kind, namespace, name).await?;
+        Ok::<_, ScheduleError>(workload.map(|w| (cluster.clone(), w)))
+    });
+    let mut members = BTreeMap::new();
+    for read in futures::future::join_all(reads).await {
+        if let Some((cluster, workload)) = read? {
+            members.insert(cluster, workload);
+        }
+    }
+    Ok(members)
+}
+
+async fn read_member(
+    s: &Scheduler,
+    cluster: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<MemberWorkload>, ScheduleError> {
+    let Some(client) = s.pool.get(cluster).and_then(|c| c.client.clone()) else {
+        return Err(ScheduleError::Member(format!(
+            "cluster {cluster} has no client"
+        )));
+    };
+    let resource = member_resource(kind);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let what = format!("reading {} {namespace}/{name} in {cluster}", resource.kind);
+    let Some(object) = api.get_opt(name).await.map_err(kube_err(&what))? else {
+        return Ok(None);
+    };
+    let int = |v: &serde_json::Value| v.as_i64().unwrap_or(0);
+    let mut workload = MemberWorkload {
+        replicas: int(&object.data["spec"]["replicas"]),
+        ready_replicas: int(&object.data["status"]["readyReplicas"]),
+        pods: None,
+    };
+    if workload.needs_pods() {
+        let Some(labels) = object.data["spec"]["selector"]["matchLabels"].as_object() else {
+            return Err(ScheduleError::Member(format!(
+                "{} {namespace}/{name} in {cluster} has no spec.selector.matchLabels",
+                resource.kind
+            )));
+        };
+        let selector = labels
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(kube_err(format!("listing the pods of {what}")))?;
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        workload.pods = Some(analyze_pods(&list.items, now, s.unschedulable_threshold));
+    }
+    Ok(Some(workload))
+}
+
+/// Writes the scheduled placement and overrides with a merge patch that carries the
+/// resourceVersion read (a concurrent change makes it fail and the RSP is looked at again).
+async fn write(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    scheduled: &FederatedSpec,
+) -> Result<(), ScheduleError> {
+    let clusters = scheduled
+        .placement
+        .as_ref()
+        .and_then(|p| p.clusters.clone())
+        .unwrap_or_default();
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": object.resource_version()},
+        "spec": {
+            "placement": {"clusters": clusters},
+            "overrides": scheduled.overrides.clone().unwrap_or_default(),
+        },
+    });
+    let name = object.name_any();
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch(&name, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(kube_err(format!("writing the schedule into {name}")))?;
+    Ok(())
+}

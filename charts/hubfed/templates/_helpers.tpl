@@ -150,7 +150,12 @@ cluster-scoped control plane, in the Role for a namespaced one.
     - propagatedversions/status
     - propagatedversions/finalizers
   verbs: ["get", "list", "watch", "create", "update", "patch"]
-# Events on federated objects and KubeFedClusters.
+# ReplicaSchedulingPreferences: read only (the scheduler writes the federated object's
+# placement and replica overrides).
+- apiGroups: ["scheduling.kubefed.io"]
+  resources: ["replicaschedulingpreferences"]
+  verbs: ["get", "list", "watch"]
+# Events on federated objects, ReplicaSchedulingPreferences and KubeFedClusters.
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -5,7 +5,9 @@
 //! By default the grant is least privilege: full object rights on exactly the target types of
 //! the hub's FederatedTypeConfigs, `get` on namespaces (the controller compares the UID of
 //! `kube-system` to recognise the hub joined as a member) and `get` on `/healthz` and
-//! `/version` (health probes). `--cluster-admin` grants everything, as kubefedctl does.
+//! `/version` (health probes). When Deployments or ReplicaSets are federated, also `get` and
+//! `list` on pods: the ReplicaSchedulingPreference scheduler counts their running and
+//! unschedulable pods. `--cluster-admin` grants everything, as kubefedctl does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -117,6 +119,13 @@ fn type_rules<'a>(types: impl IntoIterator<Item = &'a ApiResource>) -> Vec<Polic
                 rules.push(rule(&[RBAC_GROUP], &roles, &["bind", "escalate"]));
             }
         }
+    }
+    let schedulable = by_group
+        .get("apps")
+        .is_some_and(|r| r.contains("deployments") || r.contains("replicasets"));
+    let federates_pods = by_group.get("").is_some_and(|r| r.contains("pods"));
+    if schedulable && !federates_pods {
+        rules.push(rule(&[""], &["pods"], &["get", "list"]));
     }
     rules
 }
@@ -292,11 +301,36 @@ mod tests {
                 {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": verbs},
                 {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": verbs},
                 {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["bind", "escalate"]},
+                // Deployments are federated: the RSP scheduler reads their pods.
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
                 {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
                 {"nonResourceURLs": ["/healthz", "/version"], "verbs": ["get"]},
             ])
         );
         assert!(!rules.to_string().contains('*'));
+    }
+
+    #[test]
+    fn pods_are_read_only_for_schedulable_workloads() {
+        let pods_rule =
+            serde_json::json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]});
+        let rules_of = |types: &[ApiResource]| {
+            let rbac = member_rbac(&names(), ResourceScope::Cluster, Grant::Types(types));
+            serde_json::to_value(rbac.cluster_roles[0].0.rules.as_ref().unwrap()).unwrap()
+        };
+        let replicasets = [resource("apps", "replicasets", ResourceScope::Namespaced)];
+        let rules = rules_of(&replicasets);
+        assert!(rules.as_array().unwrap().contains(&pods_rule), "{rules}");
+        let configmaps = [resource("", "configmaps", ResourceScope::Namespaced)];
+        let rules = rules_of(&configmaps);
+        assert!(!rules.to_string().contains("pods"), "{rules}");
+        // Federated pods already grant more: no second rule.
+        let both = [
+            resource("apps", "deployments", ResourceScope::Namespaced),
+            resource("", "pods", ResourceScope::Namespaced),
+        ];
+        let rules = rules_of(&both);
+        assert!(!rules.as_array().unwrap().contains(&pods_rule), "{rules}");
     }
 
     #[test]

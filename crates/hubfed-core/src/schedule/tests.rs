@@ -362,3 +362,101 @@ fn candidates_intersect_with_the_cluster_selector_only() {
     .expect("valid");
     assert!(got.is_empty());
 }
+
+fn planned(spec: &ReplicaSchedulingPreferenceSpec, clusters: &[&str]) -> BTreeMap<String, i64> {
+    decide(
+        spec,
+        &names(clusters),
+        &ReplicaState::default(),
+        "test-ns/test-deployment",
+    )
+}
+
+fn counts(list: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    list.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect()
+}
+
+/// The examples of KubeFed's user guide (clusters A, B and C), with the layouts it states.
+#[test]
+fn kubefed_user_guide_examples() {
+    let abc = ["A", "B", "C"];
+    // "Distribute total replicas evenly": A, B and C get 3 replicas each.
+    assert_eq!(
+        planned(&rsp(9, false, &[]), &abc),
+        counts(&[("A", 3), ("B", 3), ("C", 3)])
+    );
+    assert_eq!(
+        planned(&rsp(9, false, &[("*", 1, 0, None)]), &abc),
+        counts(&[("A", 3), ("B", 3), ("C", 3)])
+    );
+    // "Weighted proportions": A gets 3 and B gets 6; C none (missing weight is 0).
+    assert_eq!(
+        planned(
+            &rsp(9, false, &[("A", 1, 0, None), ("B", 2, 0, None)]),
+            &abc
+        ),
+        counts(&[("A", 3), ("B", 6), ("C", 0)])
+    );
+    // "Also enforcing replica limits": A gets 4 and B gets 5.
+    let limits = rsp(9, false, &[("A", 1, 4, Some(6)), ("B", 2, 4, Some(8))]);
+    assert_eq!(
+        planned(&limits, &abc),
+        counts(&[("A", 4), ("B", 5), ("C", 0)])
+    );
+    // "Not more than 20 in C": A=16 B=17 C=17; B offline: A=30 C=20; A and B offline: C=20.
+    let capped = rsp(50, false, &[("*", 1, 0, None), ("C", 1, 0, Some(20))]);
+    let all = planned(&capped, &abc);
+    assert_eq!(all.values().sum::<i64>(), 50);
+    let mut layout: Vec<i64> = all.values().copied().collect();
+    layout.sort_unstable();
+    // Which of the three gets 16 depends on the hash of the names (KubeFed's tie-break).
+    assert_eq!(layout, vec![16, 17, 17], "{all:?}");
+    assert!(all["C"] <= 20);
+    assert_eq!(
+        planned(&capped, &["A", "C"]),
+        counts(&[("A", 30), ("C", 20)])
+    );
+    assert_eq!(planned(&capped, &["C"]), counts(&[("C", 20)]));
+}
+
+/// The e2e's full member: 9 of 10 asked of member1, whose node holds 8.
+#[test]
+fn full_member_with_rebalance_gives_the_rest_to_the_other() {
+    let spec = rsp(
+        10,
+        true,
+        &[("member1", 9, 0, None), ("member2", 1, 0, None)],
+    );
+    let clusters = names(&["member1", "member2"]);
+    let first = decide(&spec, &clusters, &ReplicaState::default(), "ns/heavy");
+    assert_eq!(first, counts(&[("member1", 9), ("member2", 1)]));
+    let members = BTreeMap::from([
+        (
+            "member1".to_owned(),
+            workload(
+                9,
+                8,
+                Some(PodAnalysis {
+                    total: 9,
+                    running_and_ready: 8,
+                    unschedulable: 1,
+                    unschedulable_now: 1,
+                    recheck_in: None,
+                }),
+            ),
+        ),
+        ("member2".to_owned(), workload(1, 1, None)),
+    ]);
+    let state = replica_state(&members);
+    let second = decide(&spec, &clusters, &state, "ns/heavy");
+    assert_eq!(second, counts(&[("member1", 9), ("member2", 2)]));
+    // Stable: the same observation again decides the same (member1 still 8 of 9 ready).
+    let members = BTreeMap::from([
+        ("member1".to_owned(), members["member1"].clone()),
+        ("member2".to_owned(), workload(2, 2, None)),
+    ]);
+    assert_eq!(
+        decide(&spec, &clusters, &replica_state(&members), "ns/heavy"),
+        second
+    );
+}

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -59,4 +60,152 @@ fn is_false(value: &bool) -> bool {
 
 fn is_zero(value: &i64) -> bool {
     *value == 0
+}
+
+/// Placement by intent (hubfed, beyond KubeFed): which clusters the federated object of the
+/// same namespace and name goes to — at most `maxClusters` of the candidates, spread over a
+/// cluster label, by weighted preferences, replaced when one stays unready past a grace
+/// period. The controller writes the choice into that object's `spec.placement.clusters`
+/// (as an RSP does) and into `status`; with an RSP of the same name, the RSP spreads the
+/// replicas over the chosen clusters and writes the placement.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "scheduling.hubfed.io",
+    version = "v1alpha1",
+    kind = "PlacementPolicy",
+    namespaced,
+    status = "PlacementPolicyStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetKind"}"#,
+    printcolumn = r#"{"name":"Clusters","type":"string","jsonPath":".status.summary"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    doc = "Chooses the clusters of the federated object of the same namespace and name by intent: how many, spread over a label, preferred by label, and failover."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementPolicySpec {
+    /// The federated kind of the target, e.g. `FederatedDeployment`.
+    pub target_kind: String,
+    /// Candidate clusters, by KubeFedCluster labels. Absent: every joined cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_selector: Option<LabelSelector>,
+    /// Choose at most this many clusters. Absent: every candidate (still subject to `spread`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_clusters: Option<u32>,
+    /// Spread over the values of cluster labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spread: Vec<SpreadConstraint>,
+    /// Clusters matching a preference's selector rank higher by its weight (weights of every
+    /// matching preference add up); ties are broken by a hash of the object and cluster names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferences: Vec<WeightedClusterPreference>,
+    /// Replace a chosen cluster that stays unready. Absent: a chosen cluster stays chosen
+    /// whatever its health (KubeFed's placement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<Failover>,
+}
+
+/// At most / at least so many chosen clusters per value of a cluster label.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpreadConstraint {
+    /// A KubeFedCluster label, e.g. `topology.kubernetes.io/region`. Clusters without it are
+    /// not candidates.
+    pub topology_key: String,
+    /// At most this many chosen clusters share a value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_per_value: Option<u32>,
+    /// At least this many chosen clusters per value, where the value has enough candidates
+    /// (chosen before any other cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_per_value: Option<u32>,
+}
+
+/// A weighted preference for clusters matching a label selector.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightedClusterPreference {
+    /// 1..100.
+    #[schemars(range(min = 1, max = 100))]
+    pub weight: i32,
+    pub cluster_selector: LabelSelector,
+}
+
+/// When and how a chosen cluster is replaced.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Failover {
+    /// How long a chosen cluster may be NotReady or Offline before it is replaced; also how
+    /// long a cluster must have been Ready again before the object moves back to it. Default
+    /// 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<u32>,
+    /// Move back to a replaced cluster once it has been Ready for the grace period (and give
+    /// up its replacement). Default false: the object stays where it moved.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub move_back: bool,
+}
+
+/// The default of `failover.gracePeriodSeconds`.
+pub const DEFAULT_FAILOVER_GRACE_SECONDS: u32 = 300;
+
+/// What the policy controller chose, and why.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementPolicyStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The chosen clusters, sorted by name, each with the reason it was chosen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ChosenCluster>,
+    /// Clusters replaced by failover, kept to move back to them (`failover.moveBack`) and to
+    /// show what happened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_over: Vec<FailedOver>,
+    /// `member1, member2` (the printer column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// `Placed`: whether the choice is written and met every constraint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PolicyCondition>,
+}
+
+/// One chosen cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChosenCluster {
+    pub name: String,
+    /// `Selected`, `Kept`, `Preferred`, `Spread`, `Replacement` or `MovedBack`.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// A cluster replaced by failover.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedOver {
+    pub cluster: String,
+    /// The cluster chosen in its place, if one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_by: Option<String>,
+    /// When it was replaced (RFC 3339).
+    pub time: String,
+}
+
+/// A condition of a PlacementPolicy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
 }

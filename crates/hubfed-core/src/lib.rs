@@ -15,6 +15,7 @@ pub mod gc;
 pub mod gojson;
 pub mod gopatch;
 pub mod hub;
+pub mod intent;
 pub mod lease;
 pub mod openapi;
 pub mod overrides;

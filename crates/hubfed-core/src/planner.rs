@@ -299,7 +299,7 @@ fn replicas_override(value: serde_json::Value) -> Override {
 }
 
 /// Go's `hash/fnv` `New32` (FNV-1, 32 bits) over `a` then `b`.
-fn fnv1_32(a: &[u8], b: &[u8]) -> u32 {
+pub(crate) fn fnv1_32(a: &[u8], b: &[u8]) -> u32 {
     a.iter().chain(b).fold(0x811c_9dc5_u32, |hash, byte| {
         hash.wrapping_mul(0x0100_0193) ^ u32::from(*byte)
     })

@@ -1,0 +1,482 @@
+//! Placement by intent: which clusters a [`PlacementPolicySpec`] chooses, from the registry,
+//! the previous choice and the time. Pure; the policy controller writes the result.
+//!
+//! The rules, in order:
+//!
+//! 1. **Candidates**: joined clusters matching `clusterSelector` (absent: all) that carry
+//!    every `spread` topology key.
+//! 2. **Rank**: the sum of the weights of the matching `preferences`, higher first; ties by an
+//!    FNV hash of the object key and the cluster name (different objects spread differently,
+//!    the same object always ranks the same way), then by name.
+//! 3. **Stability**: previously chosen clusters stay chosen while they are candidates and
+//!    healthy — a cluster joining or leaving elsewhere never reshuffles a choice. With
+//!    `failover`, a chosen cluster that has been NotReady (or Offline) for the grace period is
+//!    no longer healthy: it is replaced and recorded in `failedOver`.
+//! 4. **Limits**: kept clusters beyond `maxClusters` or a spread's `maxPerValue` (a stricter
+//!    policy) are dropped, lowest rank first.
+//! 5. **Fill**: first each spread value's `minPerValue`, then by rank up to `maxClusters`
+//!    (absent: every candidate), never above a `maxPerValue`. Only Ready clusters are picked.
+//! 6. **Hysteresis**: a replaced cluster is picked again only after it has been Ready for the
+//!    grace period. With `maxClusters`, it takes its place back (giving up its replacement)
+//!    only when `failover.moveBack` is true; without `maxClusters` there is no replacement
+//!    to give up and it rejoins the choice.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hubfed_api::scheduling::{DEFAULT_FAILOVER_GRACE_SECONDS, PlacementPolicySpec};
+
+use crate::Result;
+use crate::planner::fnv1_32;
+use crate::selector::Selector;
+
+/// Why a cluster is in the choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reason {
+    /// A candidate, no limit applies.
+    Selected,
+    /// Chosen before and still healthy.
+    Kept,
+    /// Chosen by rank (a preference matched).
+    Preferred,
+    /// Chosen to meet a spread's `minPerValue`.
+    Spread,
+    /// Chosen in place of a failed-over cluster.
+    Replacement,
+    /// A failed-over cluster, Ready again for the grace period.
+    MovedBack,
+}
+
+impl Reason {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Selected => "Selected",
+            Self::Kept => "Kept",
+            Self::Preferred => "Preferred",
+            Self::Spread => "Spread",
+            Self::Replacement => "Replacement",
+            Self::MovedBack => "MovedBack",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::Selected,
+            Self::Kept,
+            Self::Preferred,
+            Self::Spread,
+            Self::Replacement,
+            Self::MovedBack,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
+    }
+}
+
+/// A joined cluster as the policy sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterState {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub ready: bool,
+    /// Unix seconds of the last change of its readiness (the KubeFedCluster's `Ready`
+    /// condition `lastTransitionTime`); `None`: long ago.
+    pub since: Option<i64>,
+}
+
+/// A cluster replaced by failover.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailedOver {
+    pub cluster: String,
+    pub replaced_by: Option<String>,
+    /// Unix seconds.
+    pub time: i64,
+}
+
+/// One chosen cluster and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chosen {
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// The previous choice (the policy's status).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Previous {
+    pub clusters: BTreeMap<String, Chosen>,
+    pub failed_over: Vec<FailedOver>,
+}
+
+/// What [`choose`] decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Choice {
+    pub clusters: BTreeMap<String, Chosen>,
+    pub failed_over: Vec<FailedOver>,
+    /// What changed and why, one sentence each (for Events).
+    pub changes: Vec<String>,
+    /// Constraints that could not be met (`minPerValue` without enough Ready candidates).
+    pub unsatisfied: Vec<String>,
+    /// Seconds until a grace period ends that may change the choice: decide again then.
+    pub recheck_in: Option<i64>,
+}
+
+struct Ranked<'a> {
+    cluster: &'a ClusterState,
+    score: i64,
+    hash: u32,
+}
+
+struct Context<'a> {
+    spec: &'a PlacementPolicySpec,
+    grace: Option<i64>,
+    now: i64,
+}
+
+impl Context<'_> {
+    fn unready_for(&self, c: &ClusterState) -> i64 {
+        if c.ready {
+            0
+        } else {
+            self.now - c.since.unwrap_or(i64::MIN / 2)
+        }
+    }
+
+    fn ready_for(&self, c: &ClusterState) -> i64 {
+        if c.ready {
+            self.now - c.since.unwrap_or(i64::MIN / 2)
+        } else {
+            -1
+        }
+    }
+
+    /// A chosen cluster may stay: Ready, or unready for less than the grace period (or no
+    /// failover at all).
+    fn keepable(&self, c: &ClusterState) -> bool {
+        match self.grace {
+            None => true,
+            Some(grace) => c.ready || self.unready_for(c) < grace,
+        }
+    }
+
+    fn values(&self, c: &ClusterState) -> Vec<Option<String>> {
+        self.spec
+            .spread
+            .iter()
+            .map(|s| c.labels.get(&s.topology_key).cloned())
+            .collect()
+    }
+}
+
+/// Tracks the chosen set and the per-spread-value counts.
+struct Picks<'a> {
+    ctx: &'a Context<'a>,
+    chosen: BTreeMap<String, Chosen>,
+    counts: Vec<BTreeMap<String, u32>>,
+}
+
+impl<'a> Picks<'a> {
+    fn new(ctx: &'a Context<'a>) -> Self {
+        Self {
+            ctx,
+            chosen: BTreeMap::new(),
+            counts: vec![BTreeMap::new(); ctx.spec.spread.len()],
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.ctx
+            .spec
+            .max_clusters
+            .is_some_and(|max| self.chosen.len() >= max as usize)
+    }
+
+    fn fits(&self, c: &ClusterState) -> bool {
+        if self.full() || self.chosen.contains_key(&c.name) {
+            return false;
+        }
+        self.ctx
+            .values(c)
+            .iter()
+            .zip(&self.ctx.spec.spread)
+            .zip(&self.counts)
+            .all(
+                |((value, spread), counts)| match (value, spread.max_per_value) {
+                    (Some(value), Some(max)) => counts.get(value).copied().unwrap_or(0) < max,
+                    _ => true,
+                },
+            )
+    }
+
+    fn add(&mut self, c: &ClusterState, reason: Reason, message: String) {
+        for (i, value) in self.ctx.values(c).into_iter().enumerate() {
+            if let Some(value) = value {
+                *self.counts[i].entry(value).or_insert(0) += 1;
+            }
+        }
+        self.chosen
+            .insert(c.name.clone(), Chosen { reason, message });
+    }
+}
+
+fn rank<'a>(
+    spec: &PlacementPolicySpec,
+    key: &str,
+    candidates: Vec<&'a ClusterState>,
+) -> Result<Vec<Ranked<'a>>> {
+    let selectors = spec
+        .preferences
+        .iter()
+        .map(|p| {
+            Ok((
+                i64::from(p.weight),
+                Selector::new(Some(&p.cluster_selector))?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut ranked: Vec<Ranked<'a>> = candidates
+        .into_iter()
+        .map(|cluster| Ranked {
+            cluster,
+            score: selectors
+                .iter()
+                .filter(|(_, s)| s.matches(&cluster.labels))
+                .map(|(w, _)| w)
+                .sum(),
+            hash: fnv1_32(key.as_bytes(), cluster.name.as_bytes()),
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .cmp(&a.score)
+            .then(a.hash.cmp(&b.hash))
+            .then(a.cluster.name.cmp(&b.cluster.name))
+    });
+    Ok(ranked)
+}
+
+fn candidates<'a>(
+    spec: &PlacementPolicySpec,
+    clusters: &'a [ClusterState],
+) -> Result<Vec<&'a ClusterState>> {
+    let selector = match &spec.cluster_selector {
+        Some(selector) => Some(Selector::new(Some(selector))?),
+        None => None,
+    };
+    Ok(clusters
+        .iter()
+        .filter(|c| selector.as_ref().is_none_or(|s| s.matches(&c.labels)))
+        .filter(|c| {
+            spec.spread
+                .iter()
+                .all(|s| c.labels.contains_key(&s.topology_key))
+        })
+        .collect())
+}
+
+/// Chooses the clusters for the object `key` (`namespace/name`). Errors only when a selector
+/// is invalid.
+pub fn choose(
+    spec: &PlacementPolicySpec,
+    key: &str,
+    clusters: &[ClusterState],
+    previous: &Previous,
+    now: i64,
+) -> Result<Choice> {
+    let ctx = Context {
+        spec,
+        grace: spec.failover.as_ref().map(|f| {
+            i64::from(
+                f.grace_period_seconds
+                    .unwrap_or(DEFAULT_FAILOVER_GRACE_SECONDS),
+            )
+        }),
+        now,
+    };
+    let ranked = rank(spec, key, candidates(spec, clusters)?)?;
+    let by_name: BTreeMap<&str, &ClusterState> = ranked
+        .iter()
+        .map(|r| (r.cluster.name.as_str(), r.cluster))
+        .collect();
+    let mut choice = Choice::default();
+    let mut picks = Picks::new(&ctx);
+
+    // Failed-over clusters: still recorded unless gone; back once Ready for the grace period.
+    let limited = spec.max_clusters.is_some();
+    let move_back = spec.failover.as_ref().is_some_and(|f| f.move_back) || !limited;
+    let grace = ctx.grace.unwrap_or(0);
+    let mut failed_over: Vec<FailedOver> = Vec::new();
+    let mut returning: Vec<(&ClusterState, FailedOver)> = Vec::new();
+    for entry in &previous.failed_over {
+        let Some(cluster) = by_name.get(entry.cluster.as_str()) else {
+            continue;
+        };
+        let stable = ctx.ready_for(cluster) >= grace;
+        if stable && move_back {
+            returning.push((cluster, entry.clone()));
+        } else if stable {
+            // Healthy again, and the object stays where it moved: nothing left to track.
+        } else {
+            failed_over.push(entry.clone());
+        }
+    }
+    let given_up: BTreeSet<&str> = returning
+        .iter()
+        .filter_map(|(_, e)| e.replaced_by.as_deref())
+        .collect();
+    let recorded: BTreeSet<&str> = failed_over.iter().map(|e| e.cluster.as_str()).collect();
+
+    // Returning clusters first, then those kept, by rank.
+    for (cluster, entry) in &returning {
+        if picks.fits(cluster) {
+            let message = match &entry.replaced_by {
+                Some(r) => format!("Ready again for {}s; replaces {r}", ctx.ready_for(cluster)),
+                None => format!("Ready again for {}s", ctx.ready_for(cluster)),
+            };
+            choice
+                .changes
+                .push(format!("{}: moved back ({message})", cluster.name));
+            picks.add(cluster, Reason::MovedBack, message);
+        }
+    }
+    let mut newly_failed: Vec<FailedOver> = Vec::new();
+    for r in &ranked {
+        let name = r.cluster.name.as_str();
+        let Some(before) = previous.clusters.get(name) else {
+            continue;
+        };
+        if given_up.contains(name) && !picks.chosen.contains_key(name) {
+            choice
+                .changes
+                .push(format!("{name}: given up for the cluster it replaced"));
+            continue;
+        }
+        if !ctx.keepable(r.cluster) {
+            let unready = ctx.unready_for(r.cluster);
+            choice.changes.push(format!(
+                "{name}: not Ready for {unready}s (grace {grace}s): replaced"
+            ));
+            newly_failed.push(FailedOver {
+                cluster: name.to_owned(),
+                replaced_by: None,
+                time: now,
+            });
+            continue;
+        }
+        if picks.fits(r.cluster) {
+            picks.add(r.cluster, before.reason, before.message.clone());
+        } else if !picks.chosen.contains_key(name) {
+            choice.changes.push(format!(
+                "{name}: dropped (over maxClusters or a spread limit)"
+            ));
+        }
+    }
+    for name in previous.clusters.keys() {
+        if !by_name.contains_key(name.as_str()) {
+            choice
+                .changes
+                .push(format!("{name}: no longer a candidate"));
+        }
+    }
+
+    // New picks: Ready, not a failed-over cluster still in its grace period.
+    let failing: BTreeSet<String> = newly_failed.iter().map(|f| f.cluster.clone()).collect();
+    let pickable = |c: &ClusterState| {
+        c.ready && !recorded.contains(c.name.as_str()) && !failing.contains(&c.name)
+    };
+    fill_spread_minimums(&ctx, &ranked, &pickable, &mut picks, &mut choice);
+    let mut replacing = newly_failed.iter_mut().filter(|_| limited);
+    for r in &ranked {
+        if !pickable(r.cluster) || !picks.fits(r.cluster) {
+            continue;
+        }
+        let (reason, message) = match replacing.next() {
+            Some(failed) => {
+                failed.replaced_by = Some(r.cluster.name.clone());
+                (Reason::Replacement, format!("replaces {}", failed.cluster))
+            }
+            None if r.score > 0 => (Reason::Preferred, format!("preference score {}", r.score)),
+            None => (Reason::Selected, String::new()),
+        };
+        if !previous.clusters.is_empty() {
+            choice
+                .changes
+                .push(format!("{}: chosen ({})", r.cluster.name, reason.as_str()));
+        }
+        picks.add(r.cluster, reason, message);
+    }
+    failed_over.extend(newly_failed);
+    failed_over.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+
+    choice.recheck_in = recheck_in(&ctx, &ranked, &picks.chosen, &failed_over);
+    choice.clusters = picks.chosen;
+    choice.failed_over = failed_over;
+    Ok(choice)
+}
+
+fn fill_spread_minimums(
+    ctx: &Context<'_>,
+    ranked: &[Ranked<'_>],
+    pickable: &dyn Fn(&ClusterState) -> bool,
+    picks: &mut Picks<'_>,
+    choice: &mut Choice,
+) {
+    for (i, spread) in ctx.spec.spread.iter().enumerate() {
+        let Some(min) = spread.min_per_value.filter(|m| *m > 0) else {
+            continue;
+        };
+        let values: BTreeSet<&String> = ranked
+            .iter()
+            .filter_map(|r| r.cluster.labels.get(&spread.topology_key))
+            .collect();
+        for value in values {
+            let have = |picks: &Picks<'_>| picks.counts[i].get(value).copied().unwrap_or(0);
+            for r in ranked {
+                if have(picks) >= min {
+                    break;
+                }
+                if r.cluster.labels.get(&spread.topology_key) == Some(value)
+                    && pickable(r.cluster)
+                    && picks.fits(r.cluster)
+                {
+                    let message = format!("{}={value} needs {min}", spread.topology_key);
+                    picks.add(r.cluster, Reason::Spread, message);
+                }
+            }
+            if have(picks) < min {
+                choice.unsatisfied.push(format!(
+                    "{}={value}: {} of at least {min} clusters chosen",
+                    spread.topology_key,
+                    have(picks)
+                ));
+            }
+        }
+    }
+}
+
+fn recheck_in(
+    ctx: &Context<'_>,
+    ranked: &[Ranked<'_>],
+    chosen: &BTreeMap<String, Chosen>,
+    failed_over: &[FailedOver],
+) -> Option<i64> {
+    let grace = ctx.grace?;
+    let mut soonest: Option<i64> = None;
+    let mut consider = |wait: i64| {
+        if wait > 0 {
+            soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
+        }
+    };
+    for r in ranked {
+        if chosen.contains_key(&r.cluster.name) && !r.cluster.ready {
+            consider(grace - ctx.unready_for(r.cluster) + 1);
+        }
+        // A failed-over cluster Ready again: it moves back (or, without moveBack, its record
+        // is dropped) once stable.
+        if failed_over.iter().any(|f| f.cluster == r.cluster.name) && r.cluster.ready {
+            consider(grace - ctx.ready_for(r.cluster) + 1);
+        }
+    }
+    soonest
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,6 @@
 //! Where the pinned Kubernetes binaries and etcd are found.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::Error;
 
@@ -26,7 +26,13 @@ pub struct Binaries {
     pub etcd: PathBuf,
     pub kube_apiserver: PathBuf,
     pub kube_controller_manager: PathBuf,
+    /// `kube-scheduler`, next to the API server. Only environments that schedule pods
+    /// ([`crate::TestEnvConfig::scheduling`]) need it: its presence is checked by
+    /// [`Binaries::require_scheduler`], not by [`Binaries::locate`].
+    pub kube_scheduler: PathBuf,
 }
+
+const KUBE_HINT: &str = "run `hack/build-kube.sh` (or `make tools`), or set HUBFED_KUBE_BIN_DIR";
 
 impl Binaries {
     /// Finds the binaries: `HUBFED_KUBE_BIN_DIR` and `HUBFED_ETCD` when set, otherwise the
@@ -41,7 +47,7 @@ impl Binaries {
             if !bin.is_file() {
                 return Err(Error::MissingBinary {
                     path: bin.clone(),
-                    hint: "run `hack/build-kube.sh` (or `make tools`), or set HUBFED_KUBE_BIN_DIR",
+                    hint: KUBE_HINT,
                 });
             }
         }
@@ -70,8 +76,43 @@ impl Binaries {
         }
         Ok(Self {
             etcd,
+            kube_scheduler: kube_dir.join("kube-scheduler"),
             kube_apiserver,
             kube_controller_manager,
         })
+    }
+
+    /// The `kube-scheduler` binary, or [`Error::MissingBinary`] when it is not there.
+    pub fn require_scheduler(&self) -> Result<&Path, Error> {
+        if self.kube_scheduler.is_file() {
+            Ok(&self.kube_scheduler)
+        } else {
+            Err(Error::MissingBinary {
+                path: self.kube_scheduler.clone(),
+                hint: KUBE_HINT,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_scheduler_is_reported_only_when_required() {
+        let bins = Binaries {
+            etcd: PathBuf::from("/bin/sh"),
+            kube_apiserver: PathBuf::from("/bin/sh"),
+            kube_controller_manager: PathBuf::from("/bin/sh"),
+            kube_scheduler: PathBuf::from("/nonexistent/kube-scheduler"),
+        };
+        match bins.require_scheduler() {
+            Err(Error::MissingBinary { path, hint }) => {
+                assert_eq!(path, bins.kube_scheduler);
+                assert_eq!(hint, KUBE_HINT);
+            }
+            other => panic!("expected MissingBinary, got {other:?}"),
+        }
     }
 }

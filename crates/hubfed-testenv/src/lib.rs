@@ -7,11 +7,17 @@
 //! kubeconfig with one context per cluster (`hub`, `member1`, ...). Everything stops when
 //! the [`TestEnv`] is dropped, and — through the guardians in [`process`] — also when the
 //! process that started it dies without dropping it.
+//!
+//! Opt-in ([`TestEnvConfig::scheduling`]), members also schedule pods: a real
+//! `kube-scheduler`, Node objects, and a fake kubelet that reports bound pods running (see
+//! [`Scheduling`]).
 
 pub mod bins;
+mod kubelet;
 mod pki;
 pub mod process;
 mod restart;
+mod scheduling;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -24,8 +30,10 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use bins::{Binaries, kube_version};
+use kubelet::FakeKubelet;
 use pki::ClusterPki;
 use process::{GuardedProcess, Spawn, alive};
+pub use scheduling::Scheduling;
 
 /// Name of the hub cluster's kubeconfig context.
 pub const HUB: &str = "hub";
@@ -56,6 +64,9 @@ pub enum Error {
     NotRunning(String),
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
+    /// A request that sets a cluster up failed (creating the nodes of a member).
+    #[error("{what}: {message}")]
+    Setup { what: String, message: String },
 }
 
 /// What to start.
@@ -70,6 +81,9 @@ pub struct TestEnvConfig {
     pub dir: Option<PathBuf>,
     /// How long one component may take to become ready.
     pub ready_timeout: Duration,
+    /// Make the members (not the hub) schedule pods: nodes, a kube-scheduler and a fake
+    /// kubelet per member. Default `None`: no nodes, pods stay unbound.
+    pub scheduling: Option<Scheduling>,
 }
 
 impl Default for TestEnvConfig {
@@ -79,6 +93,7 @@ impl Default for TestEnvConfig {
             controller_manager: true,
             dir: None,
             ready_timeout: Duration::from_secs(120),
+            scheduling: None,
         }
     }
 }
@@ -93,6 +108,12 @@ pub struct Cluster {
     apiserver_program: PathBuf,
     apiserver_args: Vec<String>,
     controller_manager: Option<GuardedProcess>,
+    /// With [`TestEnvConfig::scheduling`], members only: the kube-scheduler, the port of its
+    /// HTTPS server, the fake kubelet and the node names.
+    scheduler: Option<GuardedProcess>,
+    scheduler_port: u16,
+    kubelet: Option<FakeKubelet>,
+    nodes: Vec<String>,
 }
 
 impl Cluster {
@@ -137,13 +158,22 @@ impl Cluster {
         self.apiserver.signal("CONT")
     }
 
-    /// Pids of this cluster's server processes (API server, controller manager).
+    /// Pids of this cluster's server processes (API server, controller manager, scheduler).
     pub fn pids(&self) -> Vec<u32> {
         let mut pids: Vec<u32> = self.apiserver.pid().into_iter().collect();
-        if let Some(kcm) = &self.controller_manager {
-            pids.extend(kcm.pid());
+        for process in [&self.controller_manager, &self.scheduler]
+            .into_iter()
+            .flatten()
+        {
+            pids.extend(process.pid());
         }
         pids
+    }
+
+    /// Names of this cluster's nodes (`<name>-node-1`, ...): empty unless the environment
+    /// schedules pods ([`TestEnvConfig::scheduling`]) and this is a member.
+    pub fn nodes(&self) -> &[String] {
+        &self.nodes
     }
 }
 
@@ -250,6 +280,25 @@ where
     .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"))
 }
 
+/// The environment's directory, and whether it owns it (made it, removes it).
+fn env_dir(config: &TestEnvConfig) -> (PathBuf, bool) {
+    match &config.dir {
+        Some(d) => (d.clone(), false),
+        None => {
+            let base = if Path::new("/dev/shm").is_dir() {
+                PathBuf::from("/dev/shm")
+            } else {
+                std::env::temp_dir()
+            };
+            let n = ENV_COUNTER.fetch_add(1, Ordering::Relaxed);
+            (
+                base.join(format!("hubfed-testenv-{}-{n}", std::process::id())),
+                true,
+            )
+        }
+    }
+}
+
 fn etcd_supports_no_fsync(etcd: &Path) -> bool {
     std::process::Command::new(etcd)
         .arg("--version")
@@ -269,21 +318,12 @@ impl TestEnv {
     pub fn start(config: TestEnvConfig) -> Result<Self, Error> {
         let began = Instant::now();
         let bins = Binaries::locate()?;
-        let (dir, owns_dir) = match &config.dir {
-            Some(d) => (d.clone(), false),
-            None => {
-                let base = if Path::new("/dev/shm").is_dir() {
-                    PathBuf::from("/dev/shm")
-                } else {
-                    std::env::temp_dir()
-                };
-                let n = ENV_COUNTER.fetch_add(1, Ordering::Relaxed);
-                (
-                    base.join(format!("hubfed-testenv-{}-{n}", std::process::id())),
-                    true,
-                )
-            }
+        // Checked before anything starts; only environments that schedule pods need it.
+        let scheduler = match config.scheduling {
+            Some(_) => Some(bins.require_scheduler()?),
+            None => None,
         };
+        let (dir, owns_dir) = env_dir(&config);
         // Only what this environment writes is cleared: `dir` may be a person's directory.
         for sub in ["logs", "pids", "etcd"] {
             let _ = std::fs::remove_dir_all(dir.join(sub));
@@ -344,6 +384,9 @@ impl TestEnv {
         write(&env.kubeconfig_path, &env.kubeconfig_yaml())?;
         if config.controller_manager {
             env.wait_for_controller_managers(config.ready_timeout)?;
+        }
+        if let (Some(scheduling), Some(scheduler)) = (&config.scheduling, scheduler) {
+            env.start_scheduling(scheduler, scheduling, config.ready_timeout)?;
         }
         env.startup = began.elapsed();
         Ok(env)
@@ -425,6 +468,10 @@ impl TestEnv {
             apiserver_program: bins.kube_apiserver.clone(),
             apiserver_args: args,
             controller_manager: None,
+            scheduler: None,
+            scheduler_port: 0,
+            kubelet: None,
+            nodes: Vec::new(),
         };
         wait_ready(&mut cluster, config.ready_timeout)?;
 
@@ -538,21 +585,33 @@ impl TestEnv {
         pids
     }
 
-    /// Stops controller managers, then API servers, then etcd, and removes the directory.
+    /// Stops the fake kubelets, then controller managers and schedulers, then API servers,
+    /// then etcd, and removes the directory.
     pub fn shutdown(mut self) {
         self.stop_all();
     }
 
     fn stop_all(&mut self) {
         for c in &mut self.clusters {
-            if let Some(kcm) = &mut c.controller_manager {
-                kcm.begin_stop();
+            if let Some(kubelet) = &mut c.kubelet {
+                kubelet.stop();
+            }
+        }
+        for c in &mut self.clusters {
+            for process in [&mut c.controller_manager, &mut c.scheduler]
+                .into_iter()
+                .flatten()
+            {
+                process.begin_stop();
             }
             c.apiserver.begin_stop();
         }
         for c in &mut self.clusters {
-            if let Some(kcm) = &mut c.controller_manager {
-                kcm.stop();
+            for process in [&mut c.controller_manager, &mut c.scheduler]
+                .into_iter()
+                .flatten()
+            {
+                process.stop();
             }
             c.apiserver.stop();
         }

@@ -169,6 +169,7 @@ async fn phases(
         controller_manager: args.controller_manager,
         dir: None,
         ready_timeout: timeout,
+        scheduling: None,
     };
     let env = tokio::task::spawn_blocking(move || TestEnv::start(config))
         .await

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use hubfed_testenv::{TestEnv, TestEnvConfig, kube_version};
+use hubfed_testenv::{Scheduling, TestEnv, TestEnvConfig, kube_version};
 
 #[derive(Parser)]
 #[command(version, about = "Real Kubernetes clusters on loopback for hubfed")]
@@ -27,6 +27,25 @@ enum Command {
         /// Do not run kube-controller-manager.
         #[arg(long)]
         no_controller_manager: bool,
+        /// Members schedule pods: nodes, a kube-scheduler and a fake kubelet per member.
+        #[arg(long, env = "HUBFED_SCHEDULING")]
+        scheduling: bool,
+        /// Nodes per member, with --scheduling.
+        #[arg(
+            long,
+            default_value_t = 1,
+            requires = "scheduling",
+            env = "HUBFED_NODES_PER_MEMBER"
+        )]
+        nodes_per_member: usize,
+        /// Pods one node takes, with --scheduling.
+        #[arg(
+            long,
+            default_value_t = 10,
+            requires = "scheduling",
+            env = "HUBFED_PODS_PER_NODE"
+        )]
+        pods_per_node: u32,
     },
 }
 
@@ -35,7 +54,15 @@ fn main() -> anyhow::Result<()> {
         members,
         dir,
         no_controller_manager,
+        scheduling,
+        nodes_per_member,
+        pods_per_node,
     } = Cli::parse().command;
+    let scheduling = scheduling.then(|| Scheduling {
+        nodes_per_member,
+        pods_per_node,
+        ..Scheduling::default()
+    });
     std::fs::create_dir_all(&dir)?;
     let dir = dir.canonicalize()?;
     let env = TestEnv::start(TestEnvConfig {
@@ -43,6 +70,7 @@ fn main() -> anyhow::Result<()> {
         controller_manager: !no_controller_manager,
         dir: Some(dir.clone()),
         ready_timeout: Duration::from_secs(180),
+        scheduling,
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let names: Vec<&str> = env.clusters().iter().map(|c| c.name()).collect();
@@ -52,6 +80,15 @@ fn main() -> anyhow::Result<()> {
         kube_version(),
         env.startup_time().as_secs_f64()
     );
+    let nodes: Vec<&str> = env
+        .members()
+        .iter()
+        .flat_map(|m| m.nodes())
+        .map(String::as_str)
+        .collect();
+    if !nodes.is_empty() {
+        println!("nodes:      {}", nodes.join(", "));
+    }
     println!("kubeconfig: {}", env.kubeconfig_path().display());
     println!("logs:       {}", dir.join("logs").display());
     std::fs::write(dir.join("ready"), format!("{}\n", std::process::id()))?;

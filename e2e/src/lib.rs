@@ -82,7 +82,18 @@ impl Federation {
     /// The federation of this test binary, set up on first use (blocking). Panics when it
     /// cannot be set up; every later call panics with the same message.
     pub fn shared() -> &'static Federation {
-        match FEDERATION.get_or_init(start) {
+        match FEDERATION.get_or_init(|| start(Ok(hubfed_testenv::shared()))) {
+            Ok(federation) => federation,
+            Err(e) => panic!("cannot start the federation: {e}"),
+        }
+    }
+
+    /// Like [`Federation::shared`], on members that schedule pods: a kube-scheduler each, one
+    /// Node of [`SCHEDULING_PODS_PER_NODE`] pods and the environment's stand-in kubelet
+    /// ([`hubfed_testenv::Scheduling`]). Every test of a binary must use the same one of the
+    /// two.
+    pub fn shared_scheduling() -> &'static Federation {
+        match FEDERATION.get_or_init(|| start(scheduling_env())) {
             Ok(federation) => federation,
             Err(e) => panic!("cannot start the federation: {e}"),
         }
@@ -929,8 +940,33 @@ pub async fn wait_clusters_ready(hub: &Client, names: &[&str]) -> anyhow::Result
     .await
 }
 
-fn start() -> Result<Federation, String> {
-    let env = hubfed_testenv::shared();
+/// Pods one Node of [`Federation::shared_scheduling`] holds.
+pub const SCHEDULING_PODS_PER_NODE: u32 = 40;
+
+fn scheduling_env() -> Result<&'static TestEnv, String> {
+    let env = TestEnv::start(hubfed_testenv::TestEnvConfig {
+        members: MEMBERS.len(),
+        scheduling: Some(hubfed_testenv::Scheduling {
+            nodes_per_member: 1,
+            pods_per_node: SCHEDULING_PODS_PER_NODE,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .map_err(|e| format!("cannot start the test clusters: {e}"))?;
+    report(format_args!(
+        "hubfed-testenv: hub + {} members with schedulers and nodes ready in {:.1}s, kubeconfig {}",
+        MEMBERS.len(),
+        env.startup_time().as_secs_f64(),
+        env.kubeconfig_path().display()
+    ));
+    // Never dropped, as hubfed_testenv::shared(): the guardians stop the servers when the
+    // test binary exits.
+    Ok(Box::leak(Box::new(env)))
+}
+
+fn start(env: Result<&'static TestEnv, String>) -> Result<Federation, String> {
+    let env = env?;
     let began = Instant::now();
     let (ready_tx, ready_rx) = mpsc::channel();
     std::thread::Builder::new()

@@ -1,0 +1,358 @@
+//! ReplicaSchedulingPreference scheduling on members that really schedule pods (a
+//! kube-scheduler and Nodes each, [`Federation::shared_scheduling`]): replicas spread by
+//! weight and by KubeFed's documented example, and replicas of a member whose node is full
+//! move to the other member (`rebalance: true`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hubfed_e2e::{
+    Federation, MEMBERS, TIMEOUT, Wait, create_federated, report, target, unique_ns, wait_event,
+    wait_for,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+
+fn fed() -> &'static Federation {
+    Federation::shared_scheduling()
+}
+
+/// A FederatedDeployment with only a template (as KubeFed's docs for RSPs have it): the
+/// scheduler writes placement and replicas.
+fn template_only(app: &str, cpu: Option<&str>) -> Value {
+    let mut container = json!({"name": app, "image": "registry.k8s.io/pause:3.10"});
+    if let Some(cpu) = cpu {
+        container["resources"] = json!({"requests": {"cpu": cpu}});
+    }
+    json!({"template": {"spec": {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app": app}},
+        "template": {
+            "metadata": {"labels": {"app": app}},
+            "spec": {"containers": [container]},
+        },
+    }}})
+}
+
+async fn create_rsp(hub: &Client, namespace: &str, name: &str, spec: Value) -> anyhow::Result<()> {
+    let resource = kube::api::ApiResource {
+        group: "scheduling.kubefed.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "scheduling.kubefed.io/v1alpha1".into(),
+        kind: "ReplicaSchedulingPreference".into(),
+        plural: "replicaschedulingpreferences".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), namespace, &resource);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.kubefed.io/v1alpha1",
+        "kind": "ReplicaSchedulingPreference",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }))?;
+    api.create(&PostParams::default(), &object).await?;
+    Ok(())
+}
+
+/// `{cluster: (spec.replicas, status.readyReplicas)}` of the member Deployments `namespace/name`.
+async fn member_replicas(
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<BTreeMap<String, (i64, i64)>> {
+    let mut found = BTreeMap::new();
+    for cluster in MEMBERS {
+        let object = fed()
+            .member_object(cluster, &target("Deployment"), Some(namespace), name)
+            .await?;
+        if let Some(object) = object {
+            let replicas = object["spec"]["replicas"].as_i64().unwrap_or(0);
+            let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
+            found.insert(cluster.to_owned(), (replicas, ready));
+        }
+    }
+    Ok(found)
+}
+
+/// Waits until the member Deployments run exactly `expected` replicas, all ready, and the
+/// federated object says so in its placement and `/spec/replicas` overrides.
+async fn wait_scheduled(
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    expected: &[(&str, i64)],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let all_ready: Vec<(&str, i64, i64)> = expected.iter().map(|(c, n)| (*c, *n, *n)).collect();
+    wait_schedule(hub, namespace, name, &all_ready, timeout).await
+}
+
+/// [`wait_scheduled`] with the ready replicas expected per cluster given: `(cluster,
+/// replicas, ready)`.
+async fn wait_schedule(
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    expected: &[(&str, i64, i64)],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> = hubfed_e2e::dynamic_api(
+        hub.clone(),
+        &hubfed_e2e::federated("Deployment"),
+        Some(namespace),
+    );
+    let want: BTreeMap<String, (i64, i64)> = expected
+        .iter()
+        .map(|(c, n, ready)| ((*c).to_owned(), (*n, *ready)))
+        .collect();
+    let want_overrides: BTreeMap<String, i64> = expected
+        .iter()
+        .map(|(c, n, _)| ((*c).to_owned(), *n))
+        .collect();
+    wait_for(
+        &format!("{namespace}/{name} scheduled as {expected:?}, all ready"),
+        timeout,
+        async || {
+            let object = api.get(name).await?;
+            let spec = &object.data["spec"];
+            let mut placed: Vec<&str> = spec["placement"]["clusters"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
+                .unwrap_or_default();
+            placed.sort_unstable();
+            let overrides: BTreeMap<String, i64> = spec["overrides"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|o| {
+                    let replicas = o["clusterOverrides"]
+                        .as_array()?
+                        .iter()
+                        .find(|p| p["path"] == "/spec/replicas")?;
+                    Some((o["clusterName"].as_str()?.to_owned(), replicas["value"].as_i64()?))
+                })
+                .collect();
+            let members = member_replicas(namespace, name).await?;
+            let wanted_clusters: Vec<&str> = want_overrides.keys().map(String::as_str).collect();
+            Ok(
+                if placed == wanted_clusters && overrides == want_overrides && members == want {
+                    Wait::Done(())
+                } else {
+                    Wait::Pending(format!(
+                        "placement {placed:?}, replica overrides {overrides:?}, members (replicas, ready) {members:?}"
+                    ))
+                },
+            )
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rsp_spreads_replicas_by_weight() -> anyhow::Result<()> {
+    let fed = fed();
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("rsp-weight");
+    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        "web",
+        template_only("web", None),
+    )
+    .await?;
+    create_rsp(
+        &hub,
+        &namespace,
+        "web",
+        json!({
+            "targetKind": "FederatedDeployment",
+            "totalReplicas": 10,
+            "clusters": {"member1": {"weight": 3}, "member2": {"weight": 2}},
+        }),
+    )
+    .await?;
+    let began = Instant::now();
+    wait_scheduled(
+        &hub,
+        &namespace,
+        "web",
+        &[("member1", 6), ("member2", 4)],
+        TIMEOUT,
+    )
+    .await?;
+    report(format_args!(
+        "RSP 10 replicas by weight 3:2 → 6/4, all pods bound and ready, in {:.1}s",
+        began.elapsed().as_secs_f64()
+    ));
+    wait_event(&hub, &namespace, "Scheduled", &["member1: 6", "member2: 4"]).await?;
+
+    // Changing the RSP reschedules: 4 replicas, evenly by default. `rebalance` lets running
+    // replicas move (without it, KubeFed's planner keeps them where they run: here 0/4).
+    let rsps: Api<DynamicObject> = Api::namespaced_with(
+        hub.clone(),
+        &namespace,
+        &kube::api::ApiResource {
+            group: "scheduling.kubefed.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "scheduling.kubefed.io/v1alpha1".into(),
+            kind: "ReplicaSchedulingPreference".into(),
+            plural: "replicaschedulingpreferences".into(),
+        },
+    );
+    rsps.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(
+            json!({"spec": {"totalReplicas": 4, "rebalance": true, "clusters": null}}),
+        ),
+    )
+    .await?;
+    wait_scheduled(
+        &hub,
+        &namespace,
+        "web",
+        &[("member1", 2), ("member2", 2)],
+        TIMEOUT,
+    )
+    .await?;
+    Ok(())
+}
+
+/// KubeFed's user guide, "Distribute replicas in weighted proportions, also enforcing replica
+/// limits per cluster", with its clusters A and B as member1 and member2: "A gets 4 and B
+/// gets 5".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubefed_user_guide_example_gives_kubefeds_counts() -> anyhow::Result<()> {
+    let fed = fed();
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("rsp-guide");
+    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        "test-deployment",
+        template_only("guide", None),
+    )
+    .await?;
+    let manifest = format!(
+        r#"
+apiVersion: scheduling.kubefed.io/v1alpha1
+kind: ReplicaSchedulingPreference
+metadata:
+  name: test-deployment
+  namespace: {namespace}
+spec:
+  targetKind: FederatedDeployment
+  totalReplicas: 9
+  clusters:
+    member1:
+      minReplicas: 4
+      maxReplicas: 6
+      weight: 1
+    member2:
+      minReplicas: 4
+      maxReplicas: 8
+      weight: 2
+"#
+    );
+    let value: Value = serde_yaml_ng::from_str(&manifest)?;
+    create_rsp(&hub, &namespace, "test-deployment", value["spec"].clone()).await?;
+    wait_scheduled(
+        &hub,
+        &namespace,
+        "test-deployment",
+        &[("member1", 4), ("member2", 5)],
+        TIMEOUT,
+    )
+    .await?;
+    Ok(())
+}
+
+/// Counts of the member pods of `app`: (bound and ready, unschedulable).
+async fn pod_counts(cluster: &str, namespace: &str, app: &str) -> anyhow::Result<(usize, usize)> {
+    let pods: Api<Pod> = Api::namespaced(fed().client(cluster).await?, namespace);
+    let list = pods
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await?;
+    let condition = |pod: &Pod, type_: &str, status: &str| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == status))
+    };
+    let ready = list
+        .items
+        .iter()
+        .filter(|p| condition(p, "Ready", "True"))
+        .count();
+    let unschedulable = list
+        .items
+        .iter()
+        .filter(|p| condition(p, "PodScheduled", "False"))
+        .count();
+    Ok((ready, unschedulable))
+}
+
+/// member1's node holds 8 of these pods (4 CPUs, 500m each); the RSP asks 9 of it. The ninth
+/// stays Unschedulable; once it has been so for the threshold (60 s, KubeFed's), the
+/// scheduler estimates member1's capacity at 8 and gives member2 the replica that did not fit
+/// (member1 keeps it as overflow, in case it fits later — KubeFed's outcome).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebalance_moves_unschedulable_replicas() -> anyhow::Result<()> {
+    let fed = fed();
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("rsp-full");
+    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        "heavy",
+        template_only("heavy", Some("500m")),
+    )
+    .await?;
+    create_rsp(
+        &hub,
+        &namespace,
+        "heavy",
+        json!({
+            "targetKind": "FederatedDeployment",
+            "totalReplicas": 10,
+            "rebalance": true,
+            "clusters": {"member1": {"weight": 9}, "member2": {"weight": 1}},
+        }),
+    )
+    .await?;
+    wait_for(
+        "member1 full: 8 pods ready, 1 unschedulable",
+        TIMEOUT,
+        async || {
+            let counts = pod_counts("member1", &namespace, "heavy").await?;
+            Ok(if counts == (8, 1) {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("(ready, unschedulable) = {counts:?}"))
+            })
+        },
+    )
+    .await?;
+    let full = Instant::now();
+    // The threshold is 60 s; the move must follow within a bounded time after it. member1
+    // keeps 9 (8 + the overflow), 8 of them ready; member2 runs 2.
+    wait_schedule(
+        &hub,
+        &namespace,
+        "heavy",
+        &[("member1", 9, 8), ("member2", 2, 2)],
+        Duration::from_secs(150),
+    )
+    .await?;
+    report(format_args!(
+        "rebalance: member1 full → its unschedulable replica running in member2 {:.1}s after the pod became unschedulable (threshold 60 s)",
+        full.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}

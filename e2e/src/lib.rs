@@ -93,7 +93,13 @@ impl Federation {
     /// ([`hubfed_testenv::Scheduling`]). Every test of a binary must use the same one of the
     /// two.
     pub fn shared_scheduling() -> &'static Federation {
-        match FEDERATION.get_or_init(|| start(scheduling_env())) {
+        Self::shared_on(MEMBERS.len())
+    }
+
+    /// [`Federation::shared_scheduling`] with `members` members: `member1` and `member2`
+    /// joined, the others (`member3`, ...) left for the test to join.
+    pub fn shared_on(members: usize) -> &'static Federation {
+        match FEDERATION.get_or_init(|| start(scheduling_env(members))) {
             Ok(federation) => federation,
             Err(e) => panic!("cannot start the federation: {e}"),
         }
@@ -943,9 +949,9 @@ pub async fn wait_clusters_ready(hub: &Client, names: &[&str]) -> anyhow::Result
 /// Pods one Node of [`Federation::shared_scheduling`] holds.
 pub const SCHEDULING_PODS_PER_NODE: u32 = 40;
 
-fn scheduling_env() -> Result<&'static TestEnv, String> {
+fn scheduling_env(members: usize) -> Result<&'static TestEnv, String> {
     let env = TestEnv::start(hubfed_testenv::TestEnvConfig {
-        members: MEMBERS.len(),
+        members: members.max(MEMBERS.len()),
         scheduling: Some(hubfed_testenv::Scheduling {
             nodes_per_member: 1,
             pods_per_node: SCHEDULING_PODS_PER_NODE,
@@ -956,7 +962,7 @@ fn scheduling_env() -> Result<&'static TestEnv, String> {
     .map_err(|e| format!("cannot start the test clusters: {e}"))?;
     report(format_args!(
         "hubfed-testenv: hub + {} members with schedulers and nodes ready in {:.1}s, kubeconfig {}",
-        MEMBERS.len(),
+        env.members().len(),
         env.startup_time().as_secs_f64(),
         env.kubeconfig_path().display()
     ));

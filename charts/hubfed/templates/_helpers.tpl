@@ -155,6 +155,13 @@ cluster-scoped control plane, in the Role for a namespaced one.
 - apiGroups: ["scheduling.kubefed.io"]
   resources: ["replicaschedulingpreferences"]
   verbs: ["get", "list", "watch"]
+# PlacementPolicies: read, and write their status (the choice and why).
+- apiGroups: ["scheduling.hubfed.io"]
+  resources: ["placementpolicies"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["scheduling.hubfed.io"]
+  resources: ["placementpolicies/status"]
+  verbs: ["get", "patch", "update"]
 # Events on federated objects, ReplicaSchedulingPreferences and KubeFedClusters.
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]

@@ -33,6 +33,9 @@ pub struct MemberCluster {
     /// KubeFed's notion: a `Ready=True` condition is present in the KubeFedCluster status
     /// (as the registry publishes it, after the health thresholds).
     pub ready: bool,
+    /// Unix seconds since which `ready` has been what it is (the `Ready` condition's
+    /// `lastTransitionTime` when the registry started, else when this process saw it change).
+    pub ready_since: Option<i64>,
     /// Built from apiEndpoint, caBundle, the token Secret, proxyURL and TLS settings;
     /// `None` when the configuration is malformed. Requests time out when the member stops
     /// answering (connect 10s, silence 60s); use [`Self::watch_client`] for watches.

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod clusters;
 pub mod ftc;
 pub mod metrics;
+pub mod policy;
 pub mod process;
 mod run;
 pub mod schedule;

@@ -690,6 +690,13 @@ async fn control_plane(
         };
         tokio::spawn(scheduler.run(shutdown.clone()));
     }
+    let policies = crate::policy::PolicyController {
+        hub: hub.clone(),
+        pool: Arc::clone(&shared.pool),
+        scope: shared.scope,
+        kubefed_namespace: config.kubefed_namespace.clone(),
+    };
+    tokio::spawn(policies.run(shutdown.clone()));
     health.set_ready(true);
     let ftcs = crate::ftc::run(Arc::clone(&shared), shutdown.clone());
     let result = ftcs.await;

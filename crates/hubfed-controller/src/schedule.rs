@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use hubfed_api::federated::FederatedSpec;
-use hubfed_api::scheduling::ReplicaSchedulingPreference;
+use hubfed_api::scheduling::{PlacementPolicy, ReplicaSchedulingPreference};
 use hubfed_core::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation};
 use hubfed_core::planner::write_schedule;
 use hubfed_core::schedule::{
@@ -140,6 +140,22 @@ impl Scheduler {
                 resource,
             );
         }
+        // A PlacementPolicy of the same name limits the clusters: its choice wakes the RSP.
+        let policies: Api<PlacementPolicy> = if namespaced {
+            Api::namespaced(hub.clone(), &self.kubefed_namespace)
+        } else {
+            Api::all(hub.clone())
+        };
+        let stream = watcher(policies, watcher::Config::default())
+            .default_backoff()
+            .touched_objects();
+        controller = controller.watches_stream(stream, |policy: PlacementPolicy| {
+            let namespace = policy.namespace()?;
+            Some(
+                ObjectRef::<ReplicaSchedulingPreference>::new(&policy.name_any())
+                    .within(&namespace),
+            )
+        });
         let reporter = Reporter {
             controller: "replicaschedulingpreference-controller".to_owned(),
             instance: std::env::var("HOSTNAME").ok(),
@@ -280,6 +296,13 @@ async fn reconcile(
             return Ok(Action::await_change());
         }
     };
+    let candidates = match chosen_by_policy(s, &namespace, &name, kind).await? {
+        Some(chosen) => candidates
+            .into_iter()
+            .filter(|c| chosen.contains(c))
+            .collect(),
+        None => candidates,
+    };
     if candidates.is_empty() {
         // KubeFed: no cluster to schedule on, nothing to do; the registry wakes us.
         return Ok(Action::await_change());
@@ -317,6 +340,31 @@ async fn reconcile(
         None if state.unsettled => Action::requeue(UNSETTLED_RECHECK),
         None => Action::requeue(RESYNC),
     })
+}
+
+/// The clusters a PlacementPolicy of the same name chose for this kind (hubfed, beyond
+/// KubeFed), `None` without one. A policy that has chosen nothing yet limits to nothing.
+async fn chosen_by_policy(
+    s: &Scheduler,
+    namespace: &str,
+    name: &str,
+    kind: &str,
+) -> Result<Option<Vec<String>>, ScheduleError> {
+    let api: Api<PlacementPolicy> = Api::namespaced(s.hub.clone(), namespace);
+    let policy = match api.get_opt(name).await {
+        Ok(policy) => policy,
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => {
+            return Err(kube_err(format!(
+                "reading PlacementPolicy {namespace}/{name}"
+            ))(e));
+        }
+    };
+    Ok(policy.filter(|p| p.spec.target_kind == kind).map(|p| {
+        p.status
+            .map(|s| s.clusters.into_iter().map(|c| c.name).collect())
+            .unwrap_or_default()
+    }))
 }
 
 /// The placement of the FederatedNamespace `<ns>/<ns>`: `None` when there is none,

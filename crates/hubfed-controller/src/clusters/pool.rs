@@ -536,12 +536,20 @@ impl Registry {
                     continue;
                 }
                 let clients = entry.clients();
+                let ready_since = match members.get(name) {
+                    Some(member) if member.ready == ready => member.ready_since,
+                    _ => Some(
+                        ready_condition_since(&entry.object, ready)
+                            .unwrap_or_else(|| k8s_openapi::jiff::Timestamp::now().as_second()),
+                    ),
+                };
                 members.insert(
                     name.clone(),
                     Arc::new(MemberCluster {
                         name: name.clone(),
                         labels: labels.clone(),
                         ready,
+                        ready_since,
                         client: clients.map(|c| c.request.clone()),
                         watch_client: clients.map(|c| c.watch.clone()),
                         client_id: entry.client_id,
@@ -854,6 +862,23 @@ fn format_duration(duration: Duration) -> String {
     } else {
         format!("{}ms", duration.as_millis())
     }
+}
+
+/// When the KubeFedCluster's `Ready` condition last changed, if its status says `ready`
+/// (Unix seconds): the start of the current readiness after a restart of the controller.
+fn ready_condition_since(object: &KubeFedCluster, ready: bool) -> Option<i64> {
+    let condition = object
+        .status
+        .as_ref()?
+        .condition(hubfed_api::kubefedcluster::ClusterConditionType::Ready)?;
+    ((condition.status == "True") == ready)
+        .then(|| {
+            condition
+                .last_transition_time
+                .as_ref()
+                .map(|t| t.0.as_second())
+        })
+        .flatten()
 }
 
 #[cfg(test)]

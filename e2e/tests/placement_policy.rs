@@ -1,0 +1,551 @@
+//! Placement by intent (PlacementPolicy) on three members that schedule pods: at most N
+//! clusters spread over a region label, stable when a cluster joins the candidates, an RSP
+//! spreading replicas over the chosen clusters only, and failover — a frozen member is
+//! replaced after the grace period, the workload reaches Ready elsewhere, and nothing flaps
+//! when the member comes back (it moves back only with `moveBack`).
+//!
+//! The tests run one at a time (one of them freezes member2).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hubfed_api::kubefedcluster::KubeFedCluster;
+use hubfed_api::scheduling::PlacementPolicySpec;
+use hubfed_core::intent::{ClusterState, Previous, choose};
+use hubfed_e2e::{
+    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, report, target, unique_name,
+    unique_ns, wait_event, wait_for,
+};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, OnceCell};
+
+const CLUSTERS: [&str; 3] = ["member1", "member2", "member3"];
+/// Labels of the three KubeFedClusters.
+const LABELS: [(&str, &str, &str); 3] = [
+    ("member1", "eu", "bronze"),
+    ("member2", "eu", "gold"),
+    ("member3", "us", "bronze"),
+];
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+static SETUP: OnceCell<()> = OnceCell::const_new();
+
+/// The federation, with member3 joined and the clusters labelled.
+async fn fed() -> anyhow::Result<&'static Federation> {
+    let fed = Federation::shared_on(3);
+    SETUP
+        .get_or_try_init(|| async {
+            fed.join("member3", fed.cluster("member3")?).await?;
+            let clusters: Api<KubeFedCluster> =
+                Api::namespaced(fed.hub().await?, KUBEFED_NAMESPACE);
+            for (name, region, tier) in LABELS {
+                let patch = json!({"metadata": {"labels": {"region": region, "tier": tier}}});
+                clusters
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            anyhow::Ok(())
+        })
+        .await?;
+    Ok(fed)
+}
+
+fn policies(hub: &Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "scheduling.hubfed.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "scheduling.hubfed.io/v1alpha1".into(),
+        kind: "PlacementPolicy".into(),
+        plural: "placementpolicies".into(),
+    };
+    Api::namespaced_with(hub.clone(), namespace, &resource)
+}
+
+async fn create_policy(
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<()> {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.hubfed.io/v1alpha1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }))?;
+    policies(hub, namespace)
+        .create(&PostParams::default(), &object)
+        .await?;
+    Ok(())
+}
+
+/// The policy's chosen clusters (status) and its `Placed` condition status.
+async fn chosen(hub: &Client, namespace: &str, name: &str) -> anyhow::Result<(Vec<String>, Value)> {
+    let policy = policies(hub, namespace).get(name).await?;
+    let status = &policy.data["status"];
+    let clusters = status["clusters"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((clusters, status.clone()))
+}
+
+/// The clusters holding the member object `namespace/name` of `kind`.
+async fn holders(
+    fed: &Federation,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut found = Vec::new();
+    for cluster in CLUSTERS {
+        if fed
+            .member_object(cluster, &target(kind), Some(namespace), name)
+            .await?
+            .is_some()
+        {
+            found.push(cluster.to_owned());
+        }
+    }
+    Ok(found)
+}
+
+async fn wait_chosen(
+    fed: &Federation,
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    check: impl Fn(&[String]) -> bool,
+    timeout: Duration,
+) -> anyhow::Result<Vec<String>> {
+    wait_for(
+        &format!("PlacementPolicy {namespace}/{name}'s choice"),
+        timeout,
+        async || {
+            let (clusters, status) = chosen(hub, namespace, name).await?;
+            let placed = status["conditions"][0]["status"] == "True";
+            let holding = holders(fed, "ConfigMap", namespace, name).await?;
+            Ok(if placed && check(&clusters) && holding == clusters {
+                Wait::Done(clusters)
+            } else {
+                Wait::Pending(format!("status {status}, copies in {holding:?}"))
+            })
+        },
+    )
+    .await
+}
+
+fn configmap() -> Value {
+    json!({"template": {"data": {"greeting": "hello"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_clusters_spread_over_regions_and_stay_put() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("policy-spread");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    create_federated(&hub, "ConfigMap", Some(&namespace), "cfg", configmap()).await?;
+    create_policy(
+        &hub,
+        &namespace,
+        "cfg",
+        json!({
+            "targetKind": "FederatedConfigMap",
+            "maxClusters": 2,
+            "spread": [{"topologyKey": "region", "maxPerValue": 1}],
+        }),
+    )
+    .await?;
+    // One eu cluster and the us one.
+    let clusters = wait_chosen(
+        fed,
+        &hub,
+        &namespace,
+        "cfg",
+        |c| c.len() == 2 && c.contains(&"member3".to_owned()),
+        TIMEOUT,
+    )
+    .await?;
+    report(format_args!("maxClusters 2, one per region: {clusters:?}"));
+    wait_event(
+        &hub,
+        &namespace,
+        "Placed",
+        &["FederatedConfigMap", "member3"],
+    )
+    .await?;
+    Ok(())
+}
+
+/// An object whose fresh choice among member1..3 (maxClusters 1) is member3 while among
+/// member1..2 it is another: a choice made before member3 was a candidate must survive
+/// member3 becoming one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_joining_the_candidates_does_not_reshuffle() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("policy-stable");
+    let spec: PlacementPolicySpec = serde_json::from_value(json!({
+        "targetKind": "FederatedConfigMap",
+        "maxClusters": 1,
+        "clusterSelector": {"matchLabels": {"pool": "blue"}},
+    }))?;
+    let state = |name: &str| ClusterState {
+        name: name.to_owned(),
+        ready: true,
+        ..ClusterState::default()
+    };
+    let name = (0..200)
+        .map(|i| format!("stable-{i}"))
+        .find(|name| {
+            let key = format!("{namespace}/{name}");
+            let pick = |clusters: &[ClusterState]| {
+                choose(
+                    &PlacementPolicySpec {
+                        cluster_selector: None,
+                        ..spec.clone()
+                    },
+                    &key,
+                    clusters,
+                    &Previous::default(),
+                    0,
+                )
+                .map(|c| c.clusters.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default()
+            };
+            pick(&[state("member1"), state("member2"), state("member3")]) == ["member3"]
+        })
+        .ok_or_else(|| anyhow::anyhow!("no name ranks member3 first"))?;
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let pool = |value: Option<&str>| json!({"metadata": {"labels": {"pool": value}}});
+    for member in ["member1", "member2"] {
+        clusters
+            .patch(
+                member,
+                &PatchParams::default(),
+                &Patch::Merge(pool(Some("blue"))),
+            )
+            .await?;
+    }
+    let result = async {
+        fed.create_federated_namespace(&namespace, &CLUSTERS)
+            .await?;
+        create_federated(&hub, "ConfigMap", Some(&namespace), &name, configmap()).await?;
+        create_policy(&hub, &namespace, &name, serde_json::to_value(&spec)?).await?;
+        let before = wait_chosen(fed, &hub, &namespace, &name, |c| c.len() == 1, TIMEOUT).await?;
+        assert_ne!(before, ["member3"]);
+        clusters
+            .patch(
+                "member3",
+                &PatchParams::default(),
+                &Patch::Merge(pool(Some("blue"))),
+            )
+            .await?;
+        // The registry publishes the label; the policy is looked at again (a registry change
+        // wakes every policy). Its choice must not move, during and after.
+        let until = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < until {
+            let (now, _) = chosen(&hub, &namespace, &name).await?;
+            anyhow::ensure!(now == before, "the choice moved from {before:?} to {now:?}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    for member in ["member1", "member2", "member3"] {
+        clusters
+            .patch(member, &PatchParams::default(), &Patch::Merge(pool(None)))
+            .await?;
+    }
+    result
+}
+
+/// An RSP and a PlacementPolicy of the same name: the policy chooses the clusters, the RSP
+/// spreads the replicas over those only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rsp_spreads_over_the_chosen_clusters() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("policy-rsp");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        "web",
+        deployment("web"),
+    )
+    .await?;
+    create_policy(
+        &hub,
+        &namespace,
+        "web",
+        json!({
+            "targetKind": "FederatedDeployment",
+            "clusterSelector": {"matchLabels": {"region": "eu"}},
+        }),
+    )
+    .await?;
+    create_rsp(&hub, &namespace, "web", 6).await?;
+    wait_replicas(
+        fed,
+        &namespace,
+        "web",
+        &[("member1", 3), ("member2", 3)],
+        TIMEOUT,
+    )
+    .await?;
+    Ok(())
+}
+
+fn deployment(app: &str) -> Value {
+    json!({"template": {"spec": {
+        "replicas": 2,
+        "selector": {"matchLabels": {"app": app}},
+        "template": {
+            "metadata": {"labels": {"app": app}},
+            "spec": {"containers": [{"name": app, "image": "registry.k8s.io/pause:3.10"}]},
+        },
+    }}})
+}
+
+async fn create_rsp(hub: &Client, namespace: &str, name: &str, total: i64) -> anyhow::Result<()> {
+    let resource = ApiResource {
+        group: "scheduling.kubefed.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "scheduling.kubefed.io/v1alpha1".into(),
+        kind: "ReplicaSchedulingPreference".into(),
+        plural: "replicaschedulingpreferences".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), namespace, &resource);
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.kubefed.io/v1alpha1",
+        "kind": "ReplicaSchedulingPreference",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"targetKind": "FederatedDeployment", "totalReplicas": total},
+    }))?;
+    api.create(&PostParams::default(), &object).await?;
+    Ok(())
+}
+
+/// Waits until exactly these members hold the Deployment, each with that many replicas, all
+/// ready.
+async fn wait_replicas(
+    fed: &Federation,
+    namespace: &str,
+    name: &str,
+    expected: &[(&str, i64)],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let want: BTreeMap<String, (i64, i64)> = expected
+        .iter()
+        .map(|(c, n)| ((*c).to_owned(), (*n, *n)))
+        .collect();
+    wait_for(
+        &format!("{namespace}/{name} as {expected:?}, ready"),
+        timeout,
+        async || {
+            let mut found = BTreeMap::new();
+            for cluster in CLUSTERS {
+                let object = fed
+                    .member_object(cluster, &target("Deployment"), Some(namespace), name)
+                    .await?;
+                if let Some(object) = object {
+                    let replicas = object["spec"]["replicas"].as_i64().unwrap_or(0);
+                    let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
+                    found.insert(cluster.to_owned(), (replicas, ready));
+                }
+            }
+            Ok(if found == want {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("members (replicas, ready): {found:?}"))
+            })
+        },
+    )
+    .await
+}
+
+/// Resumes a frozen API server when dropped, whatever the test's outcome.
+struct Frozen(&'static hubfed_testenv::Cluster);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = self.0.resume();
+    }
+}
+
+/// member2 (preferred: tier gold) runs the workload; frozen, it is replaced after the grace
+/// period and the workload is Ready elsewhere; back, nothing moves (no `moveBack`); with
+/// `moveBack`, the workload returns once member2 has been Ready for the grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_after_the_grace_period_and_no_flapping() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("policy-failover");
+    let name = unique_name("app");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        &name,
+        deployment(&name),
+    )
+    .await?;
+    create_policy(
+        &hub,
+        &namespace,
+        &name,
+        json!({
+            "targetKind": "FederatedDeployment",
+            "maxClusters": 1,
+            "preferences": [{"weight": 50, "clusterSelector": {"matchLabels": {"tier": "gold"}}}],
+            "failover": {"gracePeriodSeconds": 10},
+        }),
+    )
+    .await?;
+    wait_replicas(fed, &namespace, &name, &[("member2", 2)], TIMEOUT).await?;
+
+    let member2 = fed.cluster("member2")?;
+    member2.pause()?;
+    let frozen = Frozen(member2);
+    let froze = Instant::now();
+    let away = wait_for(
+        "the workload replaced away from frozen member2",
+        Duration::from_secs(180),
+        async || {
+            let (clusters, status) = chosen(&hub, &namespace, &name).await?;
+            Ok(match clusters.as_slice() {
+                [one] if one != "member2" && status["failedOver"][0]["cluster"] == "member2" => {
+                    Wait::Done(one.clone())
+                }
+                _ => Wait::Pending(format!("status {status}")),
+            })
+        },
+    )
+    .await?;
+    let replaced = froze.elapsed();
+    // Ready there: the Deployment runs in the replacement (member2 is frozen, its copy is
+    // unreachable and not counted).
+    wait_for(
+        "the Deployment ready in the replacement",
+        TIMEOUT,
+        async || {
+            let object = fed
+                .member_object(&away, &target("Deployment"), Some(&namespace), &name)
+                .await?;
+            let ready = object
+                .as_ref()
+                .and_then(|o| o["status"]["readyReplicas"].as_i64());
+            Ok(if ready == Some(2) {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("readyReplicas {ready:?}"))
+            })
+        },
+    )
+    .await?;
+    report(format_args!(
+        "failover: member2 frozen → replaced by {away} after {:.1}s (health threshold + 10 s grace), Ready there after {:.1}s",
+        replaced.as_secs_f64(),
+        froze.elapsed().as_secs_f64()
+    ));
+    wait_event(&hub, &namespace, "FailedOver", &["member2", "replaced"]).await?;
+
+    drop(frozen);
+    hubfed_e2e::wait_clusters_ready(&hub, &["member2"]).await?;
+    // Back and Ready: the record of the failover is dropped once member2 has been Ready for
+    // the grace period — proof the policy looked again — and the workload stays where it is.
+    wait_for(
+        "the failover record dropped, the choice unchanged",
+        TIMEOUT,
+        async || {
+            let (clusters, status) = chosen(&hub, &namespace, &name).await?;
+            anyhow::ensure!(clusters == [away.clone()], "the choice moved: {status}");
+            Ok(if status["failedOver"].is_null() {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("status {status}"))
+            })
+        },
+    )
+    .await?;
+    // member2's copy, unreachable when the workload moved, is removed now that it is back.
+    wait_for("the copy only in the replacement", TIMEOUT, async || {
+        let holding = holders(fed, "Deployment", &namespace, &name).await?;
+        Ok(if holding == [away.clone()] {
+            Wait::Done(())
+        } else {
+            Wait::Pending(format!("copies in {holding:?}"))
+        })
+    })
+    .await?;
+
+    // moveBack: fail over again (freeze the replacement), then thaw it: the workload returns
+    // to it once it has been Ready for the grace period, giving up its own replacement.
+    policies(&hub, &namespace)
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"failover": {"gracePeriodSeconds": 10, "moveBack": true}}}),
+            ),
+        )
+        .await?;
+    let home = fed.cluster(&away)?;
+    home.pause()?;
+    let frozen = Frozen(home);
+    let second = wait_for(
+        &format!("the workload replaced away from frozen {away}"),
+        Duration::from_secs(180),
+        async || {
+            let (clusters, status) = chosen(&hub, &namespace, &name).await?;
+            Ok(match clusters.as_slice() {
+                [one] if *one != away && status["failedOver"][0]["cluster"] == away.as_str() => {
+                    Wait::Done(one.clone())
+                }
+                _ => Wait::Pending(format!("status {status}")),
+            })
+        },
+    )
+    .await?;
+    drop(frozen);
+    let thawed = Instant::now();
+    wait_for(
+        &format!("the workload back in {away}"),
+        TIMEOUT,
+        async || {
+            let (clusters, status) = chosen(&hub, &namespace, &name).await?;
+            Ok(
+                if clusters == [away.clone()] && status["clusters"][0]["reason"] == "MovedBack" {
+                    Wait::Done(())
+                } else {
+                    Wait::Pending(format!("status {status}"))
+                },
+            )
+        },
+    )
+    .await?;
+    wait_replicas(fed, &namespace, &name, &[(away.as_str(), 2)], TIMEOUT).await?;
+    report(format_args!(
+        "moveBack: {away} frozen → {second}; thawed → back in {away} {:.1}s later (Ready again + 10 s grace)",
+        thawed.elapsed().as_secs_f64()
+    ));
+    wait_event(&hub, &namespace, "MovedBack", &[away.as_str()]).await?;
+    Ok(())
+}

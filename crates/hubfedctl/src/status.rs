@@ -5,6 +5,7 @@ use hubfed_api::federated::{FederatedStatus, PROPAGATION_CONDITION_TYPE, READY_C
 use hubfed_api::propagatedversion::{
     ClusterPropagatedVersion, PropagatedVersion, PropagatedVersionStatus, propagated_version_name,
 };
+use hubfed_api::scheduling::PlacementPolicy;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
@@ -63,7 +64,9 @@ pub async fn status(session: &mut Session<'_>, args: StatusArgs) -> Result<()> {
     let mut reports = Vec::new();
     for object in &objects {
         let versions = versions(&hub, &ftc.spec.target_type.kind, object).await?;
-        reports.push(report(&resource.kind, object, versions.as_ref()));
+        let mut report = report(&resource.kind, object, versions.as_ref());
+        report["placementPolicy"] = placement_policy(&hub, &resource.kind, object).await?;
+        reports.push(report);
     }
     if let Some(format) = args.output {
         let text = match name {
@@ -77,6 +80,35 @@ pub async fn status(session: &mut Session<'_>, args: StatusArgs) -> Result<()> {
     }
     let text: Vec<String> = reports.iter().map(render_report).collect();
     session.print(&text.join("\n"))
+}
+
+/// The choice of the PlacementPolicy of the same namespace and name targeting `kind`, if
+/// there is one (its CRD may not be installed: then none).
+async fn placement_policy(hub: &Target, kind: &str, object: &DynamicObject) -> Result<Value> {
+    let (Some(namespace), Some(name)) = (
+        object.metadata.namespace.as_deref(),
+        object.metadata.name.as_deref(),
+    ) else {
+        return Ok(Value::Null);
+    };
+    let api: Api<PlacementPolicy> = Api::namespaced(hub.client.clone(), namespace);
+    let policy = match api.get_opt(name).await {
+        Ok(policy) => policy,
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => return Err(hub.err(e)),
+    };
+    Ok(policy
+        .filter(|p| p.spec.target_kind == kind)
+        .map(|p| {
+            let status = p.status.unwrap_or_default();
+            json!({
+                "name": name,
+                "clusters": status.clusters,
+                "failedOver": status.failed_over,
+                "conditions": status.conditions,
+            })
+        })
+        .unwrap_or(Value::Null))
 }
 
 /// The PropagatedVersion status of `object` (cluster-scoped objects: the
@@ -207,6 +239,7 @@ pub fn render_report(report: &Value) -> String {
             ]
         })
         .collect();
+    out.push_str(&policy_lines(&report["placementPolicy"]));
     if rows.is_empty() {
         out.push_str("no clusters\n");
     } else {
@@ -220,6 +253,56 @@ pub fn render_report(report: &Value) -> String {
                 "MESSAGE",
             ],
             &rows,
+        ));
+    }
+    out
+}
+
+/// `placed by PlacementPolicy web: member1 (Replacement: replaces member2)` and its failovers.
+fn policy_lines(policy: &Value) -> String {
+    let Some(name) = policy["name"].as_str() else {
+        return String::new();
+    };
+    let chosen: Vec<String> = policy["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let (name, reason) = (
+                c["name"].as_str().unwrap_or(""),
+                c["reason"].as_str().unwrap_or(""),
+            );
+            match c["message"].as_str() {
+                Some(message) if !message.is_empty() => format!("{name} ({reason}: {message})"),
+                _ => format!("{name} ({reason})"),
+            }
+        })
+        .collect();
+    let chosen = if chosen.is_empty() {
+        "no cluster".to_owned()
+    } else {
+        chosen.join(", ")
+    };
+    let mut out = format!("placed by PlacementPolicy {name}: {chosen}\n");
+    for failed in policy["failedOver"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  failed over from {} at {}{}\n",
+            failed["cluster"].as_str().unwrap_or(""),
+            failed["time"].as_str().unwrap_or(""),
+            failed["replacedBy"]
+                .as_str()
+                .map(|r| format!(" to {r}"))
+                .unwrap_or_default(),
+        ));
+    }
+    if let Some(condition) = policy["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["status"] == "False"))
+    {
+        out.push_str(&format!(
+            "  not placed as asked: {} ({})\n",
+            condition["message"].as_str().unwrap_or(""),
+            condition["reason"].as_str().unwrap_or("")
         ));
     }
     out
@@ -291,5 +374,25 @@ mod tests {
              member1   OK            True    gen:2     -\n\
              member2   OK            False   -         Reverted 01:04:55 (kubectl-edit)   0 of 2 replicas available\n"
         );
+    }
+
+    #[test]
+    fn a_placement_policy_shows_its_choice_and_failovers() {
+        let mut report = json!({"kind": "FederatedDeployment", "namespace": "shop", "name": "web", "clusters": []});
+        report["placementPolicy"] = json!({
+            "name": "web",
+            "clusters": [{"name": "member1", "reason": "Replacement", "message": "replaces member2"}],
+            "failedOver": [{"cluster": "member2", "replacedBy": "member1", "time": "2026-11-25T04:01:37Z"}],
+            "conditions": [{"type": "Placed", "status": "True"}],
+        });
+        let text = render_report(&report);
+        assert!(
+            text.contains(
+                "placed by PlacementPolicy web: member1 (Replacement: replaces member2)\n  failed over from member2 at 2026-11-25T04:01:37Z to member1\n"
+            ),
+            "{text}"
+        );
+        report["placementPolicy"]["conditions"] = json!([{"type": "Placed", "status": "False", "reason": "ConstraintUnsatisfied", "message": "region=us: 0 of at least 1 clusters chosen"}]);
+        assert!(render_report(&report).contains("not placed as asked: region=us: 0 of at least 1 clusters chosen (ConstraintUnsatisfied)"));
     }
 }

@@ -74,6 +74,8 @@ pub async fn with_webhooks() -> anyhow::Result<&'static Federation> {
                     hook("kubefedconfigs.core.kubefed.io", "/validate-kubefedconfig", "core.kubefed.io",
                          vec!["kubefedconfigs"]),
                     hook("federated.types.kubefed.io", "/validate-federated", "types.kubefed.io", vec!["*"]),
+                    hook("placementpolicies.scheduling.hubfed.io", "/validate-placementpolicy", "scheduling.hubfed.io",
+                         vec!["placementpolicies"]),
                 ],
             }))?;
             let mutating: MutatingWebhookConfiguration = serde_json::from_value(json!({

@@ -1,5 +1,5 @@
 //! Admission webhooks through a real kube-apiserver: invalid FederatedTypeConfigs,
-//! KubeFedClusters, KubeFedConfigs and federated objects are refused with a readable
+//! KubeFedClusters, KubeFedConfigs, federated objects and PlacementPolicies are refused with a readable
 //! message; valid ones pass; KubeFedConfig is defaulted.
 //!
 //! The webhook server runs in-process with a certificate for 127.0.0.1; the webhook
@@ -195,5 +195,57 @@ async fn federated_objects_with_bad_overrides_are_refused() -> anyhow::Result<()
     .await?
     .expect("a cluster listed twice is refused");
     assert!(message.contains("member1"), "{message}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn placement_policies_are_validated() -> anyhow::Result<()> {
+    let federation = with_webhooks().await?;
+    let hub = federation.hub().await?;
+    let namespace = hubfed_e2e::unique_ns("webhook-policy");
+    federation.create_hub_namespace(&namespace).await?;
+    let resource = kube::api::ApiResource {
+        group: "scheduling.hubfed.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "scheduling.hubfed.io/v1alpha1".into(),
+        kind: "PlacementPolicy".into(),
+        plural: "placementpolicies".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(hub, &namespace, &resource);
+    let policy = |spec: Value| {
+        json!({
+            "apiVersion": "scheduling.hubfed.io/v1alpha1",
+            "kind": "PlacementPolicy",
+            "metadata": {"name": "probe", "namespace": namespace},
+            "spec": spec,
+        })
+    };
+    assert_eq!(
+        refusal(&api, policy(json!({"targetKind": "FederatedDeployment", "maxClusters": 2, "spread": [{"topologyKey": "region", "maxPerValue": 1}]})), true).await?,
+        None,
+        "a valid policy passes"
+    );
+    let message = refusal(
+        &api,
+        policy(json!({"targetKind": "FederatedDeployment", "spread": [{"topologyKey": "region", "maxPerValue": 1, "minPerValue": 3}]})),
+        true,
+    )
+    .await?
+    .expect("minPerValue above maxPerValue is refused");
+    assert!(
+        message.contains("PlacementPolicy \"probe\" is invalid: spec.spread[0].minPerValue: Invalid value: 3: must not exceed maxPerValue (1)"),
+        "{message}"
+    );
+    let message = refusal(
+        &api,
+        policy(json!({"targetKind": "FederatedDeployment", "preferences": [{"weight": 10, "clusterSelector": {"matchExpressions": [{"key": "tier", "operator": "Sometimes"}]}}]})),
+        true,
+    )
+    .await?
+    .expect("an invalid selector is refused");
+    assert!(
+        message.contains("spec.preferences[0].clusterSelector"),
+        "{message}"
+    );
     Ok(())
 }

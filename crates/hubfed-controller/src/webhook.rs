@@ -95,6 +95,16 @@ pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>) -> Verdict 
                 &format!("{kind} {name:?}"),
             )
         }
+        "/validate-placementpolicy" => {
+            let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+            if deleting || status_update {
+                return Verdict::Allow;
+            }
+            verdict(
+                validation::validate_placement_policy_value(&object),
+                &format!("PlacementPolicy {name:?}"),
+            )
+        }
         other => Verdict::Deny(format!("no admission webhook at {other}")),
     }
 }
@@ -195,6 +205,10 @@ pub fn router() -> Router {
         .route("/validate-kubefedconfig", route("/validate-kubefedconfig"))
         .route("/default-kubefedconfig", route("/default-kubefedconfig"))
         .route("/validate-federated", route("/validate-federated"))
+        .route(
+            "/validate-placementpolicy",
+            route("/validate-placementpolicy"),
+        )
         .route("/readyz", get(|| async { "ok" }))
 }
 

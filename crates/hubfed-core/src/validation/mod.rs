@@ -29,6 +29,7 @@ mod gofmt;
 mod gourl;
 mod names;
 mod nesting;
+mod policy;
 mod shape;
 #[cfg(test)]
 mod tests;
@@ -64,4 +65,5 @@ use self::gofmt::*;
 use self::gourl::*;
 pub use self::names::*;
 pub use self::nesting::{Nesting, nesting};
+pub use self::policy::*;
 use self::shape::*;

@@ -298,7 +298,7 @@ async fn an_rsp_spreads_over_the_chosen_clusters() -> anyhow::Result<()> {
         }),
     )
     .await?;
-    create_rsp(&hub, &namespace, "web", 6).await?;
+    create_rsp(&hub, &namespace, "web", 6, false).await?;
     wait_replicas(
         fed,
         &namespace,
@@ -321,7 +321,13 @@ fn deployment(app: &str) -> Value {
     }}})
 }
 
-async fn create_rsp(hub: &Client, namespace: &str, name: &str, total: i64) -> anyhow::Result<()> {
+async fn create_rsp(
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    total: i64,
+    rebalance: bool,
+) -> anyhow::Result<()> {
     let resource = ApiResource {
         group: "scheduling.kubefed.io".into(),
         version: "v1alpha1".into(),
@@ -334,7 +340,7 @@ async fn create_rsp(hub: &Client, namespace: &str, name: &str, total: i64) -> an
         "apiVersion": "scheduling.kubefed.io/v1alpha1",
         "kind": "ReplicaSchedulingPreference",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"targetKind": "FederatedDeployment", "totalReplicas": total},
+        "spec": {"targetKind": "FederatedDeployment", "totalReplicas": total, "rebalance": rebalance},
     }))?;
     api.create(&PostParams::default(), &object).await?;
     Ok(())
@@ -547,5 +553,109 @@ async fn failover_after_the_grace_period_and_no_flapping() -> anyhow::Result<()>
         thawed.elapsed().as_secs_f64()
     ));
     wait_event(&hub, &namespace, "MovedBack", &[away.as_str()]).await?;
+    Ok(())
+}
+
+/// The replicas of an RSP-scheduled workload follow failover: the policy chooses two
+/// clusters, the RSP spreads 6 replicas 3/3 over them; member2 frozen, its replicas first go
+/// to the other chosen cluster (KubeFed: only Ready clusters get replicas), then, after the
+/// grace period, the policy replaces member2 and the RSP spreads 3/3 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rsp_replicas_follow_failover() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("policy-rsp-failover");
+    let name = unique_name("spread");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        &name,
+        deployment(&name),
+    )
+    .await?;
+    create_policy(
+        &hub,
+        &namespace,
+        &name,
+        json!({
+            "targetKind": "FederatedDeployment",
+            "maxClusters": 2,
+            "preferences": [{"weight": 50, "clusterSelector": {"matchLabels": {"tier": "gold"}}}],
+            "failover": {"gracePeriodSeconds": 10},
+        }),
+    )
+    .await?;
+    // rebalance: without it KubeFed's planner leaves the replicas where they run (all 6 in
+    // the cluster that took member2's share) when the replacement arrives.
+    create_rsp(&hub, &namespace, &name, 6, true).await?;
+    let (first, _) = wait_for("two clusters chosen", TIMEOUT, async || {
+        let (clusters, status) = chosen(&hub, &namespace, &name).await?;
+        Ok(
+            if clusters.len() == 2 && clusters.contains(&"member2".to_owned()) {
+                Wait::Done((clusters, status))
+            } else {
+                Wait::Pending(format!("status {status}"))
+            },
+        )
+    })
+    .await?;
+    let other = first
+        .iter()
+        .find(|c| *c != "member2")
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("no second cluster in {first:?}"))?;
+    let spare = CLUSTERS
+        .iter()
+        .find(|c| !first.iter().any(|f| f == *c))
+        .map(|c| (*c).to_owned())
+        .ok_or_else(|| anyhow::anyhow!("no spare cluster"))?;
+    let mut expected = vec![("member2", 3), (other.as_str(), 3)];
+    expected.sort_unstable();
+    wait_replicas(fed, &namespace, &name, &expected, TIMEOUT).await?;
+
+    let member2 = fed.cluster("member2")?;
+    member2.pause()?;
+    let frozen = Frozen(member2);
+    let froze = Instant::now();
+    // Only the reachable clusters are read while member2 is frozen.
+    let ready_in = async |cluster: &str| -> anyhow::Result<Option<(i64, i64)>> {
+        let object = fed
+            .member_object(cluster, &target("Deployment"), Some(&namespace), &name)
+            .await?;
+        Ok(object.map(|o| {
+            (
+                o["spec"]["replicas"].as_i64().unwrap_or(0),
+                o["status"]["readyReplicas"].as_i64().unwrap_or(0),
+            )
+        }))
+    };
+    wait_for(
+        &format!("3 replicas each in {other} and {spare} after the failover"),
+        Duration::from_secs(180),
+        async || {
+            let (clusters, status) = chosen(&hub, &namespace, &name).await?;
+            let counts = (ready_in(&other).await?, ready_in(&spare).await?);
+            Ok(if counts == (Some((3, 3)), Some((3, 3))) {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("chosen {clusters:?} ({status}); (replicas, ready) in {other}, {spare}: {counts:?}"))
+            })
+        },
+    )
+    .await?;
+    report(format_args!(
+        "RSP failover: member2 frozen → 3/3 in {other} and {spare} after {:.1}s",
+        froze.elapsed().as_secs_f64()
+    ));
+    drop(frozen);
+    hubfed_e2e::wait_clusters_ready(&hub, &["member2"]).await?;
+    // Back: member2's copy goes (no longer placed), nothing else moves.
+    let mut expected = vec![(other.as_str(), 3), (spare.as_str(), 3)];
+    expected.sort_unstable();
+    wait_replicas(fed, &namespace, &name, &expected, TIMEOUT).await?;
     Ok(())
 }

@@ -77,11 +77,9 @@ pub fn controller_binary() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-/// A loopback port nobody listens on now.
+/// A loopback port nobody listens on now ([`hubfed_testenv::free_port`]).
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(hubfed_testenv::free_port()?)
 }
 
 impl ControllerProcess {

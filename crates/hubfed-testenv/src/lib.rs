@@ -200,7 +200,28 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { what, source }
 }
 
-fn free_port() -> Result<u16, Error> {
+/// Ports servers listen on are taken from here, below Linux's ephemeral range (32768–60999 by
+/// default): a port chosen by `bind(0)` lies in that range, and once its server stops (a
+/// restart test), any outgoing connection may get it as its local port and the restarted
+/// server cannot bind it again.
+const SERVER_PORTS: std::ops::Range<u16> = 20_000..32_000;
+static PORT_CURSOR: AtomicU32 = AtomicU32::new(0);
+
+/// A loopback port nobody listens on now, outside the ephemeral range (see [`SERVER_PORTS`]).
+/// Different processes start at different points of the range, so parallel test binaries
+/// rarely try the same ports.
+pub fn free_port() -> Result<u16, Error> {
+    let span = u32::from(SERVER_PORTS.end - SERVER_PORTS.start);
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let step = PORT_CURSOR.fetch_add(1, Ordering::Relaxed);
+        let offset = start.wrapping_add(step.wrapping_mul(7)) % span;
+        let port = SERVER_PORTS.start + u16::try_from(offset).unwrap_or(0);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    // Everything taken: let the kernel choose.
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io_err("finding a free port"))?;
     let port = listener
         .local_addr()

@@ -34,9 +34,7 @@ pub struct ControllerProcess {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(hubfed_testenv::free_port()?)
 }
 
 impl ControllerProcess {

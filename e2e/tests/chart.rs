@@ -53,12 +53,13 @@ const RELEASE: &str = "hubfed";
 const LEASE: &str = "kubefed-controller-manager";
 /// The webhook paths the controller serves (docs/kubefed-compatibility.md §6, plus hubfed's
 /// `/validate-federated`).
-const WEBHOOK_PATHS: [&str; 5] = [
+const WEBHOOK_PATHS: [&str; 6] = [
     "/default-kubefedconfig",
     "/validate-federated",
     "/validate-federatedtypeconfigs",
     "/validate-kubefedcluster",
     "/validate-kubefedconfig",
+    "/validate-placementpolicy",
 ];
 /// Rendered kinds the proof applies to the hub: RBAC and the seeded control-plane objects. The
 /// Deployment, Services and webhooks need pods, which the test clusters cannot run.
@@ -430,6 +431,7 @@ fn chart_deployment_and_webhooks_match_the_controller() -> anyhow::Result<()> {
             ("federatedtypeconfigs.core.kubefed.io", "Fail"),
             ("kubefedclusters.core.kubefed.io", "Fail"),
             ("kubefedconfigs.core.kubefed.io", "Fail"),
+            ("placementpolicies.scheduling.hubfed.io", "Fail"),
             ("federated.types.kubefed.io", "Ignore"),
         ],
         "only the federated-object webhook's failurePolicy is a value"

@@ -420,11 +420,36 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
         "rules lack configmaps or /healthz: {rules}"
     );
     let joined = client_with_joined_token(fixture, &hub, "member1").await?;
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(joined.clone());
-    match pods.list_metadata(&ListParams::default().limit(1)).await {
+    // Not a federated type, and not read by hubfed (pods are: the RSP scheduler counts the
+    // pods of federated Deployments, read-only).
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = Api::all(joined.clone());
+    match pvcs.list_metadata(&ListParams::default().limit(1)).await {
         Err(kube::Error::Api(status)) if status.code == 403 => {}
-        other => bail!("the joined token may list pods (not a federated type): {other:?}"),
+        other => bail!(
+            "the joined token may list persistentvolumeclaims (not a federated type): {other:?}"
+        ),
     }
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(joined.clone());
+    let pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "probe", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]},
+    }))?;
+    match Api::<k8s_openapi::api::core::v1::Pod>::namespaced(joined.clone(), "default")
+        .create(
+            &kube::api::PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &pod,
+        )
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => bail!("the joined token may create pods (it may only read them): {other:?}"),
+    }
+    pods.list_metadata(&ListParams::default().limit(1))
+        .await
+        .context("the joined token reads pods (Deployments are federated)")?;
     Api::<ConfigMap>::all(joined)
         .list_metadata(&ListParams::default().limit(1))
         .await

@@ -14,9 +14,9 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## tools: build/cache kube-apiserver + kube-controller-manager (pinned in hack/KUBE_VERSION) and etcd
+## tools: build/cache kube-apiserver, kube-controller-manager, kube-scheduler (pinned in hack/KUBE_VERSION) and etcd
 tools:
-	@echo "==> test tools: kube-apiserver, kube-controller-manager, etcd, helm (built once and cached)"
+	@echo "==> test tools: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, helm (built once and cached)"
 	@hack/build-kube.sh >/dev/null
 	@hack/install-etcd.sh >/dev/null
 	@hack/build-helm.sh >/dev/null

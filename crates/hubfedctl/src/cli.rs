@@ -60,6 +60,13 @@ pub enum Command {
     /// Per placed cluster: whether a federated object propagated, whether its copy is ready,
     /// its version and why not (KIND/NAME; or KIND for every object of the type).
     Status(StatusArgs),
+    /// What applying a federated object (or a plain object with --placement) would do in
+    /// every cluster: a server-side diff per cluster; nothing is written. Exit 0: no change,
+    /// 1: changes, 2: error.
+    Plan(PlanArgs),
+    /// What the controller would change in every cluster for a federated object of the hub
+    /// (KIND/NAME) now: a server-side diff per cluster. Exit 0: no change, 1: changes, 2: error.
+    Diff(DiffArgs),
     /// Show federation objects.
     #[command(subcommand)]
     Get(GetCommand),
@@ -263,6 +270,36 @@ pub struct StatusArgs {
     /// Print as YAML or JSON instead of tables.
     #[arg(short = 'o', long, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// A federated object, or a plain object (with --placement), as YAML or JSON; `-` reads
+    /// standard input.
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub file: std::path::PathBuf,
+    /// For a plain object: the clusters to place it in (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "CLUSTERS")]
+    pub placement: Vec<String>,
+    /// Namespace when the object names none; default: the context's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context of a member cluster (repeatable); default: the cluster's name.
+    #[arg(long, value_name = "CLUSTER=CONTEXT")]
+    pub cluster_context: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// `KIND/NAME` of a federated object in the hub, e.g. `deployments/web`.
+    #[arg(value_name = "KIND/NAME")]
+    pub target: String,
+    /// Namespace of the object; default: the context's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context of a member cluster (repeatable); default: the cluster's name.
+    #[arg(long, value_name = "CLUSTER=CONTEXT")]
+    pub cluster_context: Vec<String>,
 }
 
 #[derive(Args, Debug)]

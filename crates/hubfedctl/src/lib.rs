@@ -15,6 +15,7 @@ mod join;
 mod kubeconfig;
 mod ops;
 mod orphan;
+mod plan;
 mod rbac;
 mod session;
 mod status;
@@ -70,12 +71,15 @@ pub async fn run_async(args: Vec<String>, stdout: Output<'_>, stderr: Output<'_>
         Err(e) => return report_parse_error(&e, stdout, stderr),
     };
     let mut session = Session::new(cli.global, stdout, stderr);
+    // `plan` and `diff` exit as `kubectl diff` does: 1 means changes, so errors are 2.
+    let diff_like = matches!(cli.command, Command::Plan(_) | Command::Diff(_));
     match execute(cli.command, &mut session).await {
         Ok(code) => code,
         Err(e) => {
             session.error_line(&e);
             match e {
                 Error::Usage(_) => EXIT_USAGE,
+                _ if diff_like => EXIT_USAGE,
                 _ => EXIT_ERROR,
             }
         }
@@ -127,6 +131,8 @@ async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Err
             get::clusters(session, args).await.map(|()| EXIT_OK)
         }
         Command::Status(args) => status::status(session, args).await.map(|()| EXIT_OK),
+        Command::Plan(args) => plan::plan_file(session, args).await,
+        Command::Diff(args) => plan::diff(session, args).await,
         Command::Version(args) => get::version(session, args).map(|()| EXIT_OK),
         Command::Completion(args) => {
             let shell = match args.shell {

@@ -1,0 +1,275 @@
+//! `hubfedctl plan` and `hubfedctl diff` against the harness federation: per-cluster diffs
+//! computed by server-side dry runs match what the controller then applies; an immutable
+//! change is reported as needing recreation; a plain object with `--placement` is planned;
+//! nothing is ever written (member and hub resourceVersions unchanged).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use hubfed_e2e::{
+    Federation, MEMBERS, TIMEOUT, Wait, create_federated, deployment_spec, dynamic_api, federated,
+    target, unique_ns, wait_for,
+};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn hubfedctl(args: &[&str]) -> Run {
+    let kubeconfig = Federation::shared().env().kubeconfig_path();
+    let mut full = vec![
+        "hubfedctl".to_owned(),
+        "--kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        "--host-cluster-context".to_owned(),
+        "hub".to_owned(),
+    ];
+    full.extend(args.iter().map(|a| (*a).to_owned()));
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = hubfedctl::run_async(full, &mut stdout, &mut stderr).await;
+    Run {
+        code,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// `resourceVersion` of the member Deployments and of the hub object.
+async fn versions(namespace: &str, name: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let fed = Federation::shared();
+    let mut found = BTreeMap::new();
+    for cluster in MEMBERS {
+        let object = fed
+            .member_object(cluster, &target("Deployment"), Some(namespace), name)
+            .await?;
+        found.insert(
+            cluster.to_owned(),
+            object
+                .map(|o| o["metadata"]["resourceVersion"].to_string())
+                .unwrap_or_default(),
+        );
+    }
+    let hub = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(namespace));
+    found.insert(
+        "hub".to_owned(),
+        hub.get(name)
+            .await?
+            .metadata
+            .resource_version
+            .unwrap_or_default(),
+    );
+    Ok(found)
+}
+
+fn write_file(dir: &Path, name: &str, value: &Value) -> anyhow::Result<String> {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_yaml_ng::to_string(value)?)?;
+    Ok(path.display().to_string())
+}
+
+/// Propagated `web` with an override in member2; `changed` is the same object with a new image
+/// and another replicas override.
+async fn setup(namespace: &str) -> anyhow::Result<Value> {
+    let fed = Federation::shared();
+    fed.create_federated_namespace(namespace, &MEMBERS).await?;
+    let hub = fed.hub().await?;
+    let mut spec = deployment_spec("web", 2, &MEMBERS);
+    spec["overrides"] = json!([{"clusterName": "member2", "clusterOverrides": [{"path": "/spec/replicas", "value": 5}]}]);
+    create_federated(&hub, "Deployment", Some(namespace), "web", spec.clone()).await?;
+    wait_for("web propagated", TIMEOUT, async || {
+        let mut pending = Vec::new();
+        for (cluster, replicas) in [("member1", 2), ("member2", 5)] {
+            let object = fed
+                .member_object(cluster, &target("Deployment"), Some(namespace), "web")
+                .await?;
+            if object.as_ref().and_then(|o| o["spec"]["replicas"].as_i64()) != Some(replicas) {
+                pending.push(format!(
+                    "{cluster}: {:?}",
+                    object.map(|o| o["spec"]["replicas"].clone())
+                ));
+            }
+        }
+        Ok(Wait::all_or_pending(pending))
+    })
+    .await?;
+    let mut changed = spec;
+    changed["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.27");
+    changed["overrides"][0]["clusterOverrides"][0]["value"] = json!(7);
+    Ok(json!({
+        "apiVersion": "types.kubefed.io/v1beta1",
+        "kind": "FederatedDeployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": changed,
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_diffs_match_what_the_controller_applies() -> anyhow::Result<()> {
+    let fed = Federation::shared();
+    let namespace = unique_ns("plan");
+    let changed = setup(&namespace).await?;
+    let dir = tempdir()?;
+    let file = write_file(&dir, "web.yaml", &changed)?;
+
+    // In step with the hub: diff says nothing would change.
+    let unchanged = hubfedctl(&["diff", "deployments/web", "-n", &namespace]).await;
+    assert_eq!(
+        unchanged.code, 0,
+        "{}{}",
+        unchanged.stdout, unchanged.stderr
+    );
+    assert_eq!(unchanged.stdout, "member1: unchanged\nmember2: unchanged\n");
+
+    let before = versions(&namespace, "web").await?;
+    let planned = hubfedctl(&["plan", "-f", &file]).await;
+    assert_eq!(
+        planned.code, 1,
+        "changes: exit 1\n{}{}",
+        planned.stdout, planned.stderr
+    );
+    let out = &planned.stdout;
+    let (member1, member2) = out
+        .split_once("member2: update")
+        .ok_or_else(|| anyhow::anyhow!("no member2 update in:\n{out}"))?;
+    assert!(member1.starts_with("member1: update\n"), "{out}");
+    assert!(
+        member1.contains("-      - image: nginx\n")
+            && member1.contains("+      - image: nginx:1.27\n"),
+        "{out}"
+    );
+    assert!(
+        !member1.contains("replicas"),
+        "member1 keeps its replicas: {out}"
+    );
+    assert!(
+        member2.contains("-  replicas: 5\n") && member2.contains("+  replicas: 7\n"),
+        "{out}"
+    );
+    assert!(member2.contains("+      - image: nginx:1.27\n"), "{out}");
+    // Nothing written anywhere.
+    assert_eq!(versions(&namespace, "web").await?, before);
+
+    // Apply it for real; once the controller is done, diff finds nothing left: what it applied
+    // is what the dry runs showed.
+    let hub = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(&namespace));
+    hub.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": changed["spec"]})),
+    )
+    .await?;
+    wait_for("the change applied in both members", TIMEOUT, async || {
+        let mut pending = Vec::new();
+        for (cluster, replicas) in [("member1", 2), ("member2", 7)] {
+            let object = fed
+                .member_object(cluster, &target("Deployment"), Some(&namespace), "web")
+                .await?
+                .unwrap_or_default();
+            let image = &object["spec"]["template"]["spec"]["containers"][0]["image"];
+            if object["spec"]["replicas"] != json!(replicas) || image != "nginx:1.27" {
+                pending.push(format!(
+                    "{cluster}: replicas {}, image {image}",
+                    object["spec"]["replicas"]
+                ));
+            }
+        }
+        Ok(Wait::all_or_pending(pending))
+    })
+    .await?;
+    let after = hubfedctl(&["diff", "deployments/web", "-n", &namespace]).await;
+    assert_eq!(after.code, 0, "{}{}", after.stdout, after.stderr);
+    assert_eq!(after.stdout, "member1: unchanged\nmember2: unchanged\n");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_reports_immutable_changes_and_plain_objects() -> anyhow::Result<()> {
+    let namespace = unique_ns("plan-immutable");
+    let mut changed = setup(&namespace).await?;
+    let dir = tempdir()?;
+    // spec.selector of a Deployment is immutable.
+    let template = &mut changed["spec"]["template"]["spec"];
+    template["selector"]["matchLabels"]["app"] = json!("web2");
+    template["template"]["metadata"]["labels"]["app"] = json!("web2");
+    let file = write_file(&dir, "immutable.yaml", &changed)?;
+    let before = versions(&namespace, "web").await?;
+    let planned = hubfedctl(&["plan", "-f", &file]).await;
+    assert_eq!(planned.code, 1, "{}{}", planned.stdout, planned.stderr);
+    for cluster in MEMBERS {
+        assert!(
+            planned.stdout.contains(&format!(
+                "{cluster}: needs recreation (an immutable field changes"
+            )),
+            "{}",
+            planned.stdout
+        );
+    }
+    assert!(
+        planned.stdout.contains("field is immutable"),
+        "{}",
+        planned.stdout
+    );
+    assert_eq!(versions(&namespace, "web").await?, before);
+
+    // A plain ConfigMap placed on member1 only: created there, skipped in member2, not created.
+    let plain = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": namespace},
+        "data": {"mode": "fast"},
+    });
+    let file = write_file(&dir, "plain.yaml", &plain)?;
+    let planned = hubfedctl(&["plan", "-f", &file, "--placement", "member1"]).await;
+    assert_eq!(planned.code, 1, "{}{}", planned.stdout, planned.stderr);
+    assert!(
+        planned.stdout.starts_with("member1: create\n"),
+        "{}",
+        planned.stdout
+    );
+    assert!(
+        planned.stdout.contains("+  mode: fast\n"),
+        "{}",
+        planned.stdout
+    );
+    assert!(
+        planned.stdout.contains("member2: skipped (not placed)\n"),
+        "{}",
+        planned.stdout
+    );
+    let fed = Federation::shared();
+    let created = fed
+        .member_object(
+            "member1",
+            &target("ConfigMap"),
+            Some(&namespace),
+            "settings",
+        )
+        .await?;
+    assert!(created.is_none(), "plan created {created:?}");
+
+    // Bad input: one line on stderr, exit 2.
+    let missing = hubfedctl(&["plan", "-f", "/nonexistent/file.yaml"]).await;
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert_eq!(missing.stderr.lines().count(), 1, "{}", missing.stderr);
+    assert!(
+        missing
+            .stderr
+            .starts_with("error: cannot read /nonexistent/file.yaml"),
+        "{}",
+        missing.stderr
+    );
+    Ok(())
+}
+
+fn tempdir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "hubfed-plan-{}-{}",
+        std::process::id(),
+        unique_ns("d")
+    ));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

@@ -25,6 +25,7 @@ pub mod plan;
 pub mod planner;
 pub mod readiness;
 pub mod retention;
+pub mod rollout;
 pub mod schedule;
 pub mod selector;
 pub mod status;

@@ -1,0 +1,365 @@
+//! Staged rollouts (issue 12, first step): which revision of a federated object each placed
+//! cluster may run now, and when a rollout moves to its next stage, halts, completes or is
+//! aborted. Pure: the controller supplies what the members report and the stored state, and
+//! writes back the state this returns, so nothing is decided from memory.
+//!
+//! Not wired into the sync controller yet: the strategy object, the stored revisions and the
+//! `hubfedctl rollout` commands come next; until then no federated object is rolled out in
+//! stages and the user guide does not describe it.
+//!
+//! The rules:
+//! - **Stages**: each placed cluster belongs to the first stage whose `clusters` list or
+//!   `clusterSelector` names it; a stage with neither takes every cluster left; clusters no
+//!   stage takes form a last implicit stage. A stage may be cut into batches of at most
+//!   `maxClustersPerBatch` clusters (by name), each gated like a stage.
+//! - **Gate**: a batch is done when every one of its clusters runs the new revision and is
+//!   Ready, and has stayed so for `soakSeconds`; the next batch may then take the new revision.
+//! - **Halt**: a cluster of the current batch whose apply failed, or that is not Ready with the
+//!   new revision `readyDeadlineSeconds` after the batch started, halts the rollout: later
+//!   batches keep the stable revision until a new revision (a fixed template) starts over.
+//! - **Pause** holds the rollout where it is; **abort** sends every cluster back to the stable
+//!   revision.
+//! - A new revision while a rollout runs starts over from the first batch; the stable revision
+//!   stays the last one that completed every stage.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::placement::ClusterInfo;
+use crate::selector::Selector;
+
+/// A rollout strategy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStrategy {
+    pub stages: Vec<Stage>,
+    /// Cut every stage into batches of at most this many clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_clusters_per_batch: Option<u32>,
+    /// How long a batch must stay Ready before the next starts. Default 0.
+    #[serde(default)]
+    pub soak_seconds: u32,
+    /// How long a batch may take to become Ready before the rollout halts. Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_deadline_seconds: Option<u32>,
+}
+
+/// The default of [`RolloutStrategy::ready_deadline_seconds`].
+pub const DEFAULT_READY_DEADLINE_SECONDS: u32 = 600;
+
+/// One stage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stage {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_selector: Option<LabelSelector>,
+}
+
+/// A batch of clusters gated together, with the stage it belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub stage: String,
+    pub clusters: Vec<String>,
+}
+
+/// The batches of `strategy` over the placed `clusters`, in order.
+pub fn batches(strategy: &RolloutStrategy, clusters: &[ClusterInfo]) -> Result<Vec<Batch>> {
+    let mut left: Vec<&ClusterInfo> = clusters.iter().collect();
+    left.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut stages: Vec<(String, Vec<String>)> = Vec::new();
+    for stage in &strategy.stages {
+        let selector = match &stage.cluster_selector {
+            Some(selector) => Some(Selector::new(Some(selector))?),
+            None => None,
+        };
+        let takes_rest = stage.clusters.is_empty() && selector.is_none();
+        let (taken, rest): (Vec<&ClusterInfo>, Vec<&ClusterInfo>) =
+            left.into_iter().partition(|c| {
+                takes_rest
+                    || stage.clusters.contains(&c.name)
+                    || selector.as_ref().is_some_and(|s| s.matches(&c.labels))
+            });
+        left = rest;
+        stages.push((
+            stage.name.clone(),
+            taken.into_iter().map(|c| c.name.clone()).collect(),
+        ));
+    }
+    if !left.is_empty() {
+        stages.push((
+            "remaining".to_owned(),
+            left.into_iter().map(|c| c.name.clone()).collect(),
+        ));
+    }
+    let size = strategy
+        .max_clusters_per_batch
+        .filter(|n| *n > 0)
+        .map_or(usize::MAX, |n| n as usize);
+    Ok(stages
+        .into_iter()
+        .filter(|(_, clusters)| !clusters.is_empty())
+        .flat_map(|(stage, clusters)| {
+            clusters
+                .chunks(size)
+                .map(|chunk| Batch {
+                    stage: stage.clone(),
+                    clusters: chunk.to_vec(),
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect())
+}
+
+/// What one placed cluster reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterReport {
+    /// The revision its copy was last applied from, if known.
+    pub revision: Option<String>,
+    pub ready: bool,
+    /// Why the last apply failed, if it did.
+    pub apply_error: Option<String>,
+}
+
+/// Where a rollout stands; stored by the controller and given back on the next decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutState {
+    /// The revision being rolled out.
+    pub revision: String,
+    /// The last revision that reached every batch: what clusters not yet reached keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable: Option<String>,
+    /// Index of the batch being rolled out.
+    pub batch: usize,
+    /// Unix seconds the batch started.
+    pub batch_started: i64,
+    /// Unix seconds since which the whole batch has been Ready on the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_since: Option<i64>,
+    pub phase: Phase,
+    /// Why it halted: `<cluster>: <reason>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    #[default]
+    Progressing,
+    Paused,
+    Halted,
+    Completed,
+    Aborted,
+}
+
+/// What the operator asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Controls {
+    pub paused: bool,
+    pub aborted: bool,
+}
+
+/// The decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// The revision each placed cluster may run now.
+    pub allowed: BTreeMap<String, String>,
+    pub state: RolloutState,
+    /// `(reason, message)` for Events: `StageStarted`, `RolloutHalted`, `RolloutCompleted`, ...
+    pub events: Vec<(&'static str, String)>,
+    /// Seconds until a soak or deadline ends: decide again then.
+    pub recheck_in: Option<i64>,
+}
+
+/// Decides the rollout of `revision` over `batches`.
+pub fn decide(
+    strategy: &RolloutStrategy,
+    batches: &[Batch],
+    revision: &str,
+    previous: Option<&RolloutState>,
+    reports: &BTreeMap<String, ClusterReport>,
+    controls: Controls,
+    now: i64,
+) -> Decision {
+    let mut state = match previous {
+        Some(state) if state.revision == revision => state.clone(),
+        // A new revision starts over; the stable one is the last that completed.
+        Some(state) => RolloutState {
+            revision: revision.to_owned(),
+            stable: if state.phase == Phase::Completed {
+                Some(state.revision.clone())
+            } else {
+                state.stable.clone()
+            },
+            batch_started: now,
+            ..RolloutState::default()
+        },
+        // First sight: whatever runs is taken as the stable revision's result; the first
+        // revision has nothing to protect and goes everywhere.
+        None => RolloutState {
+            revision: revision.to_owned(),
+            stable: None,
+            batch_started: now,
+            ..RolloutState::default()
+        },
+    };
+    let mut decision = Decision::default();
+    let stable = state.stable.clone();
+    let Some(stable) = stable else {
+        // Nothing to roll out from: every cluster takes the revision.
+        for batch in batches {
+            for cluster in &batch.clusters {
+                decision
+                    .allowed
+                    .insert(cluster.clone(), revision.to_owned());
+            }
+        }
+        state.phase = Phase::Completed;
+        state.batch = batches.len();
+        decision.state = state;
+        return decision;
+    };
+    if controls.aborted || state.phase == Phase::Aborted {
+        if state.phase != Phase::Aborted {
+            decision
+                .events
+                .push(("RolloutAborted", format!("back to {stable} everywhere")));
+        }
+        state.phase = Phase::Aborted;
+        for cluster in batches.iter().flat_map(|b| &b.clusters) {
+            decision.allowed.insert(cluster.clone(), stable.clone());
+        }
+        decision.state = state;
+        return decision;
+    }
+    advance(
+        strategy,
+        batches,
+        reports,
+        controls,
+        now,
+        &mut state,
+        &mut decision,
+    );
+    for (i, batch) in batches.iter().enumerate() {
+        let chosen = if i <= state.batch {
+            revision
+        } else {
+            stable.as_str()
+        };
+        for cluster in &batch.clusters {
+            decision.allowed.insert(cluster.clone(), chosen.to_owned());
+        }
+    }
+    decision.state = state;
+    decision
+}
+
+fn advance(
+    strategy: &RolloutStrategy,
+    batches: &[Batch],
+    reports: &BTreeMap<String, ClusterReport>,
+    controls: Controls,
+    now: i64,
+    state: &mut RolloutState,
+    decision: &mut Decision,
+) {
+    let deadline = i64::from(
+        strategy
+            .ready_deadline_seconds
+            .unwrap_or(DEFAULT_READY_DEADLINE_SECONDS),
+    );
+    let soak = i64::from(strategy.soak_seconds);
+    loop {
+        if matches!(state.phase, Phase::Halted | Phase::Completed) {
+            return;
+        }
+        if controls.paused {
+            state.phase = Phase::Paused;
+            return;
+        }
+        if state.phase == Phase::Paused {
+            // Resumed: the batch's deadline counts from now.
+            state.batch_started = now;
+            decision.events.push((
+                "RolloutResumed",
+                format!(
+                    "at stage {}",
+                    batches.get(state.batch).map_or("-", |b| b.stage.as_str())
+                ),
+            ));
+        }
+        state.phase = Phase::Progressing;
+        let Some(batch) = batches.get(state.batch) else {
+            state.phase = Phase::Completed;
+            decision.events.push((
+                "RolloutCompleted",
+                format!("{} reached every cluster", state.revision),
+            ));
+            return;
+        };
+        let failed = batch.clusters.iter().find_map(|c| {
+            let report = reports.get(c)?;
+            report
+                .apply_error
+                .as_ref()
+                .map(|e| format!("{c}: apply failed: {e}"))
+        });
+        let on_revision = |c: &String| {
+            reports
+                .get(c)
+                .is_some_and(|r| r.ready && r.revision.as_deref() == Some(state.revision.as_str()))
+        };
+        let halt = failed.or_else(|| {
+            (now - state.batch_started >= deadline)
+                .then(|| batch.clusters.iter().find(|c| !on_revision(c)))
+                .flatten()
+                .map(|c| format!("{c}: not Ready on {} within {deadline}s", state.revision))
+        });
+        if let Some(why) = halt {
+            decision.events.push((
+                "RolloutHalted",
+                format!(
+                    "stage {} ({}): {why}",
+                    batch.stage,
+                    batch.clusters.join(", ")
+                ),
+            ));
+            state.phase = Phase::Halted;
+            state.halted = Some(why);
+            return;
+        }
+        if !batch.clusters.iter().all(on_revision) {
+            state.ready_since = None;
+            let left = deadline - (now - state.batch_started);
+            decision.recheck_in = Some(left.max(1));
+            return;
+        }
+        let since = *state.ready_since.get_or_insert(now);
+        if now - since < soak {
+            decision.recheck_in = Some(soak - (now - since));
+            return;
+        }
+        decision.events.push((
+            "StageCompleted",
+            format!(
+                "stage {} ({}) Ready on {}",
+                batch.stage,
+                batch.clusters.join(", "),
+                state.revision
+            ),
+        ));
+        state.batch += 1;
+        state.batch_started = now;
+        state.ready_since = None;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,460 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use super::*;
+
+const NOW: i64 = 1_800_000_000;
+
+fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterInfo {
+    ClusterInfo {
+        name: name.to_owned(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ready: true,
+    }
+}
+
+fn fleet() -> Vec<ClusterInfo> {
+    vec![
+        cluster("c1", &[("canary", "true")]),
+        cluster("eu1", &[("region", "eu")]),
+        cluster("eu2", &[("region", "eu")]),
+        cluster("us1", &[("region", "us")]),
+    ]
+}
+
+fn canary_then_eu_then_rest() -> RolloutStrategy {
+    RolloutStrategy {
+        stages: vec![
+            Stage {
+                name: "canary".into(),
+                clusters: vec!["c1".into()],
+                ..Stage::default()
+            },
+            Stage {
+                name: "eu".into(),
+                cluster_selector: Some(LabelSelector {
+                    match_labels: Some(BTreeMap::from([("region".into(), "eu".into())])),
+                    ..LabelSelector::default()
+                }),
+                ..Stage::default()
+            },
+            Stage {
+                name: "rest".into(),
+                ..Stage::default()
+            },
+        ],
+        soak_seconds: 30,
+        ready_deadline_seconds: Some(300),
+        ..RolloutStrategy::default()
+    }
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn stages_by_list_selector_and_rest() {
+    let staged = batches(&canary_then_eu_then_rest(), &fleet()).expect("valid");
+    assert_eq!(
+        staged,
+        [
+            Batch {
+                stage: "canary".into(),
+                clusters: names(&["c1"])
+            },
+            Batch {
+                stage: "eu".into(),
+                clusters: names(&["eu1", "eu2"])
+            },
+            Batch {
+                stage: "rest".into(),
+                clusters: names(&["us1"])
+            },
+        ]
+    );
+    // Batches of one; clusters no stage takes form a last stage.
+    let strategy = RolloutStrategy {
+        stages: canary_then_eu_then_rest().stages[..2].to_vec(),
+        max_clusters_per_batch: Some(1),
+        ..RolloutStrategy::default()
+    };
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let shape: Vec<(&str, Vec<String>)> = batches
+        .iter()
+        .map(|b| (b.stage.as_str(), b.clusters.clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("canary", names(&["c1"])),
+            ("eu", names(&["eu1"])),
+            ("eu", names(&["eu2"])),
+            ("remaining", names(&["us1"])),
+        ]
+    );
+}
+
+fn report(revision: &str, ready: bool) -> ClusterReport {
+    ClusterReport {
+        revision: Some(revision.to_owned()),
+        ready,
+        apply_error: None,
+    }
+}
+
+fn reports(list: &[(&str, &str, bool)]) -> BTreeMap<String, ClusterReport> {
+    list.iter()
+        .map(|(c, r, ready)| ((*c).to_owned(), report(r, *ready)))
+        .collect()
+}
+
+fn completed(revision: &str) -> RolloutState {
+    RolloutState {
+        revision: revision.to_owned(),
+        phase: Phase::Completed,
+        batch: 3,
+        ..RolloutState::default()
+    }
+}
+
+fn allowed(decision: &Decision) -> Vec<(&str, &str)> {
+    decision
+        .allowed
+        .iter()
+        .map(|(c, r)| (c.as_str(), r.as_str()))
+        .collect()
+}
+
+/// The whole good path: canary, soak, eu, soak, rest, completed; the stable revision moves.
+#[test]
+fn a_good_revision_goes_stage_by_stage() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let go = |state: &RolloutState, reports: &BTreeMap<String, ClusterReport>, now: i64| {
+        decide(
+            &strategy,
+            &batches,
+            "v2",
+            Some(state),
+            reports,
+            Controls::default(),
+            now,
+        )
+    };
+    let start = go(&completed("v1"), &BTreeMap::new(), NOW);
+    assert_eq!(
+        allowed(&start),
+        [("c1", "v2"), ("eu1", "v1"), ("eu2", "v1"), ("us1", "v1")]
+    );
+    assert_eq!(start.state.stable.as_deref(), Some("v1"));
+    // Canary Ready: soak 30 s before eu starts.
+    let ready = reports(&[("c1", "v2", true)]);
+    let soaking = go(&start.state, &ready, NOW + 5);
+    assert_eq!(soaking.state.batch, 0);
+    assert_eq!(soaking.recheck_in, Some(30));
+    let eu = go(&soaking.state, &ready, NOW + 35);
+    assert_eq!(eu.state.batch, 1);
+    assert_eq!(eu.events[0].0, "StageCompleted");
+    assert_eq!(
+        allowed(&eu),
+        [("c1", "v2"), ("eu1", "v2"), ("eu2", "v2"), ("us1", "v1")]
+    );
+    let ready = reports(&[("c1", "v2", true), ("eu1", "v2", true), ("eu2", "v2", true)]);
+    let rest = go(&go(&eu.state, &ready, NOW + 40).state, &ready, NOW + 70);
+    assert_eq!(rest.state.batch, 2);
+    let ready = reports(&[
+        ("c1", "v2", true),
+        ("eu1", "v2", true),
+        ("eu2", "v2", true),
+        ("us1", "v2", true),
+    ]);
+    let done = go(&go(&rest.state, &ready, NOW + 75).state, &ready, NOW + 105);
+    assert_eq!(done.state.phase, Phase::Completed);
+    assert!(done.events.iter().any(|(r, _)| *r == "RolloutCompleted"));
+    assert!(done.allowed.values().all(|r| r == "v2"));
+    // The next revision protects v2.
+    let next = decide(
+        &strategy,
+        &batches,
+        "v3",
+        Some(&done.state),
+        &ready,
+        Controls::default(),
+        NOW + 200,
+    );
+    assert_eq!(next.state.stable.as_deref(), Some("v2"));
+    assert_eq!(next.allowed["eu1"], "v2");
+    assert_eq!(next.allowed["c1"], "v3");
+}
+
+/// A bad revision: the canary never becomes Ready; past the deadline the rollout halts, the
+/// rest keeps v1; a fixed revision starts over from the canary.
+#[test]
+fn a_bad_revision_halts_after_the_first_stage() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let start = decide(
+        &strategy,
+        &batches,
+        "bad",
+        Some(&completed("v1")),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW,
+    );
+    let not_ready = reports(&[("c1", "bad", false)]);
+    let waiting = decide(
+        &strategy,
+        &batches,
+        "bad",
+        Some(&start.state),
+        &not_ready,
+        Controls::default(),
+        NOW + 100,
+    );
+    assert_eq!(waiting.state.phase, Phase::Progressing);
+    assert_eq!(waiting.recheck_in, Some(200));
+    let halted = decide(
+        &strategy,
+        &batches,
+        "bad",
+        Some(&waiting.state),
+        &not_ready,
+        Controls::default(),
+        NOW + 300,
+    );
+    assert_eq!(halted.state.phase, Phase::Halted);
+    assert_eq!(
+        halted.state.halted.as_deref(),
+        Some("c1: not Ready on bad within 300s")
+    );
+    assert_eq!(halted.events[0].0, "RolloutHalted");
+    assert!(halted.events[0].1.contains("stage canary (c1)"));
+    assert_eq!(
+        allowed(&halted),
+        [("c1", "bad"), ("eu1", "v1"), ("eu2", "v1"), ("us1", "v1")]
+    );
+    // Halted stays halted, even once Ready.
+    let later = decide(
+        &strategy,
+        &batches,
+        "bad",
+        Some(&halted.state),
+        &reports(&[("c1", "bad", true)]),
+        Controls::default(),
+        NOW + 900,
+    );
+    assert_eq!(later.state.phase, Phase::Halted);
+    assert_eq!(later.allowed["eu1"], "v1");
+    // The fix starts over at the canary; v1 is still what the rest keeps.
+    let fixed = decide(
+        &strategy,
+        &batches,
+        "fixed",
+        Some(&later.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 1000,
+    );
+    assert_eq!(fixed.state.phase, Phase::Progressing);
+    assert_eq!(fixed.state.stable.as_deref(), Some("v1"));
+    assert_eq!(
+        allowed(&fixed),
+        [("c1", "fixed"), ("eu1", "v1"), ("eu2", "v1"), ("us1", "v1")]
+    );
+}
+
+#[test]
+fn a_failed_apply_halts_at_once() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let start = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&completed("v1")),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW,
+    );
+    let failing = BTreeMap::from([(
+        "c1".to_owned(),
+        ClusterReport {
+            revision: None,
+            ready: false,
+            apply_error: Some("admission webhook denied".into()),
+        },
+    )]);
+    let halted = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&start.state),
+        &failing,
+        Controls::default(),
+        NOW + 1,
+    );
+    assert_eq!(halted.state.phase, Phase::Halted);
+    assert_eq!(
+        halted.state.halted.as_deref(),
+        Some("c1: apply failed: admission webhook denied")
+    );
+}
+
+#[test]
+fn pause_holds_resume_restarts_the_deadline_abort_goes_back() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let ready = reports(&[("c1", "v2", true)]);
+    let start = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&completed("v1")),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW,
+    );
+    let paused = Controls {
+        paused: true,
+        aborted: false,
+    };
+    let held = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&start.state),
+        &ready,
+        paused,
+        NOW + 1000,
+    );
+    assert_eq!(held.state.phase, Phase::Paused);
+    assert_eq!(held.state.batch, 0, "no progress while paused");
+    let resumed = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&held.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 2000,
+    );
+    assert_eq!(
+        resumed.state.phase,
+        Phase::Progressing,
+        "the deadline counts from the resume"
+    );
+    assert!(resumed.events.iter().any(|(r, _)| *r == "RolloutResumed"));
+    let aborted = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&resumed.state),
+        &ready,
+        Controls {
+            paused: false,
+            aborted: true,
+        },
+        NOW + 2001,
+    );
+    assert_eq!(aborted.state.phase, Phase::Aborted);
+    assert!(
+        aborted.allowed.values().all(|r| r == "v1"),
+        "{:?}",
+        aborted.allowed
+    );
+}
+
+#[test]
+fn the_first_revision_goes_everywhere() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let first = decide(
+        &strategy,
+        &batches,
+        "v1",
+        None,
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW,
+    );
+    assert!(first.allowed.values().all(|r| r == "v1"));
+    assert_eq!(first.state.phase, Phase::Completed);
+}
+
+/// Over generated reports: a cluster of a batch after the current one never gets the new
+/// revision, and the batch index only grows for one revision.
+#[test]
+fn later_batches_never_get_the_revision_early() {
+    let strategy = RolloutStrategy {
+        max_clusters_per_batch: Some(1),
+        soak_seconds: 3,
+        ready_deadline_seconds: Some(50),
+        ..canary_then_eu_then_rest()
+    };
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let mut seed = 0x51ed_2701_u64;
+    let mut next = |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    for _ in 0..200 {
+        let mut state = decide(
+            &strategy,
+            &batches,
+            "v2",
+            Some(&completed("v1")),
+            &BTreeMap::new(),
+            Controls::default(),
+            NOW,
+        )
+        .state;
+        let mut now = NOW;
+        for _ in 0..40 {
+            now += i64::try_from(next(10)).unwrap_or(1);
+            let reports: BTreeMap<String, ClusterReport> = batches
+                .iter()
+                .flat_map(|b| &b.clusters)
+                .map(|c| {
+                    (
+                        c.clone(),
+                        report(if next(4) > 0 { "v2" } else { "v1" }, next(5) > 0),
+                    )
+                })
+                .collect();
+            let controls = Controls {
+                paused: next(10) == 0,
+                aborted: false,
+            };
+            let before = state.batch;
+            let decision = decide(
+                &strategy,
+                &batches,
+                "v2",
+                Some(&state),
+                &reports,
+                controls,
+                now,
+            );
+            assert!(decision.state.batch >= before);
+            for (i, batch) in batches.iter().enumerate() {
+                for cluster in &batch.clusters {
+                    let expected = if i <= decision.state.batch {
+                        "v2"
+                    } else {
+                        "v1"
+                    };
+                    assert_eq!(decision.allowed[cluster], expected, "{decision:?}");
+                }
+            }
+            state = decision.state;
+        }
+    }
+}

@@ -209,3 +209,52 @@ pub struct PolicyCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
 }
+
+/// A staged rollout (hubfed, beyond KubeFed): the order in which member clusters receive a
+/// change of a federated object, gated on health. Objects opt in with the annotation
+/// `hubfed.io/rollout-strategy: <name>` (or inherit it from their FederatedTypeConfig's); the
+/// strategy lives in the control plane's namespace.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "scheduling.hubfed.io",
+    version = "v1alpha1",
+    kind = "RolloutStrategy",
+    namespaced,
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "Stages in which a change of a federated object reaches the member clusters, each gated on the previous stage being Ready."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStrategySpec {
+    /// In order. A cluster belongs to the first stage that names it (`clusters`) or selects it
+    /// (`clusterSelector`); a stage with neither takes every cluster left. Clusters no stage
+    /// takes form a last stage.
+    pub stages: Vec<RolloutStage>,
+    /// Cut every stage into batches of at most this many clusters (by name), each gated like a
+    /// stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_clusters_per_batch: Option<u32>,
+    /// How long a batch must stay Ready on the new revision before the next starts.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub soak_seconds: u32,
+    /// How long a batch may take to be Ready on the new revision before the rollout halts.
+    /// Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_deadline_seconds: Option<u32>,
+}
+
+/// One stage of a [`RolloutStrategySpec`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStage {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_selector: Option<LabelSelector>,
+}
+
+fn is_zero_u32(value: &u32) -> bool {
+    *value == 0
+}

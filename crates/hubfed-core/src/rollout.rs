@@ -1,11 +1,8 @@
-//! Staged rollouts (issue 12, first step): which revision of a federated object each placed
-//! cluster may run now, and when a rollout moves to its next stage, halts, completes or is
-//! aborted. Pure: the controller supplies what the members report and the stored state, and
-//! writes back the state this returns, so nothing is decided from memory.
-//!
-//! Not wired into the sync controller yet: the strategy object, the stored revisions and the
-//! `hubfedctl rollout` commands come next; until then no federated object is rolled out in
-//! stages and the user guide does not describe it.
+//! Staged rollouts: which revision of a federated object each placed cluster may run now, and
+//! when a rollout moves to its next stage, halts, completes or is aborted. Pure: the
+//! controller (`hubfed-controller/src/sync/rollout.rs`) supplies what the members report and
+//! the stored state, and stores the state this returns, so nothing is decided from memory
+//! (docs/user-guide.md "Rollouts").
 //!
 //! The rules:
 //! - **Stages**: each placed cluster belongs to the first stage whose `clusters` list or
@@ -24,42 +21,16 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::placement::ClusterInfo;
 use crate::selector::Selector;
 
-/// A rollout strategy.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RolloutStrategy {
-    pub stages: Vec<Stage>,
-    /// Cut every stage into batches of at most this many clusters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_clusters_per_batch: Option<u32>,
-    /// How long a batch must stay Ready before the next starts. Default 0.
-    #[serde(default)]
-    pub soak_seconds: u32,
-    /// How long a batch may take to become Ready before the rollout halts. Default 600.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_deadline_seconds: Option<u32>,
-}
+pub use hubfed_api::scheduling::{RolloutStage as Stage, RolloutStrategySpec as RolloutStrategy};
 
 /// The default of [`RolloutStrategy::ready_deadline_seconds`].
 pub const DEFAULT_READY_DEADLINE_SECONDS: u32 = 600;
-
-/// One stage.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Stage {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub clusters: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_selector: Option<LabelSelector>,
-}
 
 /// A batch of clusters gated together, with the stage it belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -67,6 +67,9 @@ pub enum Command {
     /// What the controller would change in every cluster for a federated object of the hub
     /// (KIND/NAME) now: a server-side diff per cluster. Exit 0: no change, 1: changes, 2: error.
     Diff(DiffArgs),
+    /// Staged rollouts of a federated object (KIND/NAME): status, pause, resume, abort.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
     /// Show federation objects.
     #[command(subcommand)]
     Get(GetCommand),
@@ -270,6 +273,28 @@ pub struct StatusArgs {
     /// Print as YAML or JSON instead of tables.
     #[arg(short = 'o', long, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RolloutCommand {
+    /// Where the rollout stands: revision, stage, phase, which clusters have it.
+    Status(RolloutArgs),
+    /// Hold the rollout at its current stage.
+    Pause(RolloutArgs),
+    /// Continue a paused rollout (or clear an abort).
+    Resume(RolloutArgs),
+    /// Send every cluster back to the stable revision.
+    Abort(RolloutArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RolloutArgs {
+    /// `KIND/NAME` of a federated object, e.g. `deployments/web`.
+    #[arg(value_name = "KIND/NAME")]
+    pub target: String,
+    /// Namespace of the object; default: the context's.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Args, Debug)]

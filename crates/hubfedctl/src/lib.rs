@@ -17,6 +17,7 @@ mod ops;
 mod orphan;
 mod plan;
 mod rbac;
+mod rollout;
 mod session;
 mod status;
 mod template;
@@ -133,6 +134,7 @@ async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Err
         Command::Status(args) => status::status(session, args).await.map(|()| EXIT_OK),
         Command::Plan(args) => plan::plan_file(session, args).await,
         Command::Diff(args) => plan::diff(session, args).await,
+        Command::Rollout(command) => rollout::rollout(session, command).await.map(|()| EXIT_OK),
         Command::Version(args) => get::version(session, args).map(|()| EXIT_OK),
         Command::Completion(args) => {
             let shell = match args.shell {

@@ -30,7 +30,7 @@ pub enum Error {
 const HUB_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A hub request, bounded by [`HUB_WRITE_TIMEOUT`].
-async fn bounded<T>(
+pub(super) async fn bounded<T>(
     request: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<Result<T, kube::Error>, Error> {
     tokio::time::timeout(HUB_WRITE_TIMEOUT, request)

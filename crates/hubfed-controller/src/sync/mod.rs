@@ -18,6 +18,7 @@ mod members;
 mod memory;
 mod observe;
 mod reconcile;
+pub mod rollout;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -183,6 +183,11 @@ impl Observed {
     }
 
     /// The plan's input; the hub's namespace is not read yet.
+    /// The registry as planning sees it.
+    pub fn infos(&self) -> &[ClusterInfo] {
+        &self.infos
+    }
+
     pub fn plan_input<'a>(&'a self, ctx: &'a TypeContext) -> PlanInput<'a> {
         let namespace = match &self.namespace_placement {
             None => NamespaceFederation::NotApplicable,

@@ -81,6 +81,8 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
     }
     let observed = observe::observe(ctx, obj, federated).await;
     let plan = observe::plan_with_hub_namespace(ctx, &observed, observed.plan_input(ctx)).await;
+    // Under a rollout strategy, only the clusters the rollout has reached take the change.
+    let (plan, rollout_recheck) = super::rollout::staged(ctx, obj, &observed, plan).await?;
     for warning in &plan.warnings {
         let reference = &observed.reference;
         publish(
@@ -135,7 +137,12 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
             (false, deferred)
         }
     };
-    // A status write put off (remote status coalescing) is made by the next reconcile.
+    // A status write put off (remote status coalescing) is made by the next reconcile; a
+    // rollout waiting on a soak or a deadline looks again when it ends.
+    let deferred = match (deferred, rollout_recheck) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     Ok(
         match (requeue(plan.disposition, carried, released), deferred) {
             (Requeue::After(delay), Some(after)) => Action::requeue(delay.min(after)),

@@ -1,0 +1,387 @@
+//! Staged rollouts in the sync path: for an object under a RolloutStrategy, the plan of the
+//! new revision is carried out only where [`hubfed_core::rollout::decide`] allows it; the
+//! other placed clusters are left as they are (an abort applies the stable revision there). The state and both revisions' specs
+//! are stored in the ConfigMap `hubfed-rollout.<federated kind>.<namespace>.<name>` of the
+//! control plane's namespace, so a restarted (or newly elected) controller continues at the
+//! same stage.
+//!
+//! Objects without a strategy (no `hubfed.io/rollout-strategy` annotation on the object or its
+//! FederatedTypeConfig) never come here: KubeFed's behaviour, every cluster at once.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hubfed_api::federated::FederatedSpec;
+use hubfed_api::scheduling::RolloutStrategy;
+use hubfed_core::placement::ClusterInfo;
+use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, plan};
+use hubfed_core::rollout::{
+    ClusterReport, Controls, Decision, Phase, RolloutState, batches, decide,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt as _;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use serde_json::json;
+use tracing::info;
+
+use super::TypeContext;
+use super::hub_writes::Error;
+use super::hub_writes::{bounded, publish};
+use super::observe::Observed;
+
+/// The annotation naming the RolloutStrategy (on the object, or on its FTC as the default).
+pub const STRATEGY_ANNOTATION: &str = "hubfed.io/rollout-strategy";
+/// `paused` or `aborted` (what `hubfedctl rollout pause|abort` writes); absent: running.
+pub const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
+/// Prefix of the state ConfigMaps.
+pub const STATE_PREFIX: &str = "hubfed-rollout.";
+
+/// What was stored of a rollout.
+#[derive(Default)]
+struct Stored {
+    state: Option<RolloutState>,
+    /// The spec of `state.revision`.
+    current: Option<FederatedSpec>,
+    /// The spec of `state.stable`.
+    stable: Option<FederatedSpec>,
+    exists: bool,
+}
+
+/// The state ConfigMap's name for the object.
+pub fn state_name(federated_kind: &str, namespace: Option<&str>, name: &str) -> String {
+    format!(
+        "{STATE_PREFIX}{}.{}.{name}",
+        federated_kind.to_lowercase(),
+        namespace.unwrap_or("-")
+    )
+}
+
+/// The revision of a spec: its template and overrides versions (KubeFed's hashes), shortened.
+fn revision(template_version: &str, overrides_version: &str) -> String {
+    let short = |v: &str| v.chars().take(10).collect::<String>();
+    format!("{}-{}", short(template_version), short(overrides_version))
+}
+
+fn strategy_name(ctx: &TypeContext, obj: &DynamicObject) -> Option<String> {
+    obj.annotations()
+        .get(STRATEGY_ANNOTATION)
+        .or_else(|| ctx.ftc.annotations().get(STRATEGY_ANNOTATION))
+        .filter(|n| !n.is_empty())
+        .cloned()
+}
+
+/// The plan to carry out: `planned` itself, or — for an object under a rollout strategy — the
+/// new revision's actions where the rollout allows them and the stable revision's elsewhere.
+/// Also how soon to look again (a soak or deadline ending).
+pub async fn staged(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    observed: &Observed,
+    planned: Plan,
+) -> Result<(Plan, Option<Duration>), Error> {
+    if planned.disposition != Disposition::Sync {
+        return Ok((planned, None));
+    }
+    let Some(strategy_name) = strategy_name(ctx, obj) else {
+        return Ok((planned, None));
+    };
+    let shared = &ctx.shared;
+    let strategies: Api<RolloutStrategy> =
+        Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
+    let strategy = match bounded(strategies.get_opt(&strategy_name)).await?? {
+        Some(strategy) => strategy.spec,
+        None => {
+            let message = format!(
+                "RolloutStrategy {}/{strategy_name} not found: changes are held back",
+                shared.kubefed_namespace
+            );
+            publish(
+                ctx,
+                &observed.reference,
+                EventType::Warning,
+                "RolloutStrategyNotFound",
+                &message,
+            );
+            return hold_everything(ctx, obj, planned).await;
+        }
+    };
+    let state_name = state_name(
+        &ctx.federated.kind,
+        obj.namespace().as_deref(),
+        &obj.name_any(),
+    );
+    let stored = load(ctx, &state_name).await?;
+    let new = revision(&observed.template_version, &observed.overrides_version);
+    let placed: Vec<ClusterInfo> = observed
+        .infos()
+        .iter()
+        .filter(|c| planned.placement.clusters.contains(&c.name))
+        .cloned()
+        .collect();
+    let batches = match batches(&strategy, &placed) {
+        Ok(batches) => batches,
+        Err(e) => {
+            let message = format!("RolloutStrategy {strategy_name}: {e}; changes are held back");
+            publish(
+                ctx,
+                &observed.reference,
+                EventType::Warning,
+                "InvalidRolloutStrategy",
+                &message,
+            );
+            return hold_everything(ctx, obj, planned).await;
+        }
+    };
+    let reports = reports(obj, observed, &planned);
+    let controls = controls(obj);
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let decision = decide(
+        &strategy,
+        &batches,
+        &new,
+        stored.state.as_ref(),
+        &reports,
+        controls,
+        now,
+    );
+    for (reason, message) in &decision.events {
+        let type_ = if *reason == "RolloutHalted" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        info!(name = %obj.name_any(), reason, message = %message, "rollout");
+        publish(ctx, &observed.reference, type_, reason, message);
+    }
+    let stable_spec = stable_spec(&stored, &decision);
+    save(
+        ctx,
+        &state_name,
+        &stored,
+        &decision,
+        &observed.federated.spec,
+        stable_spec.as_ref(),
+    )
+    .await?;
+    let combined = combine(
+        ctx,
+        observed,
+        planned,
+        &decision,
+        &new,
+        stable_spec.as_ref(),
+    );
+    let recheck = decision
+        .recheck_in
+        .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(1).max(1)));
+    Ok((combined, recheck))
+}
+
+/// A strategy that cannot be read: no cluster takes the change (nothing is rolled back
+/// either), looked at again in 30 s; the first revision of an object (nothing stored) has
+/// nothing to protect and goes out.
+async fn hold_everything(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    planned: Plan,
+) -> Result<(Plan, Option<Duration>), Error> {
+    let state_name = state_name(
+        &ctx.federated.kind,
+        obj.namespace().as_deref(),
+        &obj.name_any(),
+    );
+    if load(ctx, &state_name).await?.state.is_none() {
+        return Ok((planned, None));
+    }
+    let mut held = planned;
+    held.clusters
+        .retain(|c| !matches!(c.action, ClusterAction::Apply(_)));
+    Ok((held, Some(Duration::from_secs(30))))
+}
+
+/// The stable revision's spec after the decision: stored, or — when the decision just made
+/// the previous revision stable — the spec stored for it as `current`.
+fn stable_spec(stored: &Stored, decision: &Decision) -> Option<FederatedSpec> {
+    let stable = decision.state.stable.as_deref()?;
+    match &stored.state {
+        Some(state) if state.revision == stable => stored.current.clone(),
+        Some(state) if state.stable.as_deref() == Some(stable) => stored.stable.clone(),
+        _ => None,
+    }
+}
+
+/// What each placed cluster reports: on the new revision when the new plan has nothing to do
+/// there; Ready from its copy; an apply error from the object's last status.
+fn reports(
+    obj: &DynamicObject,
+    observed: &Observed,
+    planned: &Plan,
+) -> BTreeMap<String, ClusterReport> {
+    let failures: BTreeMap<String, String> = obj.data["status"]["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let status = c["status"].as_str()?;
+            status.ends_with("Failed").then(|| {
+                (
+                    c["name"].as_str().unwrap_or_default().to_owned(),
+                    format!("{status}: {}", c["message"].as_str().unwrap_or_default()),
+                )
+            })
+        })
+        .collect();
+    planned
+        .placement
+        .clusters
+        .iter()
+        .map(|cluster| {
+            let action = planned
+                .clusters
+                .iter()
+                .find(|c| &c.cluster == cluster)
+                .map(|c| &c.action);
+            let current = matches!(action, Some(ClusterAction::UpToDate));
+            let ready = match observed.members.get(cluster) {
+                Some(MemberObservation::Present(member)) => member.readiness.is_ready(),
+                _ => false,
+            };
+            let report = ClusterReport {
+                revision: current
+                    .then(|| revision(&observed.template_version, &observed.overrides_version)),
+                ready,
+                apply_error: failures.get(cluster).cloned(),
+            };
+            (cluster.clone(), report)
+        })
+        .collect()
+}
+
+fn controls(obj: &DynamicObject) -> Controls {
+    let control = obj
+        .annotations()
+        .get(CONTROL_ANNOTATION)
+        .map(String::as_str);
+    Controls {
+        paused: control == Some("paused"),
+        aborted: control == Some("aborted"),
+    }
+}
+
+/// The new plan's actions where the new revision is allowed, the stable plan's elsewhere.
+fn combine(
+    ctx: &TypeContext,
+    observed: &Observed,
+    mut planned: Plan,
+    decision: &Decision,
+    new: &str,
+    stable_spec: Option<&FederatedSpec>,
+) -> Plan {
+    let held: Vec<&String> = decision
+        .allowed
+        .iter()
+        .filter(|(_, revision)| revision.as_str() != new)
+        .map(|(cluster, _)| cluster)
+        .collect();
+    if held.is_empty() {
+        return planned;
+    }
+    // Clusters the rollout has not reached are left as they are: no write until the new
+    // revision reaches them (a change made mid-rollout never sends a cluster back to an
+    // older revision). Only an abort writes the stable revision back.
+    if decision.state.phase != Phase::Aborted {
+        for cluster_plan in &mut planned.clusters {
+            if held.contains(&&cluster_plan.cluster) {
+                cluster_plan.action = ClusterAction::UpToDate;
+            }
+        }
+        return planned;
+    }
+    let stable_plan = stable_spec.map(|spec| {
+        let mut object = observed.federated.clone();
+        object.spec = spec.clone();
+        let mut input = observed.plan_input(ctx);
+        input.object = &object;
+        plan(&input)
+    });
+    for cluster_plan in &mut planned.clusters {
+        if !held.contains(&&cluster_plan.cluster) {
+            continue;
+        }
+        let stable_action = stable_plan
+            .as_ref()
+            .and_then(|p| {
+                p.clusters
+                    .iter()
+                    .find(|c| c.cluster == cluster_plan.cluster)
+            })
+            .map(|c| c.action.clone());
+        cluster_plan.action = match stable_action {
+            Some(action) => action,
+            // The stable spec is unknown (stored before this controller kept it): leave the copy.
+            None => ClusterAction::UpToDate,
+        };
+    }
+    planned
+}
+
+async fn load(ctx: &TypeContext, name: &str) -> Result<Stored, Error> {
+    let api: Api<ConfigMap> =
+        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
+    let Some(map) = bounded(api.get_opt(name)).await?? else {
+        return Ok(Stored::default());
+    };
+    let data = map.data.unwrap_or_default();
+    fn parse<T: serde::de::DeserializeOwned>(
+        data: &BTreeMap<String, String>,
+        key: &str,
+    ) -> Option<T> {
+        data.get(key).and_then(|v| serde_json::from_str(v).ok())
+    }
+    Ok(Stored {
+        state: parse(&data, "state"),
+        current: parse(&data, "current"),
+        stable: parse(&data, "stable"),
+        exists: true,
+    })
+}
+
+async fn save(
+    ctx: &TypeContext,
+    name: &str,
+    stored: &Stored,
+    decision: &Decision,
+    current: &FederatedSpec,
+    stable: Option<&FederatedSpec>,
+) -> Result<(), Error> {
+    let unchanged = stored.state.as_ref() == Some(&decision.state)
+        && stored.current.as_ref() == Some(current)
+        && stored.stable.as_ref() == stable;
+    if unchanged {
+        return Ok(());
+    }
+    let data = json!({
+        "state": serde_json::to_string(&decision.state)?,
+        "current": serde_json::to_string(current)?,
+        "stable": stable.map(serde_json::to_string).transpose()?.unwrap_or_default(),
+    });
+    let api: Api<ConfigMap> =
+        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
+    let body = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "hubfed"}},
+        "data": data,
+    });
+    if stored.exists {
+        let params = PatchParams::apply(hubfed_api::names::FIELD_MANAGER).force();
+        bounded(api.patch(name, &params, &Patch::Apply(&body))).await??;
+    } else {
+        // Created first: the chart's Role grants `create` (not limitable by name) and
+        // `patch`, and server-side apply of a missing object needs both.
+        let map: ConfigMap = serde_json::from_value(body)?;
+        bounded(api.create(&Default::default(), &map)).await??;
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! `rollout status|pause|resume|abort KIND/NAME`: staged rollouts of a federated object under a
+//! RolloutStrategy. Pause and abort are the annotation `hubfed.io/rollout: paused|aborted` on
+//! the federated object (resume removes it); status reads the state the controller stores in
+//! the ConfigMap `hubfed-rollout.<federated kind>.<namespace>.<name>` of the control plane's
+//! namespace.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::cli::RolloutCommand;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::types::resolve_enabled;
+
+const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
+const STRATEGY_ANNOTATION: &str = "hubfed.io/rollout-strategy";
+
+pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Result<()> {
+    let (args, control) = match command {
+        RolloutCommand::Status(args) => (args, None),
+        RolloutCommand::Pause(args) => (args, Some(Value::from("paused"))),
+        RolloutCommand::Resume(args) => (args, Some(Value::Null)),
+        RolloutCommand::Abort(args) => (args, Some(Value::from("aborted"))),
+    };
+    let Some((type_name, name)) = args.target.split_once('/').filter(|(_, n)| !n.is_empty()) else {
+        return Err(Error::Usage(format!(
+            "{:?}: give KIND/NAME, e.g. deployments/web",
+            args.target
+        )));
+    };
+    let hub = session.hub().await?;
+    let kubefed_ns = session.kubefed_namespace().to_owned();
+    let ftc = resolve_enabled(&hub, &kubefed_ns, type_name).await?;
+    let resource = ftc.spec.federated_type.to_dynamic();
+    let namespace = ftc.federated_namespaced().then(|| {
+        args.namespace
+            .clone()
+            .unwrap_or_else(|| hub.default_namespace.clone())
+    });
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(hub.client.clone(), ns, &resource),
+        None => Api::all_with(hub.client.clone(), &resource),
+    };
+    let shown = format!(
+        "{} {}{name}",
+        resource.kind,
+        namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default()
+    );
+    let object = api
+        .get_opt(name)
+        .await
+        .map_err(|e| hub.err(e))?
+        .ok_or_else(|| Error::NotFound(format!("{shown} not found in the hub")))?;
+    let annotations = object.metadata.annotations.clone().unwrap_or_default();
+    let strategy = annotations.get(STRATEGY_ANNOTATION).cloned().or_else(|| {
+        ftc.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(STRATEGY_ANNOTATION).cloned())
+    });
+    let Some(strategy) = strategy else {
+        return Err(Error::Refused(format!(
+            "{shown} has no rollout strategy: annotate it (or its FederatedTypeConfig) with {STRATEGY_ANNOTATION}: <RolloutStrategy name>"
+        )));
+    };
+    if let Some(control) = control {
+        let patch = json!({"metadata": {"annotations": {CONTROL_ANNOTATION: control}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| hub.err(e))?;
+        let what = match control.as_str() {
+            Some("paused") => "rollout paused",
+            Some(_) => "rollout aborted: every cluster goes back to the stable revision",
+            None => "rollout resumed",
+        };
+        return session.say(format_args!("hub: {shown}: {what}"));
+    }
+    let state_name = format!(
+        "hubfed-rollout.{}.{}.{name}",
+        resource.kind.to_lowercase(),
+        namespace.as_deref().unwrap_or("-")
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(hub.client.clone(), &kubefed_ns);
+    let state: Value = maps
+        .get_opt(&state_name)
+        .await
+        .map_err(|e| hub.err(e))?
+        .and_then(|m| m.data)
+        .and_then(|d| d.get("state").cloned())
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(Value::Null);
+    let control = annotations
+        .get(CONTROL_ANNOTATION)
+        .map_or("", String::as_str);
+    session.print(&render(&shown, &strategy, &state, control))
+}
+
+/// The status text.
+fn render(shown: &str, strategy: &str, state: &Value, control: &str) -> String {
+    if state.is_null() {
+        return format!(
+            "{shown}: strategy {strategy}; no rollout yet (the first change after the strategy was set starts one)\n"
+        );
+    }
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let mut out = format!(
+        "{shown}: strategy {strategy}, revision {} ({}), batch {}, stable revision {}\n",
+        text(&state["revision"]),
+        text(&state["phase"]),
+        state["batch"]
+            .as_u64()
+            .map_or("-".to_owned(), |b| (b + 1).to_string()),
+        text(&state["stable"]),
+    );
+    if let Some(why) = state["halted"].as_str() {
+        out.push_str(&format!("halted: {why}\n"));
+    }
+    if !control.is_empty() {
+        out.push_str(&format!("{CONTROL_ANNOTATION}: {control}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_text() {
+        let state = json!({"revision": "abc-def", "stable": "123-456", "batch": 0, "phase": "Halted", "halted": "member1: not Ready on abc-def within 60s"});
+        assert_eq!(
+            render("FederatedDeployment shop/web", "canary", &state, ""),
+            "FederatedDeployment shop/web: strategy canary, revision abc-def (Halted), batch 1, stable revision 123-456\nhalted: member1: not Ready on abc-def within 60s\n"
+        );
+        assert!(render("x", "s", &Value::Null, "").contains("no rollout yet"));
+    }
+}

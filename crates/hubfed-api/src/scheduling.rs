@@ -235,6 +235,11 @@ pub struct RolloutStrategySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_clusters_per_batch: Option<u32>,
+    /// Cut every stage into batches of at most this percentage of its clusters (rounded up,
+    /// at least one); with `maxClustersPerBatch` too, the smaller batch wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_percent_per_batch: Option<u32>,
     /// How long a batch must stay Ready on the new revision before the next starts.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub soak_seconds: u32,

@@ -46,6 +46,7 @@ pub struct Metrics {
     pub oldest_deletion_wait: IntGaugeVec,
     pub status_writes_deferred: IntCounterVec,
     pub schedules_total: IntCounterVec,
+    pub rollout_events_total: IntCounterVec,
 }
 
 fn histogram(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
@@ -188,6 +189,11 @@ impl Metrics {
                 "ReplicaSchedulingPreference decisions by result: changed (placement and replica overrides written), unchanged, error (retried in 15 s).",
                 &["result"],
             ),
+            rollout_events_total: counter(
+                "hubfed_rollout_events_total",
+                "Staged rollout steps by federated type and event: StageCompleted, RolloutCompleted, RolloutHalted, RolloutResumed, RolloutAborted.",
+                &["type", "event"],
+            ),
             oldest_deletion_wait: gauge(
                 "hubfed_oldest_deletion_wait_seconds",
                 "Seconds since the oldest federated object still held by hubfed's finalizer was deleted (0: no deletion waits).",
@@ -203,6 +209,7 @@ impl Metrics {
             Box::new(m.reconcile_errors_total.clone()),
             Box::new(m.reconcile_time.clone()),
             Box::new(m.schedules_total.clone()),
+            Box::new(m.rollout_events_total.clone()),
             Box::new(m.member_operations_total.clone()),
             Box::new(m.member_operation_duration.clone()),
             Box::new(m.propagation_latency.clone()),

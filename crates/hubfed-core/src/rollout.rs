@@ -8,7 +8,8 @@
 //! - **Stages**: each placed cluster belongs to the first stage whose `clusters` list or
 //!   `clusterSelector` names it; a stage with neither takes every cluster left; clusters no
 //!   stage takes form a last implicit stage. A stage may be cut into batches of at most
-//!   `maxClustersPerBatch` clusters (by name), each gated like a stage.
+//!   `maxClustersPerBatch` clusters or `maxPercentPerBatch` % of them (by name), each gated
+//!   like a stage.
 //! - **Gate**: a batch is done when every one of its clusters runs the new revision and is
 //!   Ready, and has stayed so for `soakSeconds`; the next batch may then take the new revision.
 //! - **Halt**: a cluster of the current batch whose apply failed, or that is not Ready with the
@@ -68,7 +69,7 @@ pub fn batches(strategy: &RolloutStrategy, clusters: &[ClusterInfo]) -> Result<V
             left.into_iter().map(|c| c.name.clone()).collect(),
         ));
     }
-    let size = strategy
+    let by_count = strategy
         .max_clusters_per_batch
         .filter(|n| *n > 0)
         .map_or(usize::MAX, |n| n as usize);
@@ -76,8 +77,14 @@ pub fn batches(strategy: &RolloutStrategy, clusters: &[ClusterInfo]) -> Result<V
         .into_iter()
         .filter(|(_, clusters)| !clusters.is_empty())
         .flat_map(|(stage, clusters)| {
+            let by_percent = strategy
+                .max_percent_per_batch
+                .filter(|p| *p > 0)
+                .map_or(usize::MAX, |p| {
+                    (clusters.len() * p.min(100) as usize).div_ceil(100).max(1)
+                });
             clusters
-                .chunks(size)
+                .chunks(by_count.min(by_percent))
                 .map(|chunk| Batch {
                     stage: stage.clone(),
                     clusters: chunk.to_vec(),

@@ -153,6 +153,10 @@ pub async fn staged(
         };
         info!(name = %obj.name_any(), reason, message = %message, "rollout");
         publish(ctx, &observed.reference, type_, reason, message);
+        crate::metrics::METRICS
+            .rollout_events_total
+            .with_label_values(&[ctx.federated.kind.to_lowercase().as_str(), reason])
+            .inc();
     }
     let stable_spec = stable_spec(&stored, &decision);
     save(

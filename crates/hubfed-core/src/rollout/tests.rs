@@ -99,6 +99,44 @@ fn stages_by_list_selector_and_rest() {
     );
 }
 
+#[test]
+fn batches_by_percent() {
+    let ten: Vec<ClusterInfo> = (0..10).map(|i| cluster(&format!("c{i:02}"), &[])).collect();
+    let sizes = |strategy: &RolloutStrategy| -> Vec<usize> {
+        batches(strategy, &ten)
+            .expect("valid")
+            .iter()
+            .map(|b| b.clusters.len())
+            .collect()
+    };
+    let all = RolloutStrategy {
+        stages: vec![Stage {
+            name: "all".into(),
+            ..Stage::default()
+        }],
+        ..RolloutStrategy::default()
+    };
+    // 25 % of 10, rounded up: 3.
+    let quarter = RolloutStrategy {
+        max_percent_per_batch: Some(25),
+        ..all.clone()
+    };
+    assert_eq!(sizes(&quarter), [3, 3, 3, 1]);
+    // 1 % still moves one cluster at a time.
+    let tiny = RolloutStrategy {
+        max_percent_per_batch: Some(1),
+        ..all.clone()
+    };
+    assert_eq!(sizes(&tiny), [1; 10]);
+    // With a count too, the smaller batch wins.
+    let both = RolloutStrategy {
+        max_percent_per_batch: Some(50),
+        max_clusters_per_batch: Some(2),
+        ..all
+    };
+    assert_eq!(sizes(&both), [2, 2, 2, 2, 2]);
+}
+
 fn report(revision: &str, ready: bool) -> ClusterReport {
     ClusterReport {
         revision: Some(revision.to_owned()),

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod clusters;
+pub mod events;
 pub mod ftc;
 pub mod metrics;
 pub mod policy;

@@ -26,7 +26,7 @@ use hubfed_core::schedule::TARGET_KINDS;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
@@ -118,20 +118,7 @@ fn error_policy(policy: Arc<PlacementPolicy>, error: &PolicyError, _ctx: Arc<Con
 }
 
 fn publish(ctx: &Context, policy: &PlacementPolicy, type_: EventType, reason: &str, note: String) {
-    let recorder = ctx.recorder.clone();
-    let reference = policy.object_ref(&());
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note.chars().take(1024).collect()),
-        action: reason.to_owned(),
-        secondary: None,
-    };
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            debug!(error = %e, "recording an event failed");
-        }
-    });
+    crate::events::publish(&ctx.recorder, &policy.object_ref(&()), type_, reason, &note);
 }
 
 /// The federated type named `kind` by an FTC, if one is enabled.

@@ -28,7 +28,7 @@ use hubfed_core::schedule::{
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
@@ -197,20 +197,7 @@ fn publish(
     reason: &str,
     note: String,
 ) {
-    let recorder = ctx.recorder.clone();
-    let reference = rsp.object_ref(&());
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note.chars().take(1024).collect()),
-        action: reason.to_owned(),
-        secondary: None,
-    };
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            debug!(error = %e, "recording an event failed");
-        }
-    });
+    crate::events::publish(&ctx.recorder, &rsp.object_ref(&()), type_, reason, &note);
 }
 
 async fn reconcile(

@@ -8,10 +8,9 @@ use hubfed_core::status::{StatusInput, compute_status, only_remote_status_change
 use hubfed_core::version::{PropagatedVersionStatus, propagated_version_name};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-use tracing::debug;
 
 use super::TypeContext;
 
@@ -263,18 +262,5 @@ pub fn publish(
     reason: &str,
     message: &str,
 ) {
-    let recorder = ctx.recorder.clone();
-    let reference = reference.clone();
-    let event = Event {
-        type_,
-        reason: reason.to_string(),
-        note: Some(message.chars().take(1024).collect()),
-        action: reason.to_string(),
-        secondary: None,
-    };
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            debug!(error = %e, "recording an event failed");
-        }
-    });
+    crate::events::publish(&ctx.recorder, reference, type_, reason, message);
 }

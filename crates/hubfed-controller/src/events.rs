@@ -1,0 +1,30 @@
+//! Recording Events without holding up the caller.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder};
+use tracing::debug;
+
+/// Records an Event on `reference` in the background (notes are cut at 1,024 characters, the
+/// API's limit); a failure to record is logged at debug level, never an error of the caller.
+pub fn publish(
+    recorder: &Recorder,
+    reference: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let recorder = recorder.clone();
+    let reference = reference.clone();
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note.chars().take(1024).collect()),
+        action: reason.to_owned(),
+        secondary: None,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            debug!(error = %e, "recording an event failed");
+        }
+    });
+}

@@ -592,6 +592,26 @@ pub async fn create_federated(
     Ok(api)
 }
 
+/// Runs `hubfedctl --kubeconfig <kubeconfig> --host-cluster-context hub <args>` in this process
+/// (through `hubfedctl::run_async`, the code the binary runs): exit code, stdout, stderr.
+pub async fn hubfedctl(kubeconfig: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let mut full = vec![
+        "hubfedctl".to_owned(),
+        "--kubeconfig".to_owned(),
+        kubeconfig.display().to_string(),
+        "--host-cluster-context".to_owned(),
+        "hub".to_owned(),
+    ];
+    full.extend(args.iter().map(|a| (*a).to_owned()));
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = ::hubfedctl::run_async(full, &mut stdout, &mut stderr).await;
+    (
+        code,
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
 /// Writes a line to stderr (not through the print macros, which the test harness captures):
 /// timings and facts worth seeing in CI logs, never asserted.
 pub fn report(line: impl Display) {

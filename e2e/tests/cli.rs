@@ -212,20 +212,11 @@ impl Run {
 
 /// Runs `hubfedctl --kubeconfig <kubeconfig> --host-cluster-context hub <args>`.
 async fn hubfedctl(kubeconfig: &Path, args: &[&str]) -> Run {
-    let mut full = vec![
-        "hubfedctl".to_owned(),
-        "--kubeconfig".to_owned(),
-        kubeconfig.display().to_string(),
-        "--host-cluster-context".to_owned(),
-        "hub".to_owned(),
-    ];
-    full.extend(args.iter().map(|a| (*a).to_owned()));
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let code = hubfedctl::run_async(full, &mut stdout, &mut stderr).await;
+    let (code, stdout, stderr) = hubfed_e2e::hubfedctl(kubeconfig, args).await;
     Run {
         code,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        stdout,
+        stderr,
     }
 }
 

@@ -122,21 +122,7 @@ impl Drop for Frozen<'_> {
 }
 
 async fn hubfedctl(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut full = vec![
-        "hubfedctl".to_owned(),
-        "--kubeconfig".to_owned(),
-        kubeconfig.display().to_string(),
-        "--host-cluster-context".to_owned(),
-        "hub".to_owned(),
-    ];
-    full.extend(args.iter().map(|a| (*a).to_owned()));
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let code = hubfedctl::run_async(full, &mut stdout, &mut stderr).await;
-    (
-        code,
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    )
+    hubfed_e2e::hubfedctl(kubeconfig, args).await
 }
 
 /// The KubeFedCluster's conditions as `type=status` pairs.

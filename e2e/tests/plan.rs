@@ -21,20 +21,11 @@ struct Run {
 
 async fn hubfedctl(args: &[&str]) -> Run {
     let kubeconfig = Federation::shared().env().kubeconfig_path();
-    let mut full = vec![
-        "hubfedctl".to_owned(),
-        "--kubeconfig".to_owned(),
-        kubeconfig.display().to_string(),
-        "--host-cluster-context".to_owned(),
-        "hub".to_owned(),
-    ];
-    full.extend(args.iter().map(|a| (*a).to_owned()));
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let code = hubfedctl::run_async(full, &mut stdout, &mut stderr).await;
+    let (code, stdout, stderr) = hubfed_e2e::hubfedctl(kubeconfig, args).await;
     Run {
         code,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        stdout,
+        stderr,
     }
 }
 

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::kubeconfig::Target;
 use crate::session::Session;
 use crate::template::{FederatedKind, federated_object};
-use crate::types::resolve_enabled;
+use crate::types::{hub_object, resolve_enabled};
 
 /// What would happen in one cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,42 +95,20 @@ pub async fn plan_file(session: &mut Session<'_>, args: PlanArgs) -> Result<i32>
 }
 
 pub async fn diff(session: &mut Session<'_>, args: DiffArgs) -> Result<i32> {
-    let Some((type_name, name)) = args.target.split_once('/').filter(|(_, n)| !n.is_empty()) else {
-        return Err(Error::Usage(format!(
-            "{:?}: give KIND/NAME, e.g. deployments/web",
-            args.target
-        )));
-    };
     let hub = session.hub().await?;
     let kubefed_ns = session.kubefed_namespace().to_owned();
-    let ftc = resolve_enabled(&hub, &kubefed_ns, type_name).await?;
-    let resource = ftc.spec.federated_type.to_dynamic();
-    let namespace = ftc.federated_namespaced().then(|| {
-        args.namespace
-            .clone()
-            .unwrap_or_else(|| hub.default_namespace.clone())
-    });
-    let api: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(hub.client.clone(), ns, &resource),
-        None => Api::all_with(hub.client.clone(), &resource),
-    };
-    let object = api
-        .get_opt(name)
-        .await
-        .map_err(|e| hub.err(e))?
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "{} {}{name} not found in the hub",
-                resource.kind,
-                namespace
-                    .as_deref()
-                    .map(|n| format!("{n}/"))
-                    .unwrap_or_default()
-            ))
-        })?;
-    let object = serde_json::to_value(object).map_err(|e| Error::Usage(e.to_string()))?;
+    let found = hub_object(&hub, &kubefed_ns, &args.target, args.namespace.as_deref()).await?;
+    let object = serde_json::to_value(&found.object).map_err(|e| Error::Usage(e.to_string()))?;
     let contexts = parse_contexts(&args.cluster_context)?;
-    let changes = evaluate(session, &hub, &ftc, object, namespace, &contexts).await?;
+    let changes = evaluate(
+        session,
+        &hub,
+        &found.ftc,
+        object,
+        found.namespace,
+        &contexts,
+    )
+    .await?;
     report(session, &changes)
 }
 

@@ -5,13 +5,13 @@
 //! namespace.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::cli::RolloutCommand;
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::types::resolve_enabled;
+use crate::types::{HubObject, hub_object};
 
 const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
 const STRATEGY_ANNOTATION: &str = "hubfed.io/rollout-strategy";
@@ -23,38 +23,17 @@ pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Resu
         RolloutCommand::Resume(args) => (args, Some(Value::Null)),
         RolloutCommand::Abort(args) => (args, Some(Value::from("aborted"))),
     };
-    let Some((type_name, name)) = args.target.split_once('/').filter(|(_, n)| !n.is_empty()) else {
-        return Err(Error::Usage(format!(
-            "{:?}: give KIND/NAME, e.g. deployments/web",
-            args.target
-        )));
-    };
     let hub = session.hub().await?;
     let kubefed_ns = session.kubefed_namespace().to_owned();
-    let ftc = resolve_enabled(&hub, &kubefed_ns, type_name).await?;
+    let HubObject {
+        ftc,
+        api,
+        namespace,
+        object,
+        shown,
+    } = hub_object(&hub, &kubefed_ns, &args.target, args.namespace.as_deref()).await?;
+    let name = object.metadata.name.clone().unwrap_or_default();
     let resource = ftc.spec.federated_type.to_dynamic();
-    let namespace = ftc.federated_namespaced().then(|| {
-        args.namespace
-            .clone()
-            .unwrap_or_else(|| hub.default_namespace.clone())
-    });
-    let api: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(hub.client.clone(), ns, &resource),
-        None => Api::all_with(hub.client.clone(), &resource),
-    };
-    let shown = format!(
-        "{} {}{name}",
-        resource.kind,
-        namespace
-            .as_deref()
-            .map(|n| format!("{n}/"))
-            .unwrap_or_default()
-    );
-    let object = api
-        .get_opt(name)
-        .await
-        .map_err(|e| hub.err(e))?
-        .ok_or_else(|| Error::NotFound(format!("{shown} not found in the hub")))?;
     let annotations = object.metadata.annotations.clone().unwrap_or_default();
     let strategy = annotations.get(STRATEGY_ANNOTATION).cloned().or_else(|| {
         ftc.metadata
@@ -69,7 +48,7 @@ pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Resu
     };
     if let Some(control) = control {
         let patch = json!({"metadata": {"annotations": {CONTROL_ANNOTATION: control}}});
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| hub.err(e))?;
         let what = match control.as_str() {

@@ -623,6 +623,61 @@ pub async fn disable(session: &mut Session<'_>, args: DisableArgs) -> Result<()>
     Ok(())
 }
 
+/// A federated object of the hub named `KIND/NAME` (as `status`, `diff` and `rollout` take
+/// it), with its FederatedTypeConfig, API and namespace (`namespace` or the context's, for
+/// namespaced types).
+pub struct HubObject {
+    pub ftc: FederatedTypeConfig,
+    pub api: Api<kube::api::DynamicObject>,
+    pub namespace: Option<String>,
+    pub object: kube::api::DynamicObject,
+    /// `FederatedDeployment shop/web`, for messages.
+    pub shown: String,
+}
+
+/// Reads the federated object `target` (`KIND/NAME`) from the hub.
+pub async fn hub_object(
+    hub: &Target,
+    kubefed_ns: &str,
+    target: &str,
+    namespace: Option<&str>,
+) -> Result<HubObject> {
+    let Some((type_name, name)) = target.split_once('/').filter(|(_, n)| !n.is_empty()) else {
+        return Err(Error::Usage(format!(
+            "{target:?}: give KIND/NAME, e.g. deployments/web"
+        )));
+    };
+    let ftc = resolve_enabled(hub, kubefed_ns, type_name).await?;
+    let resource = ftc.spec.federated_type.to_dynamic();
+    let namespace = ftc
+        .federated_namespaced()
+        .then(|| namespace.map_or_else(|| hub.default_namespace.clone(), str::to_owned));
+    let api: Api<kube::api::DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(hub.client.clone(), ns, &resource),
+        None => Api::all_with(hub.client.clone(), &resource),
+    };
+    let shown = format!(
+        "{} {}{name}",
+        resource.kind,
+        namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default()
+    );
+    let object = api
+        .get_opt(name)
+        .await
+        .map_err(|e| hub.err(e))?
+        .ok_or_else(|| Error::NotFound(format!("{shown} not found in the hub")))?;
+    Ok(HubObject {
+        ftc,
+        api,
+        namespace,
+        object,
+        shown,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,6 +33,64 @@ pub use hubfed_api::scheduling::{RolloutStage as Stage, RolloutStrategySpec as R
 /// The default of [`RolloutStrategy::ready_deadline_seconds`].
 pub const DEFAULT_READY_DEADLINE_SECONDS: u32 = 600;
 
+/// The annotation naming the RolloutStrategy (on the object, or on its FTC as the default).
+pub const STRATEGY_ANNOTATION: &str = "hubfed.io/rollout-strategy";
+/// `paused` or `aborted` (what `hubfedctl rollout pause|abort` writes); absent: running.
+pub const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
+/// Prefix of the state ConfigMaps' names.
+pub const STATE_PREFIX: &str = "hubfed-rollout.";
+/// Annotation of a state ConfigMap: the object it belongs to, [`state_key`].
+pub const STATE_OBJECT_ANNOTATION: &str = "hubfed.io/rollout-object";
+
+/// The full identity of a federated object's rollout state: `<federated kind>/<namespace>/<name>`
+/// (`<federated kind>/<name>` for a cluster-scoped object); kept in the state ConfigMap's
+/// [`STATE_OBJECT_ANNOTATION`], since its name may be shortened.
+pub fn state_key(federated_kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(namespace) => format!("{federated_kind}/{namespace}/{name}"),
+        None => format!("{federated_kind}/{name}"),
+    }
+}
+
+/// The name of the ConfigMap holding a federated object's rollout state, the one spelling the
+/// controller and `hubfedctl` share: `hubfed-rollout.<kind>.<namespace>.<name>-<hash>`
+/// (`hubfed-rollout.<kind>.<name>-<hash>` for a cluster-scoped object), lower-cased, characters
+/// a ConfigMap name cannot hold (`:`, `_`, ...) replaced by `-`, shortened to fit 253
+/// characters; `<hash>` (10 hex digits of the md5 of [`state_key`]) keeps distinct objects
+/// apart however their names were shortened or rewritten. Always a valid DNS-1123 subdomain.
+pub fn state_name(federated_kind: &str, namespace: Option<&str>, name: &str) -> String {
+    use md5::{Digest, Md5};
+    let key = state_key(federated_kind, namespace, name);
+    let hash = hex::encode(Md5::digest(key.as_bytes()));
+    let suffix = format!("-{}", &hash[..10]);
+    let readable: String = [Some(federated_kind), namespace, Some(name)]
+        .into_iter()
+        .flatten()
+        .map(|part| {
+            let part: String = part
+                .chars()
+                .map(|c| match c.to_ascii_lowercase() {
+                    c @ ('a'..='z' | '0'..='9' | '-' | '.') => c,
+                    _ => '-',
+                })
+                .collect();
+            // Every label (between dots) starts and ends with a letter or digit.
+            part.split('.')
+                .map(|label| label.trim_matches('-'))
+                .filter(|label| !label.is_empty())
+                .collect::<Vec<_>>()
+                .join(".")
+        })
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(".");
+    let room = crate::validation::DNS1123_SUBDOMAIN_MAX_LENGTH - STATE_PREFIX.len() - suffix.len();
+    let cut: String = readable.chars().take(room).collect();
+    let cut = cut.trim_end_matches(['-', '.']);
+    let readable = if cut.is_empty() { "object" } else { cut };
+    format!("{STATE_PREFIX}{readable}{suffix}")
+}
+
 /// A batch of clusters gated together, with the stage it belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch {

@@ -1,20 +1,19 @@
 //! `rollout status|pause|resume|abort KIND/NAME`: staged rollouts of a federated object under a
 //! RolloutStrategy. Pause and abort are the annotation `hubfed.io/rollout: paused|aborted` on
 //! the federated object (resume removes it); status reads the state the controller stores in
-//! the ConfigMap `hubfed-rollout.<federated kind>.<namespace>.<name>` of the control plane's
-//! namespace.
+//! a ConfigMap of the control plane's namespace (named by [`hubfed_core::rollout::state_name`],
+//! the controller's spelling).
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use hubfed_core::rollout::{CONTROL_ANNOTATION, STRATEGY_ANNOTATION, state_name};
+
 use crate::cli::RolloutCommand;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::types::{HubObject, hub_object};
-
-const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
-const STRATEGY_ANNOTATION: &str = "hubfed.io/rollout-strategy";
 
 pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Result<()> {
     let (args, control) = match command {
@@ -58,11 +57,7 @@ pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Resu
         };
         return session.say(format_args!("hub: {shown}: {what}"));
     }
-    let state_name = format!(
-        "hubfed-rollout.{}.{}.{name}",
-        resource.kind.to_lowercase(),
-        namespace.as_deref().unwrap_or("-")
-    );
+    let state_name = state_name(&resource.kind, namespace.as_deref(), &name);
     let maps: Api<ConfigMap> = Api::namespaced(hub.client.clone(), &kubefed_ns);
     let state: Value = maps
         .get_opt(&state_name)

@@ -1,9 +1,9 @@
 //! Staged rollouts in the sync path: for an object under a RolloutStrategy, the plan of the
 //! new revision is carried out only where [`hubfed_core::rollout::decide`] allows it; the
 //! other placed clusters are left as they are (an abort applies the stable revision there). The state and both revisions' specs
-//! are stored in the ConfigMap `hubfed-rollout.<federated kind>.<namespace>.<name>` of the
-//! control plane's namespace, so a restarted (or newly elected) controller continues at the
-//! same stage.
+//! are stored in a ConfigMap of the control plane's namespace
+//! ([`hubfed_core::rollout::state_name`]), so a restarted (or newly elected) controller
+//! continues at the same stage.
 //!
 //! Objects without a strategy (no `hubfed.io/rollout-strategy` annotation on the object or its
 //! FederatedTypeConfig) never come here: KubeFed's behaviour, every cluster at once.
@@ -16,7 +16,8 @@ use hubfed_api::scheduling::RolloutStrategy;
 use hubfed_core::placement::ClusterInfo;
 use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, plan};
 use hubfed_core::rollout::{
-    ClusterReport, Controls, Decision, Phase, RolloutState, batches, decide,
+    CONTROL_ANNOTATION, ClusterReport, Controls, Decision, Phase, RolloutState,
+    STATE_OBJECT_ANNOTATION, STRATEGY_ANNOTATION, batches, decide, state_key, state_name,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
@@ -30,13 +31,6 @@ use super::hub_writes::Error;
 use super::hub_writes::{bounded, publish};
 use super::observe::Observed;
 
-/// The annotation naming the RolloutStrategy (on the object, or on its FTC as the default).
-pub const STRATEGY_ANNOTATION: &str = "hubfed.io/rollout-strategy";
-/// `paused` or `aborted` (what `hubfedctl rollout pause|abort` writes); absent: running.
-pub const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
-/// Prefix of the state ConfigMaps.
-pub const STATE_PREFIX: &str = "hubfed-rollout.";
-
 /// What was stored of a rollout.
 #[derive(Default)]
 struct Stored {
@@ -46,15 +40,6 @@ struct Stored {
     /// The spec of `state.stable`.
     stable: Option<FederatedSpec>,
     exists: bool,
-}
-
-/// The state ConfigMap's name for the object.
-pub fn state_name(federated_kind: &str, namespace: Option<&str>, name: &str) -> String {
-    format!(
-        "{STATE_PREFIX}{}.{}.{name}",
-        federated_kind.to_lowercase(),
-        namespace.unwrap_or("-")
-    )
 }
 
 /// The revision of a spec: its template and overrides versions (KubeFed's hashes), shortened.
@@ -159,9 +144,15 @@ pub async fn staged(
             .inc();
     }
     let stable_spec = stable_spec(&stored, &decision);
+    let key = state_key(
+        &ctx.federated.kind,
+        obj.namespace().as_deref(),
+        &obj.name_any(),
+    );
     save(
         ctx,
         &state_name,
+        &key,
         &stored,
         &decision,
         &observed.federated.spec,
@@ -354,6 +345,7 @@ async fn load(ctx: &TypeContext, name: &str) -> Result<Stored, Error> {
 async fn save(
     ctx: &TypeContext,
     name: &str,
+    key: &str,
     stored: &Stored,
     decision: &Decision,
     current: &FederatedSpec,
@@ -375,7 +367,11 @@ async fn save(
     let body = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "hubfed"}},
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "hubfed"},
+            "annotations": {STATE_OBJECT_ANNOTATION: key},
+        },
         "data": data,
     });
     if stored.exists {

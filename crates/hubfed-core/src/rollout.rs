@@ -12,9 +12,11 @@
 //!   like a stage.
 //! - **Gate**: a batch is done when every one of its clusters runs the new revision and is
 //!   Ready, and has stayed so for `soakSeconds`; the next batch may then take the new revision.
-//! - **Halt**: a cluster of the current batch whose apply failed, or that is not Ready with the
-//!   new revision `readyDeadlineSeconds` after the batch started, halts the rollout: later
-//!   batches keep the stable revision until a new revision (a fixed template) starts over.
+//! - **Halt**: a cluster given the new revision whose apply of it failed ([`halts_rollout`];
+//!   recorded with the revision by [`record_failures`], so a failure of an earlier revision
+//!   never halts a later one), or a cluster of the current batch that is not Ready with the new
+//!   revision `readyDeadlineSeconds` after the batch started, halts the rollout: later batches
+//!   keep the stable revision until a new revision (a fixed template) starts over.
 //! - **Pause** holds the rollout where it is; **abort** sends every cluster back to the stable
 //!   revision.
 //! - A new revision while a rollout runs starts over from the first batch; the stable revision
@@ -27,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::Result;
 use crate::placement::ClusterInfo;
 use crate::selector::Selector;
+use crate::status::{ClusterOutcome, PropagationStatus};
 
 pub use hubfed_api::scheduling::{RolloutStage as Stage, RolloutStrategySpec as RolloutStrategy};
 
@@ -158,8 +161,6 @@ pub struct ClusterReport {
     /// The revision its copy was last applied from, if known.
     pub revision: Option<String>,
     pub ready: bool,
-    /// Why the last apply failed, if it did.
-    pub apply_error: Option<String>,
 }
 
 /// Where a rollout stands; stored by the controller and given back on the next decision.
@@ -182,6 +183,9 @@ pub struct RolloutState {
     /// Why it halted: `<cluster>: <reason>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halted: Option<String>,
+    /// Failed applies of `revision`, by cluster: `<status>: <message>` ([`record_failures`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -340,13 +344,11 @@ fn advance(
             ));
             return;
         };
-        let failed = batch.clusters.iter().find_map(|c| {
-            let report = reports.get(c)?;
-            report
-                .apply_error
-                .as_ref()
-                .map(|e| format!("{c}: apply failed: {e}"))
-        });
+        let failed = state
+            .failures
+            .iter()
+            .next()
+            .map(|(c, e)| format!("{c}: apply failed: {e}"));
         let on_revision = |c: &String| {
             reports
                 .get(c)
@@ -395,6 +397,63 @@ fn advance(
         state.batch_started = now;
         state.ready_since = None;
     }
+}
+
+/// Whether a failed apply halts a rollout: the member refused the object, or it could not
+/// be computed. A cluster not ready, a cache or client that could not be read, a request that
+/// timed out are not the revision's fault; they get no halt of their own (the ready deadline
+/// covers a cluster that stays unreachable).
+pub fn halts_rollout(status: PropagationStatus) -> bool {
+    matches!(
+        status,
+        PropagationStatus::CreationFailed
+            | PropagationStatus::UpdateFailed
+            | PropagationStatus::ApplyOverridesFailed
+            | PropagationStatus::ComputeResourceFailed
+            | PropagationStatus::FieldRetentionFailed
+            | PropagationStatus::AlreadyExists
+    )
+}
+
+/// The failures, among one reconcile's `outcomes`, of the applies of the revision being rolled
+/// out: clusters in `applied` (the ones the reconcile applied it to) whose outcome
+/// [`halts_rollout`], as `<status>: <message>`.
+pub fn apply_failures(applied: &[String], outcomes: &[ClusterOutcome]) -> BTreeMap<String, String> {
+    outcomes
+        .iter()
+        .filter(|o| applied.contains(&o.cluster) && halts_rollout(o.status))
+        .map(|o| {
+            let message = o.message.as_deref().unwrap_or_default();
+            (o.cluster.clone(), format!("{}: {message}", o.status))
+        })
+        .collect()
+}
+
+/// Records the failed applies of `state.revision` ([`apply_failures`]): a progressing rollout
+/// halts at once. Returns the events (`RolloutHalted`).
+pub fn record_failures(
+    state: &mut RolloutState,
+    batches: &[Batch],
+    failures: BTreeMap<String, String>,
+) -> Vec<(&'static str, String)> {
+    let mut events = Vec::new();
+    if failures.is_empty() {
+        return events;
+    }
+    state.failures.extend(failures);
+    if state.phase == Phase::Progressing
+        && let Some((cluster, error)) = state.failures.iter().next()
+    {
+        let why = format!("{cluster}: apply failed: {error}");
+        let stage = batches.get(state.batch).map_or_else(
+            || "-".to_owned(),
+            |b| format!("{} ({})", b.stage, b.clusters.join(", ")),
+        );
+        events.push(("RolloutHalted", format!("stage {stage}: {why}")));
+        state.phase = Phase::Halted;
+        state.halted = Some(why);
+    }
+    events
 }
 
 #[cfg(test)]

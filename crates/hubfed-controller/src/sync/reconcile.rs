@@ -82,7 +82,8 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
     let observed = observe::observe(ctx, obj, federated).await;
     let plan = observe::plan_with_hub_namespace(ctx, &observed, observed.plan_input(ctx)).await;
     // Under a rollout strategy, only the clusters the rollout has reached take the change.
-    let (plan, rollout_recheck) = super::rollout::staged(ctx, obj, &observed, plan).await?;
+    let staged = super::rollout::staged(ctx, obj, &observed, plan).await?;
+    let (plan, rollout_recheck) = (staged.plan, staged.recheck);
     for warning in &plan.warnings {
         let reference = &observed.reference;
         publish(
@@ -113,6 +114,14 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
     }
 
     let result = dispatch::execute(ctx, &observed.federated, &plan, &observed.clusters).await;
+    if let Some(rollout) = staged.rollout {
+        // Not recorded now: the retried apply fails again and is recorded then.
+        if let Err(e) =
+            super::rollout::after_dispatch(ctx, &observed, rollout, &result.outcomes).await
+        {
+            warn!(name = %obj.name_any(), error = %e, "recording the rollout's failed applies failed");
+        }
+    }
 
     let carried = Carried {
         recoverable_failure: result.recoverable_failure,

@@ -17,8 +17,10 @@ use hubfed_core::placement::ClusterInfo;
 use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, plan};
 use hubfed_core::rollout::{
     CONTROL_ANNOTATION, ClusterReport, Controls, Decision, Phase, RolloutState,
-    STATE_OBJECT_ANNOTATION, STRATEGY_ANNOTATION, batches, decide, state_key, state_name,
+    STATE_OBJECT_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches, decide, record_failures,
+    state_key, state_name,
 };
+use hubfed_core::status::ClusterOutcome;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -32,7 +34,7 @@ use super::hub_writes::{bounded, publish};
 use super::observe::Observed;
 
 /// What was stored of a rollout.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Stored {
     state: Option<RolloutState>,
     /// The spec of `state.revision`.
@@ -56,20 +58,50 @@ fn strategy_name(ctx: &TypeContext, obj: &DynamicObject) -> Option<String> {
         .cloned()
 }
 
+/// What [`staged`] decided.
+pub struct Staged {
+    /// The plan to carry out.
+    pub plan: Plan,
+    /// How soon to look again (a soak or deadline ending).
+    pub recheck: Option<Duration>,
+    /// The rollout in progress, for [`after_dispatch`].
+    pub rollout: Option<Rollout>,
+}
+
+impl Staged {
+    fn unstaged(plan: Plan) -> Self {
+        Self {
+            plan,
+            recheck: None,
+            rollout: None,
+        }
+    }
+}
+
+/// What this reconcile decided and stored of a rollout, for recording how its applies went.
+pub struct Rollout {
+    state_name: String,
+    key: String,
+    /// The state as stored by [`staged`].
+    stored: Stored,
+    batches: Vec<hubfed_core::rollout::Batch>,
+    /// The clusters the plan applies the new revision to.
+    applied: Vec<String>,
+}
+
 /// The plan to carry out: `planned` itself, or — for an object under a rollout strategy — the
 /// new revision's actions where the rollout allows them and the stable revision's elsewhere.
-/// Also how soon to look again (a soak or deadline ending).
 pub async fn staged(
     ctx: &TypeContext,
     obj: &DynamicObject,
     observed: &Observed,
     planned: Plan,
-) -> Result<(Plan, Option<Duration>), Error> {
+) -> Result<Staged, Error> {
     if planned.disposition != Disposition::Sync {
-        return Ok((planned, None));
+        return Ok(Staged::unstaged(planned));
     }
     let Some(strategy_name) = strategy_name(ctx, obj) else {
-        return Ok((planned, None));
+        return Ok(Staged::unstaged(planned));
     };
     let shared = &ctx.shared;
     let strategies: Api<RolloutStrategy> =
@@ -118,7 +150,7 @@ pub async fn staged(
             return hold_everything(ctx, obj, planned).await;
         }
     };
-    let reports = reports(obj, observed, &planned);
+    let reports = reports(observed, &planned);
     let controls = controls(obj);
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let decision = decide(
@@ -130,47 +162,101 @@ pub async fn staged(
         controls,
         now,
     );
-    for (reason, message) in &decision.events {
-        let type_ = if *reason == "RolloutHalted" {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        info!(name = %obj.name_any(), reason, message = %message, "rollout");
-        publish(ctx, &observed.reference, type_, reason, message);
-        crate::metrics::METRICS
-            .rollout_events_total
-            .with_label_values(&[ctx.federated.kind.to_lowercase().as_str(), reason])
-            .inc();
-    }
+    publish_events(ctx, observed, &decision.events);
     let stable_spec = stable_spec(&stored, &decision);
     let key = state_key(
         &ctx.federated.kind,
         obj.namespace().as_deref(),
         &obj.name_any(),
     );
-    save(
-        ctx,
-        &state_name,
-        &key,
-        &stored,
-        &decision,
-        &observed.federated.spec,
-        stable_spec.as_ref(),
-    )
-    .await?;
+    let saved = Stored {
+        state: Some(decision.state.clone()),
+        current: Some(observed.federated.spec.clone()),
+        stable: stable_spec,
+        exists: true,
+    };
+    save(ctx, &state_name, &key, &stored, &saved).await?;
     let combined = combine(
         ctx,
         observed,
         planned,
         &decision,
         &new,
-        stable_spec.as_ref(),
+        saved.stable.as_ref(),
     );
+    let applied = combined
+        .clusters
+        .iter()
+        .filter(|c| matches!(c.action, ClusterAction::Apply(_)))
+        .filter(|c| decision.allowed.get(&c.cluster) == Some(&new))
+        .map(|c| c.cluster.clone())
+        .collect();
     let recheck = decision
         .recheck_in
         .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(1).max(1)));
-    Ok((combined, recheck))
+    Ok(Staged {
+        plan: combined,
+        recheck,
+        rollout: Some(Rollout {
+            state_name,
+            key,
+            stored: saved,
+            batches,
+            applied,
+        }),
+    })
+}
+
+/// After the member writes: a failed apply of the revision being rolled out is recorded with
+/// it in the stored state and halts the rollout ([`hubfed_core::rollout::record_failures`]);
+/// only this reconcile's applies of this revision count, never an older status.
+pub async fn after_dispatch(
+    ctx: &TypeContext,
+    observed: &Observed,
+    rollout: Rollout,
+    outcomes: &[ClusterOutcome],
+) -> Result<(), Error> {
+    let failures = apply_failures(&rollout.applied, outcomes);
+    let Some(mut state) = rollout
+        .stored
+        .state
+        .clone()
+        .filter(|_| !failures.is_empty())
+    else {
+        return Ok(());
+    };
+    let events = record_failures(&mut state, &rollout.batches, failures);
+    let saved = Stored {
+        state: Some(state),
+        ..rollout.stored.clone()
+    };
+    save(
+        ctx,
+        &rollout.state_name,
+        &rollout.key,
+        &rollout.stored,
+        &saved,
+    )
+    .await?;
+    publish_events(ctx, observed, &events);
+    Ok(())
+}
+
+/// Rollout events: on the federated object, logged, and counted.
+fn publish_events(ctx: &TypeContext, observed: &Observed, events: &[(&'static str, String)]) {
+    for (reason, message) in events {
+        let type_ = if *reason == "RolloutHalted" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        info!(name = %observed.federated.name, reason, message = %message, "rollout");
+        publish(ctx, &observed.reference, type_, reason, message);
+        crate::metrics::METRICS
+            .rollout_events_total
+            .with_label_values(&[ctx.federated.kind.to_lowercase().as_str(), reason])
+            .inc();
+    }
 }
 
 /// A strategy that cannot be read: no cluster takes the change (nothing is rolled back
@@ -180,19 +266,23 @@ async fn hold_everything(
     ctx: &TypeContext,
     obj: &DynamicObject,
     planned: Plan,
-) -> Result<(Plan, Option<Duration>), Error> {
+) -> Result<Staged, Error> {
     let state_name = state_name(
         &ctx.federated.kind,
         obj.namespace().as_deref(),
         &obj.name_any(),
     );
     if load(ctx, &state_name).await?.state.is_none() {
-        return Ok((planned, None));
+        return Ok(Staged::unstaged(planned));
     }
     let mut held = planned;
     held.clusters
         .retain(|c| !matches!(c.action, ClusterAction::Apply(_)));
-    Ok((held, Some(Duration::from_secs(30))))
+    Ok(Staged {
+        plan: held,
+        recheck: Some(Duration::from_secs(30)),
+        rollout: None,
+    })
 }
 
 /// The stable revision's spec after the decision: stored, or — when the decision just made
@@ -207,26 +297,8 @@ fn stable_spec(stored: &Stored, decision: &Decision) -> Option<FederatedSpec> {
 }
 
 /// What each placed cluster reports: on the new revision when the new plan has nothing to do
-/// there; Ready from its copy; an apply error from the object's last status.
-fn reports(
-    obj: &DynamicObject,
-    observed: &Observed,
-    planned: &Plan,
-) -> BTreeMap<String, ClusterReport> {
-    let failures: BTreeMap<String, String> = obj.data["status"]["clusters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let status = c["status"].as_str()?;
-            status.ends_with("Failed").then(|| {
-                (
-                    c["name"].as_str().unwrap_or_default().to_owned(),
-                    format!("{status}: {}", c["message"].as_str().unwrap_or_default()),
-                )
-            })
-        })
-        .collect();
+/// there; Ready from its copy.
+fn reports(observed: &Observed, planned: &Plan) -> BTreeMap<String, ClusterReport> {
     planned
         .placement
         .clusters
@@ -246,7 +318,6 @@ fn reports(
                 revision: current
                     .then(|| revision(&observed.template_version, &observed.overrides_version)),
                 ready,
-                apply_error: failures.get(cluster).cloned(),
             };
             (cluster.clone(), report)
         })
@@ -347,20 +418,19 @@ async fn save(
     name: &str,
     key: &str,
     stored: &Stored,
-    decision: &Decision,
-    current: &FederatedSpec,
-    stable: Option<&FederatedSpec>,
+    saved: &Stored,
 ) -> Result<(), Error> {
-    let unchanged = stored.state.as_ref() == Some(&decision.state)
-        && stored.current.as_ref() == Some(current)
-        && stored.stable.as_ref() == stable;
+    let unchanged = stored.state == saved.state
+        && stored.current == saved.current
+        && stored.stable == saved.stable;
     if unchanged {
         return Ok(());
     }
+    let text = |v: Option<String>| v.unwrap_or_default();
     let data = json!({
-        "state": serde_json::to_string(&decision.state)?,
-        "current": serde_json::to_string(current)?,
-        "stable": stable.map(serde_json::to_string).transpose()?.unwrap_or_default(),
+        "state": text(saved.state.as_ref().map(serde_json::to_string).transpose()?),
+        "current": text(saved.current.as_ref().map(serde_json::to_string).transpose()?),
+        "stable": text(saved.stable.as_ref().map(serde_json::to_string).transpose()?),
     });
     let api: Api<ConfigMap> =
         Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);

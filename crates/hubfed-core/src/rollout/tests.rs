@@ -141,7 +141,6 @@ fn report(revision: &str, ready: bool) -> ClusterReport {
     ClusterReport {
         revision: Some(revision.to_owned()),
         ready,
-        apply_error: None,
     }
 }
 
@@ -307,8 +306,11 @@ fn a_bad_revision_halts_after_the_first_stage() {
     );
 }
 
+/// A failed apply of the revision halts at once; what the reconcile could not read, or a
+/// cluster that was not applied the revision, does not; and the failure belongs to its
+/// revision: the fix starts clean, even before any cluster reports again.
 #[test]
-fn a_failed_apply_halts_at_once() {
+fn a_failed_apply_halts_at_once_and_only_its_revision() {
     let strategy = canary_then_eu_then_rest();
     let batches = batches(&strategy, &fleet()).expect("valid");
     let start = decide(
@@ -320,27 +322,80 @@ fn a_failed_apply_halts_at_once() {
         Controls::default(),
         NOW,
     );
-    let failing = BTreeMap::from([(
-        "c1".to_owned(),
-        ClusterReport {
-            revision: None,
-            ready: false,
-            apply_error: Some("admission webhook denied".into()),
-        },
-    )]);
-    let halted = decide(
+    let outcomes = [
+        ClusterOutcome::failed(
+            "c1",
+            PropagationStatus::UpdateFailed,
+            "admission webhook denied",
+        ),
+        ClusterOutcome::failed("eu1", PropagationStatus::UpdateFailed, "not applied: held"),
+        ClusterOutcome::failed("us1", PropagationStatus::CachedRetrievalFailed, "cache"),
+    ];
+    // Only the canary was applied v2; transient failures never halt.
+    let transient = apply_failures(
+        &names(&["us1"]),
+        &[ClusterOutcome::failed(
+            "us1",
+            PropagationStatus::CachedRetrievalFailed,
+            "x",
+        )],
+    );
+    assert!(transient.is_empty());
+    let timeout = apply_failures(
+        &names(&["c1"]),
+        &[ClusterOutcome::failed(
+            "c1",
+            PropagationStatus::UpdateTimedOut,
+            "x",
+        )],
+    );
+    assert!(timeout.is_empty());
+    let failures = apply_failures(&names(&["c1", "us1"]), &outcomes);
+    assert_eq!(
+        failures,
+        BTreeMap::from([(
+            "c1".to_owned(),
+            "UpdateFailed: admission webhook denied".to_owned()
+        )])
+    );
+    let mut state = start.state.clone();
+    let events = record_failures(&mut state, &batches, failures);
+    assert_eq!(state.phase, Phase::Halted);
+    assert_eq!(
+        state.halted.as_deref(),
+        Some("c1: apply failed: UpdateFailed: admission webhook denied")
+    );
+    assert_eq!(events[0].0, "RolloutHalted");
+    assert!(events[0].1.starts_with("stage canary (c1): "), "{events:?}");
+    // Halted holds, even when the canary later looks fine.
+    let later = decide(
         &strategy,
         &batches,
         "v2",
-        Some(&start.state),
-        &failing,
+        Some(&state),
+        &reports(&[("c1", "v2", true)]),
         Controls::default(),
-        NOW + 1,
+        NOW + 10,
     );
-    assert_eq!(halted.state.phase, Phase::Halted);
+    assert_eq!(later.state.phase, Phase::Halted);
+    // The fixed template: a new revision, nothing of v2's failure carried over.
+    let fixed = decide(
+        &strategy,
+        &batches,
+        "fixed",
+        Some(&later.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 20,
+    );
+    assert_eq!(fixed.state.phase, Phase::Progressing);
+    assert!(fixed.state.failures.is_empty());
+    assert!(fixed.events.is_empty(), "{:?}", fixed.events);
+    // The stored state of a halted revision reads back the same.
+    let json = serde_json::to_string(&state).expect("serializes");
     assert_eq!(
-        halted.state.halted.as_deref(),
-        Some("c1: apply failed: admission webhook denied")
+        serde_json::from_str::<RolloutState>(&json).expect("parses"),
+        state
     );
 }
 

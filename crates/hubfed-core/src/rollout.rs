@@ -18,7 +18,10 @@
 //!   revision `readyDeadlineSeconds` after the batch started, halts the rollout: later batches
 //!   keep the stable revision until a new revision (a fixed template) starts over.
 //! - **Pause** holds the rollout where it is; **abort** sends every cluster back to the stable
-//!   revision.
+//!   revision. An abort belongs to the revision it was given for: lifting it (resume) starts
+//!   that revision's rollout over from the first batch, and a new revision (a fixed template)
+//!   starts a fresh rollout although the abort annotation is still there — the controller then
+//!   removes it ([`Decision::clear_abort`]).
 //! - A new revision while a rollout runs starts over from the first batch; the stable revision
 //!   stays the last one that completed every stage.
 
@@ -186,6 +189,10 @@ pub struct RolloutState {
     /// Failed applies of `revision`, by cluster: `<status>: <message>` ([`record_failures`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failures: BTreeMap<String, String>,
+    /// The abort asked for when this revision came belonged to an earlier revision: it does not
+    /// abort this one (until it is lifted and asked for again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort_consumed: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +222,9 @@ pub struct Decision {
     pub events: Vec<(&'static str, String)>,
     /// Seconds until a soak or deadline ends: decide again then.
     pub recheck_in: Option<i64>,
+    /// The abort asked for belongs to an earlier revision: remove the request (the
+    /// `hubfed.io/rollout: aborted` annotation) so that it shows what holds.
+    pub clear_abort: bool,
 }
 
 /// Decides the rollout of `revision` over `batches`.
@@ -229,7 +239,8 @@ pub fn decide(
 ) -> Decision {
     let mut state = match previous {
         Some(state) if state.revision == revision => state.clone(),
-        // A new revision starts over; the stable one is the last that completed.
+        // A new revision starts over; the stable one is the last that completed. An abort of
+        // the previous revision is not one of this.
         Some(state) => RolloutState {
             revision: revision.to_owned(),
             stable: if state.phase == Phase::Completed {
@@ -238,6 +249,7 @@ pub fn decide(
                 state.stable.clone()
             },
             batch_started: now,
+            abort_consumed: controls.aborted && state.phase == Phase::Aborted,
             ..RolloutState::default()
         },
         // First sight: whatever runs is taken as the stable revision's result; the first
@@ -265,7 +277,11 @@ pub fn decide(
         decision.state = state;
         return decision;
     };
-    if controls.aborted || state.phase == Phase::Aborted {
+    if !controls.aborted {
+        state.abort_consumed = false;
+    }
+    decision.clear_abort = controls.aborted && state.abort_consumed;
+    if controls.aborted && !state.abort_consumed {
         if state.phase != Phase::Aborted {
             decision
                 .events
@@ -277,6 +293,23 @@ pub fn decide(
         }
         decision.state = state;
         return decision;
+    }
+    if state.phase == Phase::Aborted {
+        // The abort was lifted: this revision's rollout starts over.
+        decision.events.push((
+            "RolloutResumed",
+            format!(
+                "after the abort: {} starts over at stage {}",
+                state.revision,
+                batches.first().map_or("-", |b| b.stage.as_str())
+            ),
+        ));
+        state = RolloutState {
+            revision: state.revision,
+            stable: state.stable,
+            batch_started: now,
+            ..RolloutState::default()
+        };
     }
     advance(
         strategy,

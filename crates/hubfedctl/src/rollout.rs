@@ -1,6 +1,7 @@
 //! `rollout status|pause|resume|abort KIND/NAME`: staged rollouts of a federated object under a
 //! RolloutStrategy. Pause and abort are the annotation `hubfed.io/rollout: paused|aborted` on
-//! the federated object (resume removes it); status reads the state the controller stores in
+//! the federated object (resume removes it; the controller removes an abort once a new revision
+//! starts a fresh rollout); status reads the state the controller stores in
 //! a ConfigMap of the control plane's namespace (named by [`hubfed_core::rollout::state_name`],
 //! the controller's spelling).
 
@@ -53,7 +54,7 @@ pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Resu
         let what = match control.as_str() {
             Some("paused") => "rollout paused",
             Some(_) => "rollout aborted: every cluster goes back to the stable revision",
-            None => "rollout resumed",
+            None => "rollout resumed (after an abort, the revision starts over at the first stage)",
         };
         return session.say(format_args!("hub: {shown}: {what}"));
     }

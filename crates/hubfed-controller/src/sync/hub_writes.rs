@@ -44,7 +44,7 @@ pub(super) fn now_rfc3339() -> String {
         .to_string()
 }
 
-fn federated_api(ctx: &TypeContext, namespace: Option<&str>) -> Api<DynamicObject> {
+pub(super) fn federated_api(ctx: &TypeContext, namespace: Option<&str>) -> Api<DynamicObject> {
     match namespace {
         Some(ns) => Api::namespaced_with(ctx.shared.hub.clone(), ns, &ctx.federated),
         None => Api::all_with(ctx.shared.hub.clone(), &ctx.federated),

@@ -176,6 +176,9 @@ pub async fn staged(
         exists: true,
     };
     save(ctx, &state_name, &key, &stored, &saved).await?;
+    if decision.clear_abort {
+        clear_abort(ctx, obj).await;
+    }
     let combined = combine(
         ctx,
         observed,
@@ -240,6 +243,22 @@ pub async fn after_dispatch(
     .await?;
     publish_events(ctx, observed, &events);
     Ok(())
+}
+
+/// Removes the abort annotation that belonged to an earlier revision (the stored state already
+/// says it does not abort this one, so a failure here changes nothing but what is shown).
+/// Only from the object as read: an abort asked for since is not removed.
+async fn clear_abort(ctx: &TypeContext, obj: &DynamicObject) {
+    let patch = json!({"metadata": {
+        "annotations": {CONTROL_ANNOTATION: null},
+        "resourceVersion": obj.resource_version(),
+    }});
+    let api = super::hub_writes::federated_api(ctx, obj.namespace().as_deref());
+    let name = obj.name_any();
+    let result = bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await;
+    if let Err(e) = result.and_then(|r| r.map_err(Error::from)) {
+        info!(name = %name, error = %e, "the abort of an earlier revision stays shown");
+    }
 }
 
 /// Rollout events: on the federated object, logged, and counted.

@@ -463,6 +463,77 @@ fn pause_holds_resume_restarts_the_deadline_abort_goes_back() {
     );
 }
 
+/// Abort belongs to the revision it was asked for: resume starts that revision over at the
+/// first stage; a new revision (the fix) rolls out although the annotation is still there
+/// (the controller is told to remove it), and a later abort aborts the new one.
+#[test]
+fn abort_belongs_to_its_revision_and_resume_starts_over() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let abort = Controls {
+        paused: false,
+        aborted: true,
+    };
+    let go = |state: &RolloutState, revision: &str, controls: Controls, now: i64| {
+        decide(
+            &strategy,
+            &batches,
+            revision,
+            Some(state),
+            &reports(&[("c1", revision, true), ("eu1", revision, true)]),
+            controls,
+            now,
+        )
+    };
+    let start = go(&completed("v1"), "v2", Controls::default(), NOW);
+    let eu = go(
+        &go(&start.state, "v2", Controls::default(), NOW + 1).state,
+        "v2",
+        Controls::default(),
+        NOW + 40,
+    );
+    assert_eq!(eu.state.batch, 1);
+    let aborted = go(&eu.state, "v2", abort, NOW + 41);
+    assert_eq!(aborted.state.phase, Phase::Aborted);
+    assert!(aborted.allowed.values().all(|r| r == "v1"));
+    assert!(!aborted.clear_abort);
+    // Still aborted while asked for.
+    let still = go(&aborted.state, "v2", abort, NOW + 100);
+    assert_eq!(still.state.phase, Phase::Aborted);
+    assert!(still.events.is_empty());
+    // Resume: v2 starts over at the canary, its soak and deadline from now.
+    let resumed = go(&still.state, "v2", Controls::default(), NOW + 200);
+    assert_eq!(resumed.state.phase, Phase::Progressing);
+    assert_eq!(resumed.state.batch, 0);
+    assert_eq!(resumed.state.batch_started, NOW + 200);
+    assert_eq!(resumed.state.stable.as_deref(), Some("v1"));
+    assert_eq!(resumed.events[0].0, "RolloutResumed");
+    assert!(resumed.events[0].1.contains("starts over at stage canary"));
+    assert_eq!(
+        allowed(&resumed),
+        [("c1", "v2"), ("eu1", "v1"), ("eu2", "v1"), ("us1", "v1")]
+    );
+
+    // Aborted again; then the fix comes while the annotation is still there.
+    let aborted = go(&resumed.state, "v2", abort, NOW + 300);
+    assert_eq!(aborted.state.phase, Phase::Aborted);
+    let fixed = go(&aborted.state, "v3", abort, NOW + 400);
+    assert_eq!(fixed.state.phase, Phase::Progressing);
+    assert_eq!(fixed.state.stable.as_deref(), Some("v1"));
+    assert_eq!(fixed.allowed["c1"], "v3");
+    assert!(fixed.clear_abort, "the stale annotation is to be removed");
+    // An older copy of the object, annotation and all: still not aborted.
+    let stale = go(&fixed.state, "v3", abort, NOW + 401);
+    assert_eq!(stale.state.phase, Phase::Progressing);
+    assert!(stale.clear_abort);
+    // Once the annotation is gone, a new abort aborts v3.
+    let cleared = go(&stale.state, "v3", Controls::default(), NOW + 402);
+    assert!(!cleared.clear_abort && !cleared.state.abort_consumed);
+    let again = go(&cleared.state, "v3", abort, NOW + 403);
+    assert_eq!(again.state.phase, Phase::Aborted);
+    assert!(again.allowed.values().all(|r| r == "v1"));
+}
+
 #[test]
 fn the_first_revision_goes_everywhere() {
     let strategy = canary_then_eu_then_rest();

@@ -6,7 +6,9 @@
 //! name, the registry's Ready clusters and each candidate member's Deployment/ReplicaSet (and
 //! its pods when not all replicas are ready); [`hubfed_core::schedule`] decides, and the
 //! result is written into the federated object's placement and `/spec/replicas` overrides as
-//! KubeFed writes them — only when it changed — with a `Scheduled` Event on the RSP.
+//! KubeFed writes them — only when it changed — with a `Scheduled` Event on the RSP. An RSP
+//! [`hubfed_core::schedule::validate`] refuses (another target kind, a negative number) gets
+//! one Warning Event per problem and its federated object is not touched.
 //!
 //! Triggers: the RSP, the federated object of the same name and the registry (clusters joining,
 //! leaving, turning Ready or not). Members are not watched: while a member's replicas are not
@@ -23,7 +25,8 @@ use hubfed_api::scheduling::{PlacementPolicy, ReplicaSchedulingPreference};
 use hubfed_core::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation};
 use hubfed_core::planner::write_schedule;
 use hubfed_core::schedule::{
-    MemberWorkload, TARGET_KINDS, analyze_pods, candidate_clusters, decide, describe, replica_state,
+    MemberWorkload, TARGET_KINDS, analyze_pods, candidate_clusters, decide, describe,
+    replica_state, validate,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
@@ -58,6 +61,33 @@ pub struct Scheduler {
 struct Context {
     scheduler: Scheduler,
     recorder: Recorder,
+    /// The refusal last reported per RSP (by UID).
+    refused: Reported,
+}
+
+/// What was last reported per object, so that a Warning is published once per problem
+/// rather than on every reconcile.
+#[derive(Default)]
+struct Reported(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+impl Reported {
+    /// Whether `message` is new for `key` (and remembers it).
+    fn first(&self, key: &str, message: &str) -> bool {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(key.to_owned(), message.to_owned()).as_deref() != Some(message)
+    }
+
+    /// The object is fine again: a later problem is reported anew.
+    fn forget(&self, key: &str) {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.remove(key);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -163,6 +193,7 @@ impl Scheduler {
         let ctx = Arc::new(Context {
             recorder: Recorder::new(hub, reporter),
             scheduler: self,
+            refused: Reported::default(),
         });
         info!("ReplicaSchedulingPreference controller started");
         controller
@@ -205,19 +236,28 @@ async fn reconcile(
     ctx: Arc<Context>,
 ) -> Result<Action, ScheduleError> {
     let kind = rsp.spec.target_kind.as_str();
-    if !TARGET_KINDS.contains(&kind) {
-        publish(
-            &ctx,
-            &rsp,
-            EventType::Warning,
-            "InvalidTargetKind",
-            format!(
-                "spec.targetKind {kind:?} is not one of {}",
-                TARGET_KINDS.join(", ")
-            ),
-        );
+    let uid = rsp.uid().unwrap_or_else(|| key(&rsp));
+    if let Err(refusal) = validate(&rsp.spec) {
+        // The federated object is left alone. Said once per problem, not on every wake-up
+        // (the registry and the federated object wake every RSP).
+        if ctx.refused.first(&uid, &refusal.message) {
+            warn!(
+                rsp = %key(&rsp),
+                reason = refusal.reason,
+                message = %refusal.message,
+                "not scheduled"
+            );
+            publish(
+                &ctx,
+                &rsp,
+                EventType::Warning,
+                refusal.reason,
+                refusal.message,
+            );
+        }
         return Ok(Action::await_change());
     }
+    ctx.refused.forget(&uid);
     let namespace = rsp.namespace().unwrap_or_default();
     let name = rsp.name_any();
     let s = &ctx.scheduler;
@@ -474,4 +514,22 @@ async fn write(
         .await
         .map_err(kube_err(format!("writing the schedule into {name}")))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reported;
+
+    /// A refusal is reported once, again only when it changes or after the RSP was fine.
+    #[test]
+    fn a_refusal_is_reported_once_per_problem() {
+        let reported = Reported::default();
+        assert!(reported.first("uid-1", "weight -1"));
+        assert!(!reported.first("uid-1", "weight -1"));
+        assert!(reported.first("uid-2", "weight -1"));
+        assert!(reported.first("uid-1", "weight -2"));
+        assert!(!reported.first("uid-1", "weight -2"));
+        reported.forget("uid-1");
+        assert!(reported.first("uid-1", "weight -2"));
+    }
 }

@@ -32,12 +32,22 @@ pub struct ReplicaPlan {
 struct Named<'a> {
     cluster: &'a str,
     hash: u32,
-    preference: &'a ClusterPreferences,
+    /// The preference's numbers, never negative (see [`plan`]).
+    min: i64,
+    max: Option<i64>,
+    weight: i64,
 }
 
 /// Distributes `spec.total_replicas` over `available` clusters (KubeFed `Planner.Plan`).
 /// `current` holds the replicas each cluster runs now, `capacity` the estimated capacity of
 /// clusters where pods could not be scheduled, `key` a workload key mixed into tie-breaking.
+///
+/// Total over any input: a negative total, minimum, maximum, weight, current count or
+/// capacity counts as 0 (the controller refuses such preferences before planning, see
+/// [`crate::schedule::validate`]); shares are computed in 128 bits, so no weight overflows;
+/// and rounds in which only replicas running already are accounted for (`rebalance: false`)
+/// are taken together, so the loop ends after at most about `n·√total` rounds for `n`
+/// clusters whatever the numbers — KubeFed's loop can take one round per replica there.
 pub fn plan(
     spec: &ReplicaSchedulingPreferenceSpec,
     available: &[&str],
@@ -57,7 +67,9 @@ pub fn plan(
             Some(preference) => preferences.push(Named {
                 cluster,
                 hash: fnv1_32(cluster.as_bytes(), key.as_bytes()),
-                preference,
+                min: preference.min_replicas.max(0),
+                max: preference.max_replicas.map(|max| max.max(0)),
+                weight: preference.weight.max(0),
             }),
             None => {
                 plan.insert((*cluster).to_owned(), 0);
@@ -65,20 +77,21 @@ pub fn plan(
         }
     }
     // By decreasing weight, then increasing hash (Go's sort.Sort is not stable, but the
-    // order is total unless two clusters hash alike).
+    // order is total unless two clusters hash alike: then by name, so that the order the
+    // clusters are listed in never matters).
     preferences.sort_by(|a, b| {
-        b.preference
-            .weight
-            .cmp(&a.preference.weight)
+        b.weight
+            .cmp(&a.weight)
             .then(a.hash.cmp(&b.hash))
+            .then(a.cluster.cmp(b.cluster))
     });
 
-    let mut remaining = i64::from(spec.total_replicas);
-    let capacity_of = |cluster: &str| capacity.get(cluster).copied();
+    let mut remaining = i64::from(spec.total_replicas.max(0));
+    let capacity_of = |cluster: &str| capacity.get(cluster).map(|cap| (*cap).max(0));
 
     // Each cluster's minimum first.
     for p in &preferences {
-        let mut min = p.preference.min_replicas.min(remaining);
+        let mut min = p.min.min(remaining);
         if let Some(cap) = capacity_of(p.cluster) {
             min = min.min(cap);
         }
@@ -98,7 +111,7 @@ pub fn plan(
                 continue;
             }
             let mut target = count;
-            if let Some(max) = p.preference.max_replicas {
+            if let Some(max) = p.max {
                 target = target.min(max);
             }
             if let Some(cap) = capacity_of(p.cluster) {
@@ -115,26 +128,32 @@ pub fn plan(
     let mut modified = true;
     while modified && remaining > 0 {
         modified = false;
-        let weight_sum: i64 = preferences.iter().map(|p| p.preference.weight).sum();
+        // Whether this round changed anything but the preallocations.
+        let mut moved = false;
+        let mut used_this_round: Vec<(&str, i64)> = Vec::new();
+        let weight_sum: i128 = preferences.iter().map(|p| i128::from(p.weight)).sum();
         let mut next = Vec::with_capacity(preferences.len());
-        let in_this_loop = remaining;
+        let in_this_loop = i128::from(remaining);
+        let before = preferences.len();
         for p in preferences {
             if weight_sum <= 0 {
                 break;
             }
             let start = plan[p.cluster];
-            let mut extra =
-                ((in_this_loop * p.preference.weight + weight_sum - 1) / weight_sum).min(remaining);
+            // At most `remaining`, so it fits an i64.
+            let share = (in_this_loop * i128::from(p.weight) + weight_sum - 1) / weight_sum;
+            let mut extra = i64::try_from(share.min(i128::from(remaining))).unwrap_or(remaining);
             let prealloc = preallocated.get(p.cluster).copied().unwrap_or(0);
             let used = extra.min(prealloc);
             preallocated.insert(p.cluster, prealloc - used);
             extra -= used;
             if used > 0 {
                 modified = true;
+                used_this_round.push((p.cluster, used));
             }
             let mut total = start + extra;
             let mut full = false;
-            if let Some(max) = p.preference.max_replicas
+            if let Some(max) = p.max
                 && total > max
             {
                 total = max;
@@ -149,6 +168,9 @@ pub fn plan(
             }
             remaining -= total - start;
             plan.insert(p.cluster.to_owned(), total);
+            if total != start {
+                moved = true;
+            }
             if total > start {
                 modified = true;
             }
@@ -157,6 +179,21 @@ pub fn plan(
             }
         }
         preferences = next;
+        if modified && !moved && preferences.len() == before {
+            // Only preallocated replicas were used up; every next round would do the same
+            // until some cluster has fewer preallocated than its share: take those rounds
+            // at once.
+            let rounds = used_this_round
+                .iter()
+                .map(|(cluster, used)| preallocated[cluster] / used)
+                .min()
+                .unwrap_or(0);
+            for (cluster, used) in used_this_round {
+                if let Some(left) = preallocated.get_mut(cluster) {
+                    *left -= rounds * used;
+                }
+            }
+        }
     }
 
     if !spec.rebalance {
@@ -662,9 +699,191 @@ mod tests {
         );
     }
 
-    /// Properties beyond KubeFed's cases, over many generated inputs: the sum equals the total
-    /// whenever the bounds allow it; no cluster below its minimum (when the total allows) or
-    /// above its maximum; the result does not depend on the order the clusters are listed in.
+    /// Runs `plan` on another thread and fails if it takes more than 10 s (a planner that
+    /// loops would otherwise hang the test run).
+    fn plan_within_10s(
+        spec: &ReplicaSchedulingPreferenceSpec,
+        clusters: &[&str],
+        current: &BTreeMap<String, i64>,
+        capacity: &BTreeMap<String, i64>,
+    ) -> ReplicaPlan {
+        let (spec, current, capacity) = (spec.clone(), current.clone(), capacity.clone());
+        let clusters: Vec<String> = clusters.iter().map(|c| (*c).to_owned()).collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let clusters: Vec<&str> = clusters.iter().map(String::as_str).collect();
+            let _ = tx.send(plan(&spec, &clusters, &current, &capacity, "ns/web"));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the planner ended within 10 s")
+    }
+
+    /// A negative weight used to make the remaining replicas grow back each round (the
+    /// planner never ended); negative numbers now count as 0 and never reach the result.
+    #[test]
+    fn negative_numbers_count_as_zero() {
+        let none = map(&[]);
+        let got = plan_within_10s(
+            &spec(&[("a", w(2)), ("b", w(-1))], 10, false),
+            &["a", "b"],
+            &none,
+            &none,
+        );
+        assert_eq!(got.replicas, map(&[("a", 10), ("b", 0)]));
+        let got = plan_within_10s(
+            &spec(
+                &[("a", pref(1, -5, None)), ("b", pref(1, 0, Some(-3)))],
+                4,
+                true,
+            ),
+            &["a", "b"],
+            &map(&[("a", -7)]),
+            &map(&[("b", -2)]),
+        );
+        assert_eq!(got.replicas, map(&[("a", 4), ("b", 0)]));
+        assert!(got.overflow.values().all(|n| *n > 0), "{got:?}");
+        let got = plan_within_10s(&spec(&[("*", w(1))], -3, false), &["a", "b"], &none, &none);
+        assert_eq!(got.replicas, map(&[("a", 0), ("b", 0)]));
+    }
+
+    /// `in_this_loop * weight` and the weight sum used to overflow (a panic in debug builds,
+    /// nonsense in release builds); shares are computed in 128 bits.
+    #[test]
+    fn huge_weights_do_not_overflow() {
+        let none = map(&[]);
+        let got = plan_within_10s(
+            &spec(
+                &[("a", w(i64::MAX)), ("b", w(i64::MAX)), ("c", w(1))],
+                i32::MAX,
+                true,
+            ),
+            &["a", "b", "c"],
+            &none,
+            &none,
+        );
+        assert_eq!(got.replicas.values().sum::<i64>(), i64::from(i32::MAX));
+        assert!(
+            got.replicas["a"].abs_diff(got.replicas["b"]) <= 1,
+            "{got:?}"
+        );
+        let got = plan_within_10s(
+            &spec(&[("a", pref(i64::MAX, i64::MAX, Some(i64::MAX)))], 7, true),
+            &["a"],
+            &none,
+            &none,
+        );
+        assert_eq!(got.replicas, map(&[("a", 7)]));
+    }
+
+    /// Without rebalancing, KubeFed's loop uses up preallocated replicas one round at a time:
+    /// here a billion rounds with one replica left to place. They are taken at once, with
+    /// the same result.
+    #[test]
+    fn preallocated_replicas_are_used_up_in_bulk() {
+        let billion = 1_000_000_000;
+        let got = plan_within_10s(
+            &spec(&[("*", w(1))], 2 * 1_000_000_000 + 1, false),
+            &["a", "b"],
+            &map(&[("a", billion), ("b", billion)]),
+            &map(&[]),
+        );
+        let mut counts: Vec<i64> = got.replicas.values().copied().collect();
+        counts.sort_unstable();
+        assert_eq!(counts, [billion, billion + 1]);
+        // The same rounds one by one (small numbers) give what the bulk path gives.
+        for (a, b, total) in [(5, 5, 11), (7, 3, 12), (4, 9, 14), (6, 6, 13)] {
+            let spec = spec(&[("*", w(1)), ("c", w(0))], total, false);
+            let current = map(&[("a", a), ("b", b)]);
+            let got = plan(&spec, &["a", "b", "c"], &current, &map(&[]), "ns/web");
+            let slow = plan_one_round_at_a_time(&spec, &["a", "b", "c"], &current, "ns/web");
+            assert_eq!(got, slow, "{a} {b} {total}");
+        }
+    }
+
+    /// KubeFed's loop as it is (no rounds taken together, no capacity), for comparison.
+    fn plan_one_round_at_a_time(
+        spec: &ReplicaSchedulingPreferenceSpec,
+        available: &[&str],
+        current: &BTreeMap<String, i64>,
+        key: &str,
+    ) -> ReplicaPlan {
+        let mut prefs: Vec<(&str, &ClusterPreferences, u32)> = available
+            .iter()
+            .filter_map(|c| {
+                let p = spec
+                    .clusters
+                    .get(*c)
+                    .or_else(|| spec.clusters.get(ANY_CLUSTER))?;
+                Some((*c, p, fnv1_32(c.as_bytes(), key.as_bytes())))
+            })
+            .collect();
+        prefs.sort_by(|a, b| b.1.weight.cmp(&a.1.weight).then(a.2.cmp(&b.2)));
+        let mut plan: BTreeMap<String, i64> = BTreeMap::new();
+        let mut remaining = i64::from(spec.total_replicas);
+        for (c, p, _) in &prefs {
+            let min = p.min_replicas.min(remaining);
+            remaining -= min;
+            plan.insert((*c).to_owned(), min);
+        }
+        let mut prealloc: BTreeMap<&str, i64> = BTreeMap::new();
+        for (c, p, _) in prefs.iter().filter(|_| !spec.rebalance) {
+            let planned = plan[*c];
+            let Some(&count) = current.get(*c) else {
+                continue;
+            };
+            if count <= planned {
+                continue;
+            }
+            let target = p.max_replicas.map_or(count, |m| count.min(m));
+            let extra = (target - planned).min(remaining).max(0);
+            remaining -= extra;
+            prealloc.insert(c, extra);
+            plan.insert((*c).to_owned(), planned + extra);
+        }
+        let mut modified = true;
+        while modified && remaining > 0 {
+            modified = false;
+            let sum: i64 = prefs.iter().map(|p| p.1.weight).sum();
+            let in_loop = remaining;
+            let mut next = Vec::new();
+            for (c, p, h) in prefs {
+                if sum <= 0 {
+                    break;
+                }
+                let start = plan[c];
+                let mut extra = ((in_loop * p.weight + sum - 1) / sum).min(remaining);
+                let have = prealloc.get(c).copied().unwrap_or(0);
+                let used = extra.min(have);
+                prealloc.insert(c, have - used);
+                extra -= used;
+                modified |= used > 0;
+                let mut total = start + extra;
+                let full = p.max_replicas.is_some_and(|m| total > m);
+                if let Some(m) = p.max_replicas.filter(|_| full) {
+                    total = m;
+                }
+                remaining -= total - start;
+                plan.insert(c.to_owned(), total);
+                modified |= total > start;
+                if !full {
+                    next.push((c, p, h));
+                }
+            }
+            prefs = next;
+        }
+        ReplicaPlan {
+            replicas: plan,
+            overflow: BTreeMap::new(),
+        }
+    }
+
+    /// Properties beyond KubeFed's cases, over many generated inputs — negative and huge
+    /// numbers, running replicas with and without rebalancing, capacities: the planner ends;
+    /// nothing is negative; the sum never exceeds the total and equals it whenever a cluster
+    /// can take any number; no cluster above its maximum or capacity, none below its
+    /// minimum (when the total allows); without rebalancing, running replicas stay where they
+    /// are when the total allows; and the result does not depend on the order the clusters
+    /// are listed in.
     #[test]
     fn properties_hold_over_generated_inputs() {
         let names = ["a", "b", "c", "d", "e"];
@@ -675,56 +894,129 @@ mod tests {
             seed ^= seed << 17;
             seed % modulo
         };
-        for _ in 0..2000 {
+        let signed = |value: u64| i64::try_from(value).unwrap_or(0);
+        for round in 0..3000 {
             let count = 1 + usize::try_from(next(5)).unwrap_or(0);
             let clusters: Vec<&str> = names[..count].to_vec();
+            let huge = next(10) == 0;
             let mut prefs = Vec::new();
             for name in &clusters {
-                let weight = i64::try_from(next(4)).unwrap_or(0);
-                let min = i64::try_from(next(3)).unwrap_or(0);
-                let max = (next(3) == 0).then(|| min + i64::try_from(next(6)).unwrap_or(0));
+                let weight = match next(8) {
+                    0 => -1 - signed(next(3)),
+                    1 if huge => i64::MAX - signed(next(3)),
+                    n => signed(n % 4),
+                };
+                let min = signed(next(4)) - 1;
+                let max = match next(4) {
+                    0 => Some(min.max(0) + signed(next(6))),
+                    1 if min <= 0 => Some(-signed(next(3))),
+                    _ => None,
+                };
                 prefs.push((*name, pref(weight, min, max)));
             }
-            let total = i32::try_from(next(40)).unwrap_or(0);
-            let spec = spec(&prefs, total, true);
-            let got = plan(&spec, &clusters, &map(&[]), &map(&[]), "key");
-            let sum: i64 = got.replicas.values().sum();
-            let any_weight = prefs.iter().any(|(_, p)| p.weight > 0);
-            let room: Option<i64> = prefs
-                .iter()
-                .map(|(_, p)| {
-                    if p.weight > 0 {
-                        p.max_replicas
-                    } else {
-                        Some(p.min_replicas)
+            let total = match next(12) {
+                0 => -1 - i32::try_from(next(5)).unwrap_or(0),
+                1 if huge => i32::MAX - i32::try_from(next(3)).unwrap_or(0),
+                _ => i32::try_from(next(40)).unwrap_or(0),
+            };
+            let rebalance = next(2) == 0;
+            let mut current = BTreeMap::new();
+            let mut capacity = BTreeMap::new();
+            for name in &clusters {
+                match next(4) {
+                    0 => {}
+                    1 if huge => {
+                        current.insert((*name).to_owned(), 1_000_000_000 + signed(next(9)));
                     }
+                    _ => {
+                        current.insert((*name).to_owned(), signed(next(20)) - 2);
+                    }
+                }
+                if next(4) == 0 {
+                    capacity.insert((*name).to_owned(), signed(next(15)) - 2);
+                }
+            }
+            let spec = spec(&prefs, total, rebalance);
+            let got = plan_within_10s(&spec, &clusters, &current, &capacity);
+            let context = format!(
+                "round {round}: {prefs:?} total {total} rebalance {rebalance} current {current:?} capacity {capacity:?}: {got:?}"
+            );
+            let total = i64::from(total.max(0));
+            let at_least_0 = |n: Option<&i64>| n.copied().unwrap_or(0).max(0);
+            let clamped = |(name, p): &(&str, ClusterPreferences)| {
+                let cap = capacity.get(*name).map(|c| (*c).max(0));
+                let max = p.max_replicas.map(|m| m.max(0));
+                (p.weight.max(0), p.min_replicas.max(0), max, cap)
+            };
+            assert!(got.replicas.values().all(|n| *n >= 0), "{context}");
+            assert!(got.overflow.values().all(|n| *n > 0), "{context}");
+            let sum: i64 = got.replicas.values().sum();
+            assert!(sum <= total, "{context}");
+            let unbounded = prefs.iter().any(|entry| {
+                let (weight, _, max, cap) = clamped(entry);
+                weight > 0 && max.is_none() && cap.is_none()
+            });
+            if unbounded {
+                assert_eq!(sum, total, "{context}");
+            }
+            let min_sum: i64 = prefs.iter().map(|e| clamped(e).1).sum();
+            let kept_sum: i64 = prefs
+                .iter()
+                .map(|entry| {
+                    let (_, min, max, cap) = clamped(entry);
+                    let min = cap.map_or(min, |c| min.min(c));
+                    let mut target = at_least_0(current.get(entry.0));
+                    target = max.map_or(target, |m| target.min(m));
+                    target = cap.map_or(target, |c| target.min(c));
+                    min.max(target)
                 })
                 .sum();
-            let fits = any_weight && room.is_none_or(|room| room >= i64::from(total));
-            if fits {
-                assert_eq!(sum, i64::from(total), "{prefs:?} {total}: {got:?}");
-            }
-            assert!(sum <= i64::from(total), "{prefs:?} {total}: {got:?}");
-            let min_sum: i64 = prefs.iter().map(|(_, p)| p.min_replicas).sum();
-            for (name, p) in &prefs {
-                let n = got.replicas[*name];
-                if let Some(max) = p.max_replicas {
-                    assert!(n <= max, "{name} above max: {prefs:?} {total}: {got:?}");
+            for entry in &prefs {
+                let (_, min, max, cap) = clamped(entry);
+                let n = got.replicas[entry.0];
+                if let Some(max) = max {
+                    assert!(n <= max, "{} above max: {context}", entry.0);
                 }
-                if min_sum <= i64::from(total) {
-                    assert!(
-                        n >= p.min_replicas,
-                        "{name} below min: {prefs:?} {total}: {got:?}"
-                    );
+                if let Some(cap) = cap {
+                    assert!(n <= cap, "{} above capacity: {context}", entry.0);
+                }
+                let min = cap.map_or(min, |c| min.min(c));
+                if min_sum <= total {
+                    assert!(n >= min, "{} below min: {context}", entry.0);
+                }
+                if !rebalance && kept_sum <= total {
+                    let mut running = at_least_0(current.get(entry.0));
+                    running = max.map_or(running, |m| running.min(m));
+                    running = cap.map_or(running, |c| running.min(c));
+                    assert!(n >= running, "{} lost running replicas: {context}", entry.0);
                 }
             }
-            let mut reversed = clusters.clone();
-            reversed.reverse();
-            assert_eq!(
-                plan(&spec, &reversed, &map(&[]), &map(&[]), "key"),
-                got,
-                "order-dependent: {prefs:?} {total}"
-            );
+            // Where KubeFed's loop ends quickly (small, non-negative numbers, no capacity), the
+            // same result as KubeFed's loop taken one round at a time.
+            let plain = !huge
+                && total > 0
+                && capacity.is_empty()
+                && current.values().all(|n| *n >= 0)
+                && prefs.iter().all(|(_, p)| {
+                    p.weight >= 0 && p.min_replicas >= 0 && p.max_replicas.is_none_or(|m| m >= 0)
+                });
+            if plain {
+                let slow = plan_one_round_at_a_time(&spec, &clusters, &current, "ns/web");
+                assert_eq!(got.replicas, slow.replicas, "not KubeFed's: {context}");
+            }
+            // Any order of the clusters: the same plan.
+            for _ in 0..3 {
+                let mut shuffled = clusters.clone();
+                for i in (1..shuffled.len()).rev() {
+                    let j = usize::try_from(next(u64::try_from(i + 1).unwrap_or(1))).unwrap_or(0);
+                    shuffled.swap(i, j);
+                }
+                assert_eq!(
+                    plan_within_10s(&spec, &shuffled, &current, &capacity),
+                    got,
+                    "order-dependent ({shuffled:?}): {context}"
+                );
+            }
         }
     }
 

@@ -26,6 +26,68 @@ pub const UNSCHEDULABLE_THRESHOLD_SECONDS: i64 = 60;
 /// The target kinds an RSP can schedule.
 pub const TARGET_KINDS: [&str; 2] = ["FederatedDeployment", "FederatedReplicaSet"];
 
+/// Why the scheduler refuses an RSP: the reason of its Warning Event and a message naming
+/// every offending field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// [`INVALID_TARGET_KIND`] or [`INVALID_PREFERENCE`].
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The Event reason of an RSP whose `targetKind` is not one of [`TARGET_KINDS`].
+pub const INVALID_TARGET_KIND: &str = "InvalidTargetKind";
+/// The Event reason of an RSP with a negative number.
+pub const INVALID_PREFERENCE: &str = "InvalidPreference";
+
+/// Whether the scheduler may act on `spec`: a [`TARGET_KINDS`] target, and no negative
+/// `totalReplicas`, `minReplicas`, `maxReplicas` or `weight` (KubeFed's CRD has no minimums
+/// and KubeFed's planner never ends on a negative weight; hubfed's CRD accepts what KubeFed's
+/// does, and the scheduler refuses such a preference instead of scheduling by it). Any other
+/// number is valid: the planner computes in 128 bits, so no weight is too large, and a
+/// `minReplicas` above `maxReplicas` wins, as in KubeFed.
+pub fn validate(spec: &ReplicaSchedulingPreferenceSpec) -> std::result::Result<(), Refusal> {
+    if !TARGET_KINDS.contains(&spec.target_kind.as_str()) {
+        return Err(Refusal {
+            reason: INVALID_TARGET_KIND,
+            message: format!(
+                "spec.targetKind {:?} is not one of {}",
+                spec.target_kind,
+                TARGET_KINDS.join(", ")
+            ),
+        });
+    }
+    let mut problems = Vec::new();
+    if spec.total_replicas < 0 {
+        problems.push(format!(
+            "spec.totalReplicas: {} is negative",
+            spec.total_replicas
+        ));
+    }
+    for (cluster, preference) in &spec.clusters {
+        let mut negative = |field: &str, value: i64| {
+            if value < 0 {
+                problems.push(format!(
+                    "spec.clusters[{cluster:?}].{field}: {value} is negative"
+                ));
+            }
+        };
+        negative("minReplicas", preference.min_replicas);
+        if let Some(max) = preference.max_replicas {
+            negative("maxReplicas", max);
+        }
+        negative("weight", preference.weight);
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal {
+            reason: INVALID_PREFERENCE,
+            message: format!("not scheduled: {}", problems.join("; ")),
+        })
+    }
+}
+
 /// What the pods of one member workload are doing (KubeFed `PodAnalysisResult`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodAnalysis {

@@ -460,3 +460,36 @@ fn full_member_with_rebalance_gives_the_rest_to_the_other() {
         second
     );
 }
+
+#[test]
+fn negative_numbers_and_other_kinds_are_refused_with_every_field_named() {
+    assert_eq!(validate(&rsp(10, false, &[("a", 2, 0, Some(5))])), Ok(()));
+    // Large numbers, and a minimum above the maximum (the minimum wins, as in KubeFed).
+    assert_eq!(
+        validate(&rsp(i32::MAX, true, &[("a", i64::MAX, 9, Some(3))])),
+        Ok(())
+    );
+    assert_eq!(validate(&rsp(0, false, &[])), Ok(()));
+    let refusal = validate(&rsp(
+        -1,
+        false,
+        &[("a", -2, -3, Some(-4)), ("*", 1, 0, None)],
+    ))
+    .expect_err("refused");
+    assert_eq!(refusal.reason, INVALID_PREFERENCE);
+    assert_eq!(
+        refusal.message,
+        "not scheduled: spec.totalReplicas: -1 is negative; \
+         spec.clusters[\"a\"].minReplicas: -3 is negative; \
+         spec.clusters[\"a\"].maxReplicas: -4 is negative; \
+         spec.clusters[\"a\"].weight: -2 is negative"
+    );
+    let mut other = rsp(1, false, &[]);
+    other.target_kind = "FederatedStatefulSet".into();
+    let refusal = validate(&other).expect_err("refused");
+    assert_eq!(refusal.reason, INVALID_TARGET_KIND);
+    assert_eq!(
+        refusal.message,
+        "spec.targetKind \"FederatedStatefulSet\" is not one of FederatedDeployment, FederatedReplicaSet"
+    );
+}

@@ -17,7 +17,10 @@
 //!   never halts a later one), or a cluster of the current batch that is not Ready with the new
 //!   revision `readyDeadlineSeconds` after the batch started, halts the rollout: later batches
 //!   keep the stable revision until a new revision (a fixed template) starts over.
-//! - **Pause** holds the rollout where it is; **abort** sends every cluster back to the stable
+//! - **Pause** freezes the rollout: no cluster is given a revision while it lasts — not the
+//!   next batch, not a new revision (its rollout waits at the first batch); the clusters given
+//!   the revision are kept in the state ([`RolloutState::reached`]) and only they may have it
+//!   (re)applied. **Abort** sends every cluster back to the stable
 //!   revision. An abort belongs to the revision it was given for: lifting it (resume) starts
 //!   that revision's rollout over from the first batch, and a new revision (a fixed template)
 //!   starts a fresh rollout although the abort annotation is still there — the controller then
@@ -189,6 +192,10 @@ pub struct RolloutState {
     /// Failed applies of `revision`, by cluster: `<status>: <message>` ([`record_failures`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failures: BTreeMap<String, String>,
+    /// The clusters given `revision` so far: the only ones that may have it applied, whatever
+    /// happens to batches and placement meanwhile.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub reached: std::collections::BTreeSet<String>,
     /// The abort asked for when this revision came belonged to an earlier revision: it does not
     /// abort this one (until it is lifted and asked for again).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -320,15 +327,13 @@ pub fn decide(
         &mut state,
         &mut decision,
     );
-    for (i, batch) in batches.iter().enumerate() {
-        let chosen = if i <= state.batch {
+    for cluster in batches.iter().flat_map(|b| &b.clusters) {
+        let chosen = if state.phase == Phase::Completed || state.reached.contains(cluster) {
             revision
         } else {
             stable.as_str()
         };
-        for cluster in &batch.clusters {
-            decision.allowed.insert(cluster.clone(), chosen.to_owned());
-        }
+        decision.allowed.insert(cluster.clone(), chosen.to_owned());
     }
     decision.state = state;
     decision
@@ -369,6 +374,9 @@ fn advance(
             ));
         }
         state.phase = Phase::Progressing;
+        if let Some(batch) = batches.get(state.batch) {
+            state.reached.extend(batch.clusters.iter().cloned());
+        }
         let Some(batch) = batches.get(state.batch) else {
             state.phase = Phase::Completed;
             decision.events.push((

@@ -279,11 +279,11 @@ pub struct StatusArgs {
 pub enum RolloutCommand {
     /// Where the rollout stands: revision, stage, phase, which clusters have it.
     Status(RolloutArgs),
-    /// Hold the rollout at its current stage.
+    /// Freeze the rollout: no cluster gets a new revision until it is resumed.
     Pause(RolloutArgs),
-    /// Continue a paused rollout (or clear an abort).
+    /// Continue a paused rollout; after an abort, start the revision over at the first stage.
     Resume(RolloutArgs),
-    /// Send every cluster back to the stable revision.
+    /// Send every cluster back to the stable revision (until resumed, or a new revision).
     Abort(RolloutArgs),
 }
 

@@ -534,6 +534,85 @@ fn abort_belongs_to_its_revision_and_resume_starts_over() {
     assert!(again.allowed.values().all(|r| r == "v1"));
 }
 
+/// Pause freezes: no batch starts and a new revision reaches no cluster while paused; the
+/// clusters given a revision before keep it; resume starts the new revision at the canary.
+#[test]
+fn pause_freezes_even_a_new_revision() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let paused = Controls {
+        paused: true,
+        aborted: false,
+    };
+    let start = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&completed("v1")),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW,
+    );
+    assert_eq!(start.state.reached, ["c1".to_owned()].into());
+    // Paused in the canary's soak: eu never starts.
+    let ready = reports(&[("c1", "v2", true)]);
+    let held = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&start.state),
+        &ready,
+        paused,
+        NOW + 1000,
+    );
+    assert_eq!(held.state.phase, Phase::Paused);
+    assert_eq!(held.allowed["eu1"], "v1");
+    // v3 while paused: nobody is given v3, not even the canary.
+    let v3 = decide(
+        &strategy,
+        &batches,
+        "v3",
+        Some(&held.state),
+        &ready,
+        paused,
+        NOW + 1001,
+    );
+    assert_eq!(v3.state.phase, Phase::Paused);
+    assert!(v3.state.reached.is_empty());
+    assert!(v3.allowed.values().all(|r| r != "v3"), "{:?}", v3.allowed);
+    let still = decide(
+        &strategy,
+        &batches,
+        "v3",
+        Some(&v3.state),
+        &ready,
+        paused,
+        NOW + 5000,
+    );
+    assert!(
+        still.allowed.values().all(|r| r != "v3"),
+        "{:?}",
+        still.allowed
+    );
+    assert!(still.events.is_empty());
+    // Resumed: v3 goes to the canary first, its deadline from now.
+    let resumed = decide(
+        &strategy,
+        &batches,
+        "v3",
+        Some(&still.state),
+        &ready,
+        Controls::default(),
+        NOW + 6000,
+    );
+    assert_eq!(resumed.state.phase, Phase::Progressing);
+    assert_eq!(resumed.state.batch_started, NOW + 6000);
+    assert_eq!(
+        allowed(&resumed),
+        [("c1", "v3"), ("eu1", "v1"), ("eu2", "v1"), ("us1", "v1")]
+    );
+}
+
 #[test]
 fn the_first_revision_goes_everywhere() {
     let strategy = canary_then_eu_then_rest();

@@ -854,6 +854,7 @@ pub async fn register_endpoint(
             },
             disabled_tls_validations: Vec::new(),
             proxy_url: String::new(),
+            sync_mode: Default::default(),
         },
     );
     object.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());

@@ -48,6 +48,7 @@ async fn a_member_behind_a_path_routing_proxy_is_used() -> anyhow::Result<()> {
         },
         disabled_tls_validations: Vec::new(),
         proxy_url: String::new(),
+        sync_mode: Default::default(),
     };
     let errors = validate_kubefed_cluster_spec(&spec);
     ensure!(

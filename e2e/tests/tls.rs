@@ -153,6 +153,7 @@ async fn subject_name_skips_only_the_host_name_check() -> anyhow::Result<()> {
                 },
                 disabled_tls_validations: disabled.clone(),
                 proxy_url: proxy.url.clone(),
+                sync_mode: Default::default(),
             },
         );
         cluster.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());

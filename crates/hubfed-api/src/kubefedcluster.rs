@@ -27,13 +27,17 @@ use crate::condition::{ConditionStatus, string_enum};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct KubeFedClusterSpec {
-    /// API endpoint of the member: hostname, hostname:port, IP, IP:port or URL.
+    /// API endpoint of the member: hostname, hostname:port, IP, IP:port or URL. Required in
+    /// `Push` mode; informational in `Pull` mode.
+    #[serde(default)]
     pub api_endpoint: String,
     /// PEM CA bundle for the member's serving certificate (base64 on the wire).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "byte_string_schema")]
     pub ca_bundle: Option<ByteString>,
-    /// Secret in the KubeFed namespace whose `token` key holds the bearer token.
+    /// Secret in the KubeFed namespace whose `token` key holds the bearer token. Required in
+    /// `Push` mode; unused in `Pull` mode (the hub holds no member credentials).
+    #[serde(default)]
     pub secret_ref: LocalSecretReference,
     /// TLS checks to skip: `*` (alone), `SubjectName` or `ValidityPeriod`.
     #[serde(
@@ -46,6 +50,27 @@ pub struct KubeFedClusterSpec {
     /// empty meaning none.
     #[serde(default, rename = "proxyURL")]
     pub proxy_url: String,
+    /// hubfed, beyond KubeFed: `Push` (absent; KubeFed's only mode: the hub connects to the
+    /// member) or `Pull` (an agent in the member pulls its work from the hub and reports back;
+    /// the hub never connects to the member).
+    #[serde(default, skip_serializing_if = "SyncMode::is_push")]
+    pub sync_mode: SyncMode,
+}
+
+/// How a member receives its objects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum SyncMode {
+    /// The hub's sync controllers apply to the member (KubeFed's way).
+    #[default]
+    Push,
+    /// The member's agent applies what the hub materialised for it in the hub.
+    Pull,
+}
+
+impl SyncMode {
+    pub fn is_push(&self) -> bool {
+        *self == Self::Push
+    }
 }
 
 /// A Secret in the KubeFed namespace.

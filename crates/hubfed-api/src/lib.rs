@@ -17,5 +17,6 @@ pub mod names;
 pub mod propagatedversion;
 pub mod render;
 pub mod scheduling;
+pub mod work;
 
 pub use error::Error;

@@ -23,6 +23,7 @@ pub mod ownership;
 pub mod placement;
 pub mod plan;
 pub mod planner;
+pub mod pull;
 pub mod readiness;
 pub mod retention;
 pub mod rollout;

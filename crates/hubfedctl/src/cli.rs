@@ -106,6 +106,27 @@ pub struct JoinArgs {
     /// Print what would be done; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// `push`: the hub connects to the member with a token join puts in the hub (KubeFed's
+    /// way). `pull`: an agent in the member pulls its work from the hub; the hub holds no
+    /// credentials to the member and need not reach it.
+    #[arg(long, value_enum, default_value_t = JoinMode::Push)]
+    pub mode: JoinMode,
+    /// With --mode pull: print the member side (the agent's ServiceAccount, RBAC and hub
+    /// credentials) as manifests instead of applying it to the member; the hub side is
+    /// written all the same.
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<OutputFormat>,
+    /// With --mode pull: the hub API server's URL as the agent reaches it; default: the
+    /// server of the hub context.
+    #[arg(long, value_name = "URL")]
+    pub hub_endpoint: Option<String>,
+}
+
+/// How a member receives its objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum JoinMode {
+    Push,
+    Pull,
 }
 
 #[derive(Args, Debug)]

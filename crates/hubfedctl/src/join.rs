@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::{ApiResource, FederatedTypeConfig, ResourceScope};
 use hubfed_api::kubefedcluster::{
-    ClusterConditionType, KubeFedCluster, KubeFedClusterSpec, LocalSecretReference, TlsValidation,
+    ClusterConditionType, KubeFedCluster, KubeFedClusterSpec, LocalSecretReference, SyncMode,
+    TlsValidation,
 };
 use hubfed_api::kubefedconfig::KubeFedConfig;
 use hubfed_api::names::{CLUSTER_SECRET_TOKEN_KEY, KUBEFED_CONFIG_NAME};
@@ -17,7 +18,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, PostParams};
 
-use crate::cli::JoinArgs;
+use crate::cli::{JoinArgs, JoinMode};
 use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
 use crate::kubeconfig::Target;
 use crate::ops::{self, FIELD_MANAGER};
@@ -117,6 +118,20 @@ pub async fn federated_targets(hub: &Target, namespace: &str) -> Result<Vec<ApiR
 pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
     let cluster = args.cluster.as_str();
     check_dns_subdomain("cluster name", cluster)?;
+    match (
+        args.mode,
+        args.output.is_some(),
+        args.hub_endpoint.is_some(),
+    ) {
+        (JoinMode::Pull, _, _) => return crate::pull::join_pull(session, args).await,
+        (JoinMode::Push, true, _) => {
+            return Err(Error::Usage("--output is for --mode pull".to_owned()));
+        }
+        (JoinMode::Push, _, true) => {
+            return Err(Error::Usage("--hub-endpoint is for --mode pull".to_owned()));
+        }
+        (JoinMode::Push, false, false) => {}
+    }
     let member_context = args
         .cluster_context
         .clone()
@@ -274,6 +289,7 @@ pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
                 Vec::new()
             },
             proxy_url: endpoint.proxy_url.clone().unwrap_or_default(),
+            sync_mode: SyncMode::Push,
         },
     );
     object.metadata.namespace = Some(ns.clone());
@@ -296,7 +312,7 @@ pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
 
 /// A namespace being deleted (e.g. by an unjoin a moment ago) accepts no new objects: wait
 /// until it is gone.
-async fn wait_namespace_not_terminating(
+pub(crate) async fn wait_namespace_not_terminating(
     session: &mut Session<'_>,
     member: &Target,
     namespaces: &Api<Namespace>,
@@ -328,7 +344,7 @@ async fn wait_namespace_not_terminating(
 }
 
 /// Waits for the token controller to fill the Secret; returns the token and `ca.crt`.
-async fn wait_for_token(
+pub(crate) async fn wait_for_token(
     member: &Target,
     secrets: &Api<Secret>,
     name: &str,
@@ -510,6 +526,7 @@ mod tests {
                 secret_ref: LocalSecretReference::default(),
                 disabled_tls_validations: Vec::new(),
                 proxy_url: String::new(),
+                sync_mode: SyncMode::Push,
             },
         );
         cluster.status = Some(KubeFedClusterStatus {

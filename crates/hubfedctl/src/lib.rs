@@ -16,6 +16,7 @@ mod kubeconfig;
 mod ops;
 mod orphan;
 mod plan;
+mod pull;
 mod rbac;
 mod rollout;
 mod session;

@@ -459,6 +459,7 @@ mod tests {
             },
             disabled_tls_validations: Vec::new(),
             proxy_url: String::new(),
+            sync_mode: Default::default(),
         }
     }
 

@@ -10,9 +10,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use hubfed_api::kubefedcluster::{
     ClusterCondition, EVENT_MALFORMED_CLUSTER_CONFIG, EVENT_RETRIEVING_CLUSTER_HEALTH_FAILED,
-    KubeFedCluster, KubeFedClusterStatus,
+    KubeFedCluster, KubeFedClusterStatus, SyncMode,
 };
 use hubfed_api::names::CLUSTER_SECRET_TOKEN_KEY;
+use hubfed_api::work::{AGENT_KUBERNETES_VERSION_ANNOTATION, AGENT_LEASE_NAME};
+use hubfed_core::pull::{
+    HeartbeatSeen, HeartbeatVerdict, cluster_namespace, heartbeat_verdict, observe_heartbeat,
+};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
@@ -207,6 +212,20 @@ fn secret_watch_error(error: &watcher::Error) -> String {
     }
 }
 
+/// What a probe found: a push member's own answer, or a pull member's heartbeat Lease in the
+/// hub (its `resourceVersion`, its lease duration and the Kubernetes version the agent
+/// reports; `None` when there is no Lease yet).
+enum Probed {
+    Member(ProbeOutcome),
+    Heartbeat(Result<Option<HeartbeatLease>, String>),
+}
+
+struct HeartbeatLease {
+    resource_version: String,
+    duration: Option<Duration>,
+    kubernetes_version: Option<String>,
+}
+
 /// What a child task reports back to the registry.
 enum TaskDone {
     Probed {
@@ -214,7 +233,7 @@ enum TaskDone {
         probe: u64,
         client_id: usize,
         probe_time: Time,
-        outcome: ProbeOutcome,
+        outcome: Probed,
     },
     StatusWritten {
         cluster: String,
@@ -242,6 +261,9 @@ enum ClientState {
     Built(MemberClients),
     /// The configuration is malformed; the error text went into an event.
     Failed,
+    /// `syncMode: Pull`: the hub never connects to this member; its agent's heartbeat in the
+    /// hub is its health.
+    Pull,
 }
 
 /// The registry's knowledge of one KubeFedCluster.
@@ -266,6 +288,8 @@ struct Entry {
     probe_wanted: bool,
     probed: bool,
     writes: Arc<Semaphore>,
+    /// A pull member's last heartbeat, on this process's clock.
+    heartbeat: Option<HeartbeatSeen>,
 }
 
 impl Entry {
@@ -278,7 +302,7 @@ impl Entry {
     fn clients(&self) -> Option<&MemberClients> {
         match &self.clients {
             ClientState::Built(clients) => Some(clients),
-            ClientState::NotBuilt | ClientState::Failed => None,
+            ClientState::NotBuilt | ClientState::Failed | ClientState::Pull => None,
         }
     }
 }
@@ -397,6 +421,7 @@ impl Registry {
                         probe_wanted: false,
                         probed: false,
                         writes: Arc::new(Semaphore::new(self.pool.member_write_concurrency)),
+                        heartbeat: None,
                     },
                 );
             }
@@ -435,6 +460,12 @@ impl Registry {
         // Like KubeFed, a changed cluster starts its health history afresh.
         entry.tracker = HealthTracker::default();
         entry.probe_wanted = true;
+        if inputs.spec.sync_mode == SyncMode::Pull {
+            info!(cluster = %name, "pull-mode member: health from its agent's heartbeat");
+            entry.clients = ClientState::Pull;
+            entry.inputs = Some(inputs);
+            return;
+        }
         let malformed = match build_clients(&inputs) {
             Ok(built) => {
                 info!(
@@ -501,7 +532,7 @@ impl Registry {
         let timeout = self.pool.health.timeout;
         for (name, entry) in &mut self.entries {
             if entry.probe_wanted && entry.in_flight.is_none() {
-                start_probe(name, entry, timeout, tasks);
+                start_probe(name, entry, timeout, &self.pool.hub, tasks);
             }
         }
         self.publish();
@@ -614,7 +645,7 @@ impl Registry {
         probe: u64,
         client_id: usize,
         probe_time: &Time,
-        outcome: ProbeOutcome,
+        outcome: Probed,
         tasks: &mut JoinSet<TaskDone>,
     ) {
         let settings = self.pool.health;
@@ -630,6 +661,10 @@ impl Registry {
             entry.probe_wanted = true;
             return;
         }
+        let outcome = match outcome {
+            Probed::Member(outcome) => outcome,
+            Probed::Heartbeat(lease) => heartbeat_outcome(entry, lease, settings),
+        };
         debug!(cluster = %cluster, ?outcome, "cluster probed");
         let mut warning = None;
         match &outcome {
@@ -790,13 +825,34 @@ fn build_clients(inputs: &ClientInputs) -> Result<BuiltClients, ConfigError> {
     })
 }
 
-fn start_probe(name: &str, entry: &mut Entry, timeout: Duration, tasks: &mut JoinSet<TaskDone>) {
+fn start_probe(
+    name: &str,
+    entry: &mut Entry,
+    timeout: Duration,
+    hub: &kube::Client,
+    tasks: &mut JoinSet<TaskDone>,
+) {
     let probe = NEXT_PROBE_ID.fetch_add(1, Ordering::Relaxed);
     entry.in_flight = Some(probe);
     entry.probe_started = Instant::now();
     entry.probe_wanted = false;
     let cluster = name.to_owned();
     let client_id = entry.client_id;
+    if matches!(entry.clients, ClientState::Pull) {
+        let leases: Api<Lease> = Api::namespaced(hub.clone(), &cluster_namespace(name));
+        tasks.spawn(async move {
+            let probe_time = now();
+            let lease = read_heartbeat(&leases, timeout).await;
+            TaskDone::Probed {
+                cluster,
+                probe,
+                client_id,
+                probe_time,
+                outcome: Probed::Heartbeat(lease),
+            }
+        });
+        return;
+    }
     let client = entry.clients().map(|c| c.request.clone());
     tasks.spawn(async move {
         let probe_time = now();
@@ -817,9 +873,81 @@ fn start_probe(name: &str, entry: &mut Entry, timeout: Duration, tasks: &mut Joi
             probe,
             client_id,
             probe_time,
-            outcome,
+            outcome: Probed::Member(outcome),
         }
     });
+}
+
+/// Reads a pull member's heartbeat Lease in the hub, limited to `timeout`.
+async fn read_heartbeat(
+    leases: &Api<Lease>,
+    timeout: Duration,
+) -> Result<Option<HeartbeatLease>, String> {
+    let lease = match tokio::time::timeout(timeout, leases.get_opt(AGENT_LEASE_NAME)).await {
+        Err(_) => {
+            return Err(format!(
+                "the hub did not answer within {}",
+                format_duration(timeout)
+            ));
+        }
+        Ok(Err(error)) => return Err(error_chain(&error)),
+        Ok(Ok(lease)) => lease,
+    };
+    Ok(lease.map(|lease| HeartbeatLease {
+        resource_version: lease.resource_version().unwrap_or_default(),
+        duration: lease
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.lease_duration_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok())
+            .map(Duration::from_secs),
+        kubernetes_version: lease
+            .annotations()
+            .get(AGENT_KUBERNETES_VERSION_ANNOTATION)
+            .cloned(),
+    }))
+}
+
+/// A pull member's health from its heartbeat ([`heartbeat_verdict`]): renewed within the
+/// Lease's duration (default: four probe periods) is healthy, otherwise unreachable with the
+/// reason. The thresholds then apply as to a push member's probes.
+fn heartbeat_outcome(
+    entry: &mut Entry,
+    lease: Result<Option<HeartbeatLease>, String>,
+    settings: HealthCheckSettings,
+) -> ProbeOutcome {
+    let now_ms = u64::try_from(process_clock().elapsed().as_millis()).unwrap_or(u64::MAX);
+    let lease = match lease {
+        Ok(lease) => lease,
+        Err(error) => {
+            return ProbeOutcome::Unreachable {
+                error: format!("cannot read the agent's heartbeat in the hub: {error}"),
+            };
+        }
+    };
+    let duration = lease
+        .as_ref()
+        .and_then(|l| l.duration)
+        .unwrap_or(settings.period * 4);
+    if let Some(lease) = &lease {
+        entry.heartbeat = Some(observe_heartbeat(
+            entry.heartbeat.as_ref(),
+            &lease.resource_version,
+            now_ms,
+        ));
+    }
+    match heartbeat_verdict(entry.heartbeat.as_ref(), duration, now_ms) {
+        HeartbeatVerdict::Alive => ProbeOutcome::Healthy {
+            kubernetes_version: lease.and_then(|l| l.kubernetes_version),
+        },
+        HeartbeatVerdict::Silent(error) => ProbeOutcome::Unreachable { error },
+    }
+}
+
+/// The monotonic clock heartbeats are timed on.
+fn process_clock() -> &'static std::time::Instant {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now)
 }
 
 /// KubeFed's `GetClusterStatus`: `GET /healthz`, and `GET /version` when healthy, each

@@ -22,13 +22,21 @@ pub fn validate_kubefed_cluster(
 /// https, port 1–65535; `secretRef.name` a DNS-1123 subdomain;
 /// `*` alone in `disabledTLSValidations`. hubfed adds: `proxyURL`, when set, is a URL with
 /// scheme http, https or socks5 and a host.
+///
+/// `syncMode: Pull` (hubfed): the hub never connects to the member, so `apiEndpoint` and
+/// `secretRef` may be left out; when given they are checked all the same.
 pub fn validate_kubefed_cluster_spec(spec: &KubeFedClusterSpec) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    validate_api_endpoint(&spec.api_endpoint, "spec.apiEndpoint", &mut errors);
+    let pull = spec.sync_mode == SyncMode::Pull;
+    if !(pull && spec.api_endpoint.is_empty()) {
+        validate_api_endpoint(&spec.api_endpoint, "spec.apiEndpoint", &mut errors);
+    }
 
     let name_path = "spec.secretRef.name";
     if spec.secret_ref.name.is_empty() {
-        errors.push(FieldError::required(name_path, ""));
+        if !pull {
+            errors.push(FieldError::required(name_path, ""));
+        }
     } else {
         let problems = is_dns1123_subdomain(&spec.secret_ref.name);
         if !problems.is_empty() {

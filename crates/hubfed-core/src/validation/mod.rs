@@ -44,7 +44,7 @@ use hubfed_api::federatedtypeconfig::{
     ResourceScope,
 };
 use hubfed_api::kubefedcluster::{
-    ClusterConditionType, KubeFedClusterSpec, KubeFedClusterStatus, TlsValidation,
+    ClusterConditionType, KubeFedClusterSpec, KubeFedClusterStatus, SyncMode, TlsValidation,
 };
 use hubfed_api::kubefedconfig::KubeFedConfigSpec;
 use k8s_openapi::ByteString;

@@ -446,6 +446,31 @@ fn kubefed_cluster_manifest_validates() {
 }
 
 #[test]
+fn pull_mode_clusters_need_no_endpoint_or_secret() {
+    assert_eq!(
+        cluster_spec_errors(json!({"syncMode": "Pull"})),
+        Vec::<String>::new()
+    );
+    // Push mode (absent or explicit) still needs both.
+    for spec in [json!({}), json!({"syncMode": "Push"})] {
+        let errors = cluster_spec_errors(spec.clone());
+        assert!(
+            errors.iter().any(|e| e.contains("spec.apiEndpoint"))
+                && errors.iter().any(|e| e.contains("spec.secretRef.name")),
+            "{spec}: {errors:?}"
+        );
+    }
+    // What is given is checked, in either mode.
+    let errors = cluster_spec_errors(json!({"syncMode": "Pull", "apiEndpoint": "ftp://member"}));
+    assert!(
+        errors.iter().any(|e| e.contains("spec.apiEndpoint")),
+        "{errors:?}"
+    );
+    let errors = cluster_spec_errors(json!({"syncMode": "Sideways"}));
+    assert!(!errors.is_empty(), "an unknown sync mode is refused");
+}
+
+#[test]
 fn api_endpoint_forms_accepted_by_client_go() {
     for endpoint in [
         "https://1.2.3.4:6443",

@@ -1,0 +1,444 @@
+//! `join CLUSTER --mode pull`: the hub side of a pull-mode member — its work namespace
+//! `hubfed-cluster-<cluster>`, the agent's ServiceAccount there with rights on that namespace
+//! alone, a token for it, and the KubeFedCluster with `syncMode: Pull` — and the member side —
+//! the agent's ServiceAccount and object rights (the same least-privilege rules as a push
+//! join) and a Secret with its hub kubeconfig — applied to the member, or printed with
+//! `-o yaml` for GitOps (then nothing reaches the member from here).
+//!
+//! The hub holds no credentials to the member: nothing of the member's is written to the hub.
+
+use std::collections::BTreeMap;
+
+use hubfed_api::kubefedcluster::{
+    KubeFedCluster, KubeFedClusterSpec, LocalSecretReference, SyncMode,
+};
+use hubfed_api::work::{AGENT_LEASE_NAME, AGENT_SERVICE_ACCOUNT, PULL_GROUP, WORK_CLUSTER_LABEL};
+use hubfed_core::pull::cluster_namespace;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
+use serde_json::{Value, json};
+
+use crate::cli::JoinArgs;
+use crate::error::{EXIT_OK, Error, Result};
+use crate::join::{
+    control_plane_scope, ensure_kubefed_installed, federated_targets, host_cluster, wait_for_token,
+    wait_namespace_not_terminating,
+};
+use crate::kubeconfig::Target;
+use crate::ops;
+use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account};
+use crate::session::Session;
+
+/// The hub Secret holding the agent's token, in the cluster's work namespace.
+pub const AGENT_TOKEN_SECRET: &str = "hubfed-agent-token";
+/// The member Secret holding the agent's hub kubeconfig (`kubeconfig`) and its cluster name
+/// (`cluster`), in the member's KubeFed namespace.
+pub const AGENT_HUB_SECRET: &str = "hubfed-agent-hub";
+const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+const SERVICE_ACCOUNT_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// `hubfedctl join CLUSTER --mode pull`.
+pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
+    let cluster = args.cluster.as_str();
+    let ns = session.kubefed_namespace().to_owned();
+    let dry_run = args.dry_run;
+    let host = host_cluster(session, args.host_cluster_name.as_deref()).await?;
+    let hub = &host.target;
+    ensure_kubefed_installed(hub, &ns).await?;
+    let scope = control_plane_scope(hub, &ns).await?;
+    let targets = if args.cluster_admin {
+        Vec::new()
+    } else {
+        federated_targets(hub, &ns).await?
+    };
+    let grant = if args.cluster_admin {
+        Grant::ClusterAdmin
+    } else {
+        Grant::Types(&targets)
+    };
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
+    let existing = clusters.get_opt(cluster).await.map_err(|e| hub.err(e))?;
+    if args.error_on_existing && existing.is_some() {
+        return Err(Error::Refused(format!(
+            "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
+        )));
+    }
+    // The member is reached only to install the agent's side, never with `-o`.
+    let member_context = args
+        .cluster_context
+        .clone()
+        .unwrap_or_else(|| cluster.to_owned());
+    let member = match args.output {
+        Some(_) => None,
+        None => Some(session.member(cluster, &member_context).await?),
+    };
+    let member_endpoint = session
+        .kubeconfig()?
+        .endpoint(&format!("cluster {cluster:?}"), &member_context)
+        .map(|e| e.server)
+        .unwrap_or_default();
+    let hub_endpoint = match &args.hub_endpoint {
+        Some(url) => url.clone(),
+        None => {
+            let context = session.host_context()?;
+            session
+                .kubeconfig()?
+                .endpoint(&hub.subject, &context)?
+                .server
+        }
+    };
+
+    let work_ns = cluster_namespace(cluster);
+    let hub_place = host.name.clone();
+    let (token, ca) = write_hub_side(session, &hub_place, hub, cluster, &work_ns, dry_run).await?;
+    let mut object = KubeFedCluster::new(
+        cluster,
+        KubeFedClusterSpec {
+            api_endpoint: member_endpoint,
+            ca_bundle: None,
+            secret_ref: LocalSecretReference::default(),
+            disabled_tls_validations: Vec::new(),
+            proxy_url: String::new(),
+            sync_mode: SyncMode::Pull,
+        },
+    );
+    object.metadata.namespace = Some(ns.clone());
+    ops::apply(session, &hub_place, hub, &clusters, &object, dry_run).await?;
+
+    let names = JoinNames {
+        namespace: ns.clone(),
+        service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
+    };
+    let kubeconfig = agent_kubeconfig(&hub_endpoint, ca.as_deref(), &token, &work_ns);
+    let member_side = MemberSide {
+        namespace: &ns,
+        account: service_account(&names),
+        rbac: member_rbac(&names, scope, grant),
+        hub_secret: hub_secret(&ns, cluster, &kubeconfig),
+    };
+    match (args.output, member) {
+        (Some(format), _) => {
+            let text = ops::render(&member_side.manifests()?, format)?;
+            session.print(&text)?;
+        }
+        (None, Some(member)) => {
+            member_side
+                .apply(session, cluster, &member, dry_run)
+                .await?;
+            let suffix = if dry_run { " (dry run)" } else { "" };
+            session.say(format_args!(
+                "cluster {cluster:?} joined in pull mode{suffix}: it turns Ready when its agent runs (hub credentials in secret {ns}/{AGENT_HUB_SECRET} of the member)"
+            ))?;
+        }
+        (None, None) => {}
+    }
+    Ok(EXIT_OK)
+}
+
+/// The hub side: work namespace, agent ServiceAccount, Role and RoleBinding on that namespace
+/// alone, token Secret. Returns the token and the CA the token controller put beside it.
+async fn write_hub_side(
+    session: &mut Session<'_>,
+    place: &str,
+    hub: &Target,
+    cluster: &str,
+    work_ns: &str,
+    dry_run: bool,
+) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+    let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+    wait_namespace_not_terminating(session, hub, &namespaces, work_ns).await?;
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(work_ns.to_owned()),
+            labels: Some(BTreeMap::from([(
+                WORK_CLUSTER_LABEL.to_owned(),
+                cluster.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    ops::create_if_missing(session, place, hub, &namespaces, &namespace, dry_run).await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.client.clone(), work_ns);
+    let names = JoinNames {
+        namespace: work_ns.to_owned(),
+        service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
+    };
+    ops::apply(
+        session,
+        place,
+        hub,
+        &accounts,
+        &service_account(&names),
+        dry_run,
+    )
+    .await?;
+    let (role, binding) = agent_hub_role(work_ns);
+    let roles: Api<Role> = Api::namespaced(hub.client.clone(), work_ns);
+    let bindings: Api<RoleBinding> = Api::namespaced(hub.client.clone(), work_ns);
+    ops::apply(session, place, hub, &roles, &role, dry_run).await?;
+    ops::apply(session, place, hub, &bindings, &binding, dry_run).await?;
+    let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), work_ns);
+    let token_secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(AGENT_TOKEN_SECRET.to_owned()),
+            namespace: Some(work_ns.to_owned()),
+            annotations: Some(BTreeMap::from([(
+                SERVICE_ACCOUNT_NAME_ANNOTATION.to_owned(),
+                AGENT_SERVICE_ACCOUNT.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        type_: Some(SERVICE_ACCOUNT_TOKEN_TYPE.to_owned()),
+        ..Secret::default()
+    };
+    ops::apply(session, place, hub, &secrets, &token_secret, dry_run).await?;
+    if dry_run {
+        return Ok((Vec::new(), None));
+    }
+    wait_for_token(hub, &secrets, AGENT_TOKEN_SECRET).await
+}
+
+/// What an agent may do in the hub: read its cluster's works and write their status, and
+/// keep its heartbeat Lease — in its work namespace only. Nothing cluster-wide, nothing in
+/// any other namespace, no federated object, no Secret.
+pub fn agent_hub_role(work_ns: &str) -> (Role, RoleBinding) {
+    let rule = |groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]| {
+        let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        PolicyRule {
+            api_groups: Some(owned(groups)),
+            resources: Some(owned(resources)),
+            resource_names: (!names.is_empty()).then(|| owned(names)),
+            verbs: owned(verbs),
+            non_resource_urls: None,
+        }
+    };
+    let meta = ObjectMeta {
+        name: Some(AGENT_SERVICE_ACCOUNT.to_owned()),
+        namespace: Some(work_ns.to_owned()),
+        ..ObjectMeta::default()
+    };
+    let role = Role {
+        metadata: meta.clone(),
+        rules: Some(vec![
+            rule(&[PULL_GROUP], &["works"], &[], &["get", "list", "watch"]),
+            rule(
+                &[PULL_GROUP],
+                &["works/status"],
+                &[],
+                &["get", "patch", "update"],
+            ),
+            // `create` cannot be limited to a name; the namespace limits it.
+            rule(&["coordination.k8s.io"], &["leases"], &[], &["create"]),
+            rule(
+                &["coordination.k8s.io"],
+                &["leases"],
+                &[AGENT_LEASE_NAME],
+                &["get", "update", "patch"],
+            ),
+        ]),
+    };
+    let binding = RoleBinding {
+        metadata: meta,
+        role_ref: RoleRef {
+            api_group: Some(RBAC_GROUP.to_owned()),
+            kind: "Role".to_owned(),
+            name: AGENT_SERVICE_ACCOUNT.to_owned(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: AGENT_SERVICE_ACCOUNT.to_owned(),
+            namespace: Some(work_ns.to_owned()),
+            ..Subject::default()
+        }]),
+    };
+    (role, binding)
+}
+
+/// The agent's kubeconfig for the hub: its token, bound to its work namespace.
+pub fn agent_kubeconfig(server: &str, ca: Option<&[u8]>, token: &[u8], work_ns: &str) -> Value {
+    use base64::Engine as _;
+    let mut cluster = json!({ "server": server });
+    if let Some(ca) = ca {
+        cluster["certificate-authority-data"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(ca));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "hub", "cluster": cluster }],
+        "users": [{ "name": AGENT_SERVICE_ACCOUNT, "user": { "token": String::from_utf8_lossy(token) } }],
+        "contexts": [{ "name": "hub", "context": { "cluster": "hub", "user": AGENT_SERVICE_ACCOUNT, "namespace": work_ns } }],
+        "current-context": "hub",
+    })
+}
+
+fn hub_secret(ns: &str, cluster: &str, kubeconfig: &Value) -> Secret {
+    let text = serde_yaml_ng::to_string(kubeconfig).unwrap_or_default();
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(AGENT_HUB_SECRET.to_owned()),
+            namespace: Some(ns.to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([
+            ("kubeconfig".to_owned(), ByteString(text.into_bytes())),
+            (
+                "cluster".to_owned(),
+                ByteString(cluster.as_bytes().to_vec()),
+            ),
+        ])),
+        ..Secret::default()
+    }
+}
+
+/// The member side of a pull join.
+struct MemberSide<'a> {
+    namespace: &'a str,
+    account: ServiceAccount,
+    rbac: MemberRbac,
+    hub_secret: Secret,
+}
+
+impl MemberSide<'_> {
+    fn namespace_object(&self) -> Namespace {
+        Namespace {
+            metadata: ObjectMeta {
+                name: Some(self.namespace.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        }
+    }
+
+    /// Every object as a manifest, in the order to apply them.
+    fn manifests(&self) -> Result<Vec<Value>> {
+        let mut out = vec![
+            with_type(ops::to_value(&self.namespace_object())?, "v1", "Namespace"),
+            with_type(ops::to_value(&self.account)?, "v1", "ServiceAccount"),
+        ];
+        let rbac = format!("{RBAC_GROUP}/v1");
+        for (role, binding) in &self.rbac.cluster_roles {
+            out.push(with_type(ops::to_value(role)?, &rbac, "ClusterRole"));
+            out.push(with_type(
+                ops::to_value(binding)?,
+                &rbac,
+                "ClusterRoleBinding",
+            ));
+        }
+        for (role, binding) in &self.rbac.roles {
+            out.push(with_type(ops::to_value(role)?, &rbac, "Role"));
+            out.push(with_type(ops::to_value(binding)?, &rbac, "RoleBinding"));
+        }
+        out.push(with_type(ops::to_value(&self.hub_secret)?, "v1", "Secret"));
+        Ok(out)
+    }
+
+    async fn apply(
+        &self,
+        session: &mut Session<'_>,
+        place: &str,
+        member: &Target,
+        dry_run: bool,
+    ) -> Result<()> {
+        let client = &member.client;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        wait_namespace_not_terminating(session, member, &namespaces, self.namespace).await?;
+        let namespace = self.namespace_object();
+        ops::create_if_missing(session, place, member, &namespaces, &namespace, dry_run).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), self.namespace);
+        ops::apply(session, place, member, &accounts, &self.account, dry_run).await?;
+        for (role, binding) in &self.rbac.cluster_roles {
+            let roles: Api<ClusterRole> = Api::all(client.clone());
+            let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+            ops::apply(session, place, member, &roles, role, dry_run).await?;
+            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
+        }
+        for (role, binding) in &self.rbac.roles {
+            let roles: Api<Role> = Api::namespaced(client.clone(), self.namespace);
+            let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), self.namespace);
+            ops::apply(session, place, member, &roles, role, dry_run).await?;
+            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
+        }
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), self.namespace);
+        ops::apply(session, place, member, &secrets, &self.hub_secret, dry_run).await?;
+        Ok(())
+    }
+}
+
+/// `to_value` of a typed object lacks `apiVersion`/`kind` only when they were never set.
+fn with_type(mut value: Value, api_version: &str, kind: &str) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        object.insert("apiVersion".to_owned(), json!(api_version));
+        object.insert("kind".to_owned(), json!(kind));
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_may_touch_its_own_work_namespace_only() {
+        let (role, binding) = agent_hub_role("hubfed-cluster-a");
+        assert_eq!(role.metadata.namespace.as_deref(), Some("hubfed-cluster-a"));
+        assert_eq!(
+            binding.metadata.namespace.as_deref(),
+            Some("hubfed-cluster-a")
+        );
+        let rules = role.rules.unwrap_or_default();
+        for rule in &rules {
+            let groups = rule.api_groups.clone().unwrap_or_default();
+            let resources = rule.resources.clone().unwrap_or_default();
+            assert!(!groups.iter().any(|g| g == "*" || g.is_empty()), "{rule:?}");
+            assert!(
+                !resources.iter().any(|r| r == "*" || r == "secrets"),
+                "{rule:?}"
+            );
+            assert!(
+                !rule.verbs.iter().any(|v| v == "*" || v == "delete"),
+                "{rule:?}"
+            );
+            // Works are read, never written; only their status is.
+            if resources == ["works"] {
+                assert_eq!(rule.verbs, ["get", "list", "watch"]);
+            }
+        }
+        let lease_updates = rules
+            .iter()
+            .find(|r| {
+                r.verbs.contains(&"update".to_owned())
+                    && r.resources.as_deref() == Some(&["leases".to_owned()][..])
+            })
+            .map(|r| r.resource_names.clone());
+        assert_eq!(lease_updates, Some(Some(vec![AGENT_LEASE_NAME.to_owned()])));
+    }
+
+    #[test]
+    fn the_agent_kubeconfig_is_bound_to_its_namespace() {
+        let config = agent_kubeconfig("https://hub:6443", Some(b"PEM"), b"tok", "hubfed-cluster-a");
+        assert_eq!(
+            config["contexts"][0]["context"]["namespace"],
+            "hubfed-cluster-a"
+        );
+        assert_eq!(config["users"][0]["user"]["token"], "tok");
+        assert_eq!(
+            config["clusters"][0]["cluster"]["server"],
+            "https://hub:6443"
+        );
+        assert_eq!(
+            config["clusters"][0]["cluster"]["certificate-authority-data"],
+            "UEVN"
+        );
+        let parsed: kube::config::Kubeconfig =
+            serde_json::from_value(config).expect("a kubeconfig kube can read");
+        assert_eq!(parsed.current_context.as_deref(), Some("hub"));
+    }
+}

@@ -1,0 +1,516 @@
+//! Pull mode, the hub side (docs/user-guide.md "Push or pull"): `hubfedctl join --mode pull`
+//! against real API servers, and what the API server itself allows an agent's hub
+//! credentials — the ones join hands to the member — to do. Then a pull member's health from
+//! its agent's heartbeat, read by a running controller.
+//!
+//! Own environment (a hub and two members, with kube-controller-manager for the token
+//! Secrets) and its own controller process: the pull clusters joined here must not meet the
+//! shared federation's tests.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use hubfed_api::federatedtypeconfig::ResourceScope;
+use hubfed_api::kubefedcluster::{KubeFedCluster, SyncMode};
+use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
+use hubfed_api::work::{
+    AGENT_KUBERNETES_VERSION_ANNOTATION, AGENT_LEASE_NAME, Work, WorkSource, WorkSpec, WorkStatus,
+    WorkTarget,
+};
+use hubfed_core::pull::cluster_namespace;
+use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
+use hubfed_e2e::{
+    KUBEFED_NAMESPACE, TIMEOUT, Wait, hubfedctl, install_control_plane, private_env, report,
+    wait_for,
+};
+use hubfed_testenv::TestEnv;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::json;
+
+const MEMBER_SECRET: &str = "hubfed-agent-hub";
+
+/// The agent's hub client, built from the kubeconfig join put in the member — nothing else.
+async fn agent_client(env: &TestEnv, member: &str) -> anyhow::Result<(Client, String)> {
+    let member_client = env
+        .cluster(member)
+        .context(member.to_owned())?
+        .client()
+        .await?;
+    let secrets: Api<Secret> = Api::namespaced(member_client, KUBEFED_NAMESPACE);
+    let secret = secrets
+        .get(MEMBER_SECRET)
+        .await
+        .with_context(|| format!("{member}: secret {KUBEFED_NAMESPACE}/{MEMBER_SECRET}"))?;
+    let data = secret.data.unwrap_or_default();
+    let text = data
+        .get("kubeconfig")
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .context("no kubeconfig in the agent's secret")?;
+    let cluster = data
+        .get("cluster")
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .context("no cluster name in the agent's secret")?;
+    let kubeconfig = Kubeconfig::from_yaml(&text)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok((Client::try_from(config)?, cluster))
+}
+
+fn work(name: &str, namespace: &str, object: serde_json::Value) -> Work {
+    let mut work = Work::new(
+        name,
+        WorkSpec {
+            target: WorkTarget {
+                api_version: "v1".to_owned(),
+                kind: "Secret".to_owned(),
+                plural: "secrets".to_owned(),
+                namespaced: true,
+            },
+            source: WorkSource {
+                kind: "FederatedSecret".to_owned(),
+                namespace: Some("default".to_owned()),
+                name: "db".to_owned(),
+                uid: String::new(),
+            },
+            intent: "Present".to_owned(),
+            object: Some(object),
+            version: String::new(),
+            adopt_resources: false,
+            recreate_on_immutable_change: false,
+            delete_options: None,
+        },
+    );
+    work.metadata.namespace = Some(namespace.to_owned());
+    work
+}
+
+fn is_forbidden<T>(result: &Result<T, kube::Error>) -> bool {
+    matches!(result, Err(kube::Error::Api(e)) if e.code == 403)
+}
+
+/// Both pull joins, the hub's admin client and the environment; one controller process.
+struct PullEnv {
+    env: TestEnv,
+    _controller: ControllerProcess,
+}
+
+async fn start() -> anyhow::Result<PullEnv> {
+    let env = private_env(2, true).await?;
+    let hub = env.hub().client().await?;
+    // Probes every second, two silent heartbeats to go Offline, one to come back.
+    let health = ClusterHealthCheckConfig {
+        period: Some("1s".to_owned()),
+        failure_threshold: Some(2),
+        success_threshold: Some(1),
+        timeout: Some("3s".to_owned()),
+    };
+    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
+    spec.cluster_health_check = Some(health);
+    install_control_plane(&hub, Some(spec)).await?;
+    let controller = ControllerProcess::start(&env, &ControllerOptions::single("pull"))?;
+    for (cluster, context) in [("pull-a", "member1"), ("pull-b", "member2")] {
+        let (code, out, err) = hubfedctl(
+            env.kubeconfig_path(),
+            &[
+                "join",
+                cluster,
+                "--mode",
+                "pull",
+                "--cluster-context",
+                context,
+            ],
+        )
+        .await;
+        ensure!(
+            code == 0,
+            "join {cluster} --mode pull: exit {code}\n{out}\n{err}"
+        );
+        ensure!(out.contains("joined in pull mode"), "{out}");
+    }
+    Ok(PullEnv {
+        env,
+        _controller: controller,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
+    let pull = start().await?;
+    let env = &pull.env;
+    let hub = env.hub().client().await?;
+
+    // The hub side: a KubeFedCluster in pull mode that holds no member credentials.
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let a = clusters.get("pull-a").await?;
+    ensure!(a.spec.sync_mode == SyncMode::Pull, "{:?}", a.spec);
+    ensure!(
+        a.spec.secret_ref.name.is_empty(),
+        "a pull cluster references no token"
+    );
+    ensure!(a.spec.ca_bundle.is_none());
+    let hub_secrets: Api<Secret> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let names: Vec<String> = hub_secrets
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    ensure!(
+        !names.iter().any(|n| n.starts_with("pull-")),
+        "the hub holds no member token for a pull cluster: {names:?}"
+    );
+
+    // Join is idempotent with --error-on-existing=false, and refuses a second join without.
+    let (code, _, err) = hubfedctl(
+        env.kubeconfig_path(),
+        &[
+            "join",
+            "pull-a",
+            "--mode",
+            "pull",
+            "--cluster-context",
+            "member1",
+        ],
+    )
+    .await;
+    ensure!(
+        code != 0 && err.contains("already joined"),
+        "exit {code}: {err}"
+    );
+    let (code, out, err) = hubfedctl(
+        env.kubeconfig_path(),
+        &[
+            "join",
+            "pull-a",
+            "--mode",
+            "pull",
+            "--cluster-context",
+            "member1",
+            "--error-on-existing=false",
+        ],
+    )
+    .await;
+    ensure!(code == 0, "re-join: exit {code}\n{out}\n{err}");
+
+    // One Work holding a Secret in each cluster's namespace, written by the hub's admin (as
+    // the controller will).
+    let (ns_a, ns_b) = (cluster_namespace("pull-a"), cluster_namespace("pull-b"));
+    for (ns, value) in [(&ns_a, "c2VjcmV0LWE="), (&ns_b, "c2VjcmV0LWI=")] {
+        let works: Api<Work> = Api::namespaced(hub.clone(), ns);
+        let object = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "default"}, "data": {"password": value}});
+        works
+            .create(
+                &PostParams::default(),
+                &work("secret.default.db", ns, object),
+            )
+            .await
+            .with_context(|| format!("creating a work in {ns}"))?;
+    }
+
+    let (agent_a, cluster_a) = agent_client(env, "member1").await?;
+    ensure!(cluster_a == "pull-a", "{cluster_a}");
+    let (agent_b, _) = agent_client(env, "member2").await?;
+
+    // Its own work: readable, and its status writable.
+    let own: Api<Work> = Api::namespaced(agent_a.clone(), &ns_a);
+    let listed = own.list(&ListParams::default()).await?;
+    ensure!(listed.items.len() == 1, "{} works", listed.items.len());
+    let status = json!({"status": WorkStatus {
+        observed_generation: Some(1),
+        status: "Ok".to_owned(),
+        message: None,
+        member_version: Some("1".to_owned()),
+    }});
+    own.patch_status(
+        "secret.default.db",
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .context("the agent writes its own work's status")?;
+
+    // Another cluster's work: neither readable nor writable — a Secret placed only on
+    // pull-b stays pull-b's.
+    let other: Api<Work> = Api::namespaced(agent_a.clone(), &ns_b);
+    let mut refusals = Vec::new();
+    refusals.push((
+        "list pull-b's works",
+        is_forbidden(&other.list(&ListParams::default()).await),
+    ));
+    refusals.push((
+        "get pull-b's work",
+        is_forbidden(&other.get("secret.default.db").await),
+    ));
+    refusals.push((
+        "write pull-b's work status",
+        is_forbidden(
+            &other
+                .patch_status(
+                    "secret.default.db",
+                    &PatchParams::default(),
+                    &Patch::Merge(&status),
+                )
+                .await,
+        ),
+    ));
+    let everywhere: Api<Work> = Api::all(agent_a.clone());
+    refusals.push((
+        "list works cluster-wide",
+        is_forbidden(&everywhere.list(&ListParams::default()).await),
+    ));
+    // Its own works: read only (the hub writes them).
+    let mut changed = own.get("secret.default.db").await?;
+    changed.spec.intent = "Absent".to_owned();
+    refusals.push((
+        "rewrite its own work",
+        is_forbidden(
+            &own.replace("secret.default.db", &PostParams::default(), &changed)
+                .await,
+        ),
+    ));
+    refusals.push((
+        "create a work",
+        is_forbidden(
+            &own.create(
+                &PostParams::default(),
+                &work("x", &ns_a, json!({"apiVersion": "v1", "kind": "ConfigMap"})),
+            )
+            .await,
+        ),
+    ));
+    // No federated object, no Secret, nothing of the control plane.
+    let federated = kube::discovery::ApiResource {
+        group: "types.kubefed.io".to_owned(),
+        version: "v1beta1".to_owned(),
+        api_version: "types.kubefed.io/v1beta1".to_owned(),
+        kind: "FederatedSecret".to_owned(),
+        plural: "federatedsecrets".to_owned(),
+    };
+    let fed: Api<DynamicObject> = Api::all_with(agent_a.clone(), &federated);
+    refusals.push((
+        "list federated secrets",
+        is_forbidden(&fed.list(&ListParams::default()).await),
+    ));
+    let fed_default: Api<DynamicObject> =
+        Api::namespaced_with(agent_a.clone(), "default", &federated);
+    let mut object = DynamicObject::new("sneaky", &federated);
+    object.data = json!({"spec": {"template": {}, "placement": {"clusters": []}}});
+    refusals.push((
+        "create a federated object",
+        is_forbidden(&fed_default.create(&PostParams::default(), &object).await),
+    ));
+    let secrets: Api<Secret> = Api::namespaced(agent_a.clone(), &ns_a);
+    refusals.push((
+        "read secrets of its own namespace",
+        is_forbidden(&secrets.list(&ListParams::default()).await),
+    ));
+    let control: Api<Secret> = Api::namespaced(agent_a.clone(), KUBEFED_NAMESPACE);
+    refusals.push((
+        "read the control plane's secrets",
+        is_forbidden(&control.list(&ListParams::default()).await),
+    ));
+    let kfcs: Api<KubeFedCluster> = Api::namespaced(agent_a.clone(), KUBEFED_NAMESPACE);
+    refusals.push((
+        "list KubeFedClusters",
+        is_forbidden(&kfcs.list(&ListParams::default()).await),
+    ));
+    let other_leases: Api<Lease> = Api::namespaced(agent_a.clone(), &ns_b);
+    refusals.push((
+        "write pull-b's heartbeat",
+        is_forbidden(
+            &other_leases
+                .create(&PostParams::default(), &heartbeat(&ns_b, "x"))
+                .await,
+        ),
+    ));
+    let config_maps: Api<ConfigMap> = Api::namespaced(agent_a.clone(), &ns_a);
+    refusals.push((
+        "create config maps",
+        is_forbidden(
+            &config_maps
+                .create(
+                    &PostParams::default(),
+                    &ConfigMap {
+                        metadata: ObjectMeta {
+                            name: Some("x".to_owned()),
+                            ..ObjectMeta::default()
+                        },
+                        ..ConfigMap::default()
+                    },
+                )
+                .await,
+        ),
+    ));
+    let allowed: Vec<&str> = refusals
+        .iter()
+        .filter(|(_, refused)| !refused)
+        .map(|(what, _)| *what)
+        .collect();
+    ensure!(
+        allowed.is_empty(),
+        "pull-a's agent credentials were not refused (403) to: {allowed:?}"
+    );
+    report(format_args!(
+        "pull: {} requests refused with 403 to pull-a's agent",
+        refusals.len()
+    ));
+
+    // pull-b's agent reads its own work, not pull-a's, and the Secret it holds is its own.
+    let b_own: Api<Work> = Api::namespaced(agent_b.clone(), &ns_b);
+    let b_work = b_own.get("secret.default.db").await?;
+    ensure!(
+        b_work
+            .spec
+            .object
+            .as_ref()
+            .and_then(|o| o.pointer("/data/password"))
+            == Some(&json!("c2VjcmV0LWI=")),
+        "{:?}",
+        b_work.spec.object
+    );
+    let b_other: Api<Work> = Api::namespaced(agent_b, &ns_a);
+    ensure!(
+        is_forbidden(&b_other.get("secret.default.db").await),
+        "pull-b reads pull-a's work"
+    );
+
+    // Health from the heartbeat: none yet → not Ready; the agent's credentials keep a Lease
+    // → Ready with the version it reports; silent → Offline; renewed → Ready again.
+    wait_cluster(&hub, "pull-a", Health::Offline).await?;
+    let leases: Api<Lease> = Api::namespaced(agent_a.clone(), &ns_a);
+    leases
+        .create(&PostParams::default(), &heartbeat(&ns_a, "agent-a"))
+        .await?;
+    let beating = tokio_util::sync::CancellationToken::new();
+    let beat = tokio::spawn(renew_until(leases.clone(), beating.clone()));
+    let ready_after = wait_cluster(&hub, "pull-a", Health::Ready).await?;
+    let version = clusters
+        .get("pull-a")
+        .await?
+        .status
+        .and_then(|s| s.kubernetes_version);
+    ensure!(version.as_deref() == Some("v1.36.3-agent"), "{version:?}");
+    beating.cancel();
+    beat.await??;
+    let silent = Instant::now();
+    wait_cluster(&hub, "pull-a", Health::Offline).await?;
+    let offline_after = silent.elapsed();
+    let beating = tokio_util::sync::CancellationToken::new();
+    let beat = tokio::spawn(renew_until(leases, beating.clone()));
+    let back = Instant::now();
+    wait_cluster(&hub, "pull-a", Health::Ready).await?;
+    let back_after = back.elapsed();
+    beating.cancel();
+    beat.await??;
+    report(format_args!(
+        "pull: heartbeat → Ready in {:.1}s; silent → Offline in {:.1}s (lease 4s, probe 1s, threshold 2); renewed → Ready in {:.1}s",
+        ready_after.as_secs_f64(),
+        offline_after.as_secs_f64(),
+        back_after.as_secs_f64()
+    ));
+    // pull-b never had an agent: still Offline, with the reason.
+    let b = clusters.get("pull-b").await?;
+    let offline = b
+        .status
+        .map(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Offline")
+        .context("pull-b has no Offline condition")?;
+    ensure!(
+        offline.status == "True"
+            && offline
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains("no heartbeat"),
+        "{offline:?}"
+    );
+    Ok(())
+}
+
+fn heartbeat(ns: &str, holder: &str) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(AGENT_LEASE_NAME.to_owned()),
+            namespace: Some(ns.to_owned()),
+            annotations: Some(
+                [(
+                    AGENT_KUBERNETES_VERSION_ANNOTATION.to_owned(),
+                    "v1.36.3-agent".to_owned(),
+                )]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.to_owned()),
+            lease_duration_seconds: Some(4),
+            renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+/// Renews the heartbeat every second, as the agent will, until cancelled.
+async fn renew_until(
+    leases: Api<Lease>,
+    stop: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    while !stop.is_cancelled() {
+        let patch = json!({"spec": {"renewTime": MicroTime(k8s_openapi::jiff::Timestamp::now())}});
+        leases
+            .patch(
+                AGENT_LEASE_NAME,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .context("renewing the heartbeat with the agent's credentials")?;
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Health {
+    Ready,
+    Offline,
+}
+
+/// Waits until the cluster's conditions say `health`; returns how long it took.
+async fn wait_cluster(hub: &Client, name: &str, health: Health) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    wait_for(&format!("{name} {health:?}"), TIMEOUT, async || {
+        let Some(cluster) = clusters.get_opt(name).await? else {
+            bail!("KubeFedCluster {name} is gone");
+        };
+        let conditions = cluster.status.map(|s| s.conditions).unwrap_or_default();
+        let is = |t: &str| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == t && c.status == "True")
+        };
+        let reached = match health {
+            Health::Ready => is("Ready"),
+            Health::Offline => is("Offline"),
+        };
+        Ok(if reached {
+            Wait::Done(())
+        } else {
+            Wait::Pending(format!("conditions {conditions:?}"))
+        })
+    })
+    .await?;
+    Ok(started.elapsed())
+}

@@ -272,20 +272,18 @@ fn report_changes(
         );
     }
     for change in &choice.changes {
-        let (type_, reason) = if change.contains("replaced") {
-            (EventType::Warning, "FailedOver")
-        } else if change.contains("moved back") {
-            (EventType::Normal, "MovedBack")
+        let type_ = if change.kind.is_warning() {
+            EventType::Warning
         } else {
-            (EventType::Normal, "Replaced")
+            EventType::Normal
         };
-        info!(policy = %key, change = %change, "placement changed");
+        info!(policy = %key, change = %change.message, "placement changed");
         publish(
             ctx,
             policy,
             type_,
-            reason,
-            format!("{kind} {key}: {change}; now {summary}"),
+            change.kind.event_reason(),
+            format!("{kind} {key}: {}; now {summary}", change.message),
         );
     }
     for unsatisfied in &choice.unsatisfied {

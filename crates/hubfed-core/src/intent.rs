@@ -106,13 +106,65 @@ pub struct Previous {
     pub failed_over: Vec<FailedOver>,
 }
 
+/// What happened to a cluster of the choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// Not Ready past the grace period: replaced.
+    FailedOver,
+    /// A replaced cluster Ready again for the grace period: chosen again.
+    MovedBack,
+    /// A replacement given up for the cluster it replaced, which moved back.
+    GivenUp,
+    /// Dropped: over `maxClusters` or a spread limit (a stricter policy).
+    Dropped,
+    /// No longer a candidate (left, or no longer selected).
+    NoLongerCandidate,
+    /// Newly chosen into an existing choice.
+    Chosen,
+}
+
+impl ChangeKind {
+    /// The reason of the Event that reports it.
+    pub const fn event_reason(self) -> &'static str {
+        match self {
+            Self::FailedOver => "FailedOver",
+            Self::MovedBack => "MovedBack",
+            Self::GivenUp | Self::Dropped | Self::NoLongerCandidate | Self::Chosen => "Replaced",
+        }
+    }
+
+    /// Whether its Event is a Warning (something failed) rather than Normal.
+    pub const fn is_warning(self) -> bool {
+        matches!(self, Self::FailedOver)
+    }
+}
+
+/// One change of the choice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub kind: ChangeKind,
+    pub cluster: String,
+    /// What changed and why, one sentence starting with the cluster's name.
+    pub message: String,
+}
+
+impl Change {
+    fn new(kind: ChangeKind, cluster: &str, what: impl std::fmt::Display) -> Self {
+        Self {
+            kind,
+            cluster: cluster.to_owned(),
+            message: format!("{cluster}: {what}"),
+        }
+    }
+}
+
 /// What [`choose`] decided.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Choice {
     pub clusters: BTreeMap<String, Chosen>,
     pub failed_over: Vec<FailedOver>,
-    /// What changed and why, one sentence each (for Events).
-    pub changes: Vec<String>,
+    /// What changed and why (for Events).
+    pub changes: Vec<Change>,
     /// Constraints that could not be met (`minPerValue` without enough Ready candidates).
     pub unsatisfied: Vec<String>,
     /// Seconds until a grace period ends that may change the choice: decide again then.
@@ -331,9 +383,11 @@ pub fn choose(
                 Some(r) => format!("Ready again for {}s; replaces {r}", ctx.ready_for(cluster)),
                 None => format!("Ready again for {}s", ctx.ready_for(cluster)),
             };
-            choice
-                .changes
-                .push(format!("{}: moved back ({message})", cluster.name));
+            choice.changes.push(Change::new(
+                ChangeKind::MovedBack,
+                &cluster.name,
+                format_args!("moved back ({message})"),
+            ));
             picks.add(cluster, Reason::MovedBack, message);
         }
     }
@@ -344,15 +398,19 @@ pub fn choose(
             continue;
         };
         if given_up.contains(name) && !picks.chosen.contains_key(name) {
-            choice
-                .changes
-                .push(format!("{name}: given up for the cluster it replaced"));
+            choice.changes.push(Change::new(
+                ChangeKind::GivenUp,
+                name,
+                "given up for the cluster it replaced",
+            ));
             continue;
         }
         if !ctx.keepable(r.cluster) {
             let unready = ctx.unready_for(r.cluster);
-            choice.changes.push(format!(
-                "{name}: not Ready for {unready}s (grace {grace}s): replaced"
+            choice.changes.push(Change::new(
+                ChangeKind::FailedOver,
+                name,
+                format_args!("not Ready for {unready}s (grace {grace}s): replaced"),
             ));
             newly_failed.push(FailedOver {
                 cluster: name.to_owned(),
@@ -364,16 +422,20 @@ pub fn choose(
         if picks.fits(r.cluster) {
             picks.add(r.cluster, before.reason, before.message.clone());
         } else if !picks.chosen.contains_key(name) {
-            choice.changes.push(format!(
-                "{name}: dropped (over maxClusters or a spread limit)"
+            choice.changes.push(Change::new(
+                ChangeKind::Dropped,
+                name,
+                "dropped (over maxClusters or a spread limit)",
             ));
         }
     }
     for name in previous.clusters.keys() {
         if !by_name.contains_key(name.as_str()) {
-            choice
-                .changes
-                .push(format!("{name}: no longer a candidate"));
+            choice.changes.push(Change::new(
+                ChangeKind::NoLongerCandidate,
+                name,
+                "no longer a candidate",
+            ));
         }
     }
 
@@ -397,9 +459,11 @@ pub fn choose(
             None => (Reason::Selected, String::new()),
         };
         if !previous.clusters.is_empty() {
-            choice
-                .changes
-                .push(format!("{}: chosen ({})", r.cluster.name, reason.as_str()));
+            choice.changes.push(Change::new(
+                ChangeKind::Chosen,
+                &r.cluster.name,
+                format_args!("chosen ({})", reason.as_str()),
+            ));
         }
         picks.add(r.cluster, reason, message);
     }

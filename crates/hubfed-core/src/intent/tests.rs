@@ -330,7 +330,12 @@ fn failover_replaces_then_moves_back_only_when_asked() {
             time: NOW,
         }]
     );
-    assert!(moved.changes[0].contains("not Ready for 61s (grace 60s): replaced"));
+    assert_eq!(moved.changes[0].kind, ChangeKind::FailedOver);
+    assert!(
+        moved.changes[0]
+            .message
+            .contains("not Ready for 61s (grace 60s): replaced")
+    );
     let away = away.to_owned();
 
     // Still down: nothing changes.
@@ -365,6 +370,27 @@ fn failover_replaces_then_moves_back_only_when_asked() {
     assert_eq!(names(&returned), [home.as_str()]);
     assert_eq!(returned.clusters[&home].reason, Reason::MovedBack);
     assert!(returned.failed_over.is_empty());
+    // Moving back is two Normal changes, the return and the replacement given up — no
+    // failover (an Event reason chosen from the sentence took "…it replaced" for one).
+    let kinds: Vec<(ChangeKind, &str)> = returned
+        .changes
+        .iter()
+        .map(|c| (c.kind, c.cluster.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (ChangeKind::MovedBack, home.as_str()),
+            (ChangeKind::GivenUp, away.as_str())
+        ]
+    );
+    assert_eq!(
+        returned.changes[1].message,
+        format!("{away}: given up for the cluster it replaced")
+    );
+    assert!(returned.changes.iter().all(|c| !c.kind.is_warning()));
+    assert_eq!(ChangeKind::GivenUp.event_reason(), "Replaced");
+    assert_eq!(ChangeKind::MovedBack.event_reason(), "MovedBack");
 }
 
 #[test]

@@ -27,6 +27,13 @@
 //!   removes it ([`Decision::clear_abort`]).
 //! - A new revision while a rollout runs starts over from the first batch; the stable revision
 //!   stays the last one that completed every stage.
+//! - **Membership is fixed** when a revision's rollout starts: its batches are stored
+//!   ([`RolloutState::batches`]), so relabelling a cluster or a change of placement never moves
+//!   a cluster to another batch nor shifts the batch being rolled out. A cluster placed
+//!   mid-rollout joins the stage its labels say: a later stage's last batch (it waits for that
+//!   stage), or — when that stage is the current one or already done — the current batch,
+//!   whose gate then waits for it too (its deadline counts from the join). A cluster no longer
+//!   placed leaves its batch.
 
 use std::collections::BTreeMap;
 
@@ -101,7 +108,7 @@ pub fn state_name(federated_kind: &str, namespace: Option<&str>, name: &str) -> 
 }
 
 /// A batch of clusters gated together, with the stage it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Batch {
     pub stage: String,
     pub clusters: Vec<String>,
@@ -192,6 +199,10 @@ pub struct RolloutState {
     /// Failed applies of `revision`, by cluster: `<status>: <message>` ([`record_failures`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failures: BTreeMap<String, String>,
+    /// The batches of `revision`'s rollout, fixed when it started ([`decide`] adds clusters
+    /// placed since and drops those no longer placed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<Batch>,
     /// The clusters given `revision` so far: the only ones that may have it applied, whatever
     /// happens to batches and placement meanwhile.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
@@ -234,10 +245,12 @@ pub struct Decision {
     pub clear_abort: bool,
 }
 
-/// Decides the rollout of `revision` over `batches`.
+/// Decides the rollout of `revision`; `batches` are the strategy's batches over the clusters
+/// placed now ([`batches`]): a new rollout's membership, and the stage of a cluster placed
+/// since the rollout started.
 pub fn decide(
     strategy: &RolloutStrategy,
-    batches: &[Batch],
+    current: &[Batch],
     revision: &str,
     previous: Option<&RolloutState>,
     reports: &BTreeMap<String, ClusterReport>,
@@ -269,10 +282,11 @@ pub fn decide(
         },
     };
     let mut decision = Decision::default();
+    merge_membership(strategy, &mut state, current, now);
     let stable = state.stable.clone();
     let Some(stable) = stable else {
         // Nothing to roll out from: every cluster takes the revision.
-        for batch in batches {
+        for batch in current {
             for cluster in &batch.clusters {
                 decision
                     .allowed
@@ -280,10 +294,11 @@ pub fn decide(
             }
         }
         state.phase = Phase::Completed;
-        state.batch = batches.len();
+        state.batch = state.batches.len();
         decision.state = state;
         return decision;
     };
+    let batches = state.batches.clone();
     if !controls.aborted {
         state.abort_consumed = false;
     }
@@ -308,7 +323,7 @@ pub fn decide(
             format!(
                 "after the abort: {} starts over at stage {}",
                 state.revision,
-                batches.first().map_or("-", |b| b.stage.as_str())
+                current.first().map_or("-", |b| b.stage.as_str())
             ),
         ));
         state = RolloutState {
@@ -317,10 +332,12 @@ pub fn decide(
             batch_started: now,
             ..RolloutState::default()
         };
+        merge_membership(strategy, &mut state, current, now);
     }
+    let batches = state.batches.clone();
     advance(
         strategy,
-        batches,
+        &batches,
         reports,
         controls,
         now,
@@ -337,6 +354,80 @@ pub fn decide(
     }
     decision.state = state;
     decision
+}
+
+/// Keeps the stored membership in step with placement: a new rollout takes `current`; a
+/// cluster no longer placed leaves its batch (and what it was given: its copy is gone); a
+/// cluster placed since joins by its stage (module doc).
+fn merge_membership(
+    strategy: &RolloutStrategy,
+    state: &mut RolloutState,
+    current: &[Batch],
+    now: i64,
+) {
+    if state.batches.is_empty() {
+        state.batches = current.to_vec();
+        return;
+    }
+    let placed: BTreeMap<&str, &str> = current
+        .iter()
+        .flat_map(|b| b.clusters.iter().map(|c| (c.as_str(), b.stage.as_str())))
+        .collect();
+    for batch in &mut state.batches {
+        batch.clusters.retain(|c| placed.contains_key(c.as_str()));
+    }
+    state.reached.retain(|c| placed.contains_key(c.as_str()));
+    let order = |stage: &str| {
+        strategy
+            .stages
+            .iter()
+            .position(|s| s.name == stage)
+            .unwrap_or(strategy.stages.len())
+    };
+    let known: std::collections::BTreeSet<String> = state
+        .batches
+        .iter()
+        .flat_map(|b| b.clusters.iter().cloned())
+        .collect();
+    for (cluster, stage) in placed {
+        if known.contains(cluster) {
+            continue;
+        }
+        let at = state.batch.min(state.batches.len() - 1);
+        let later = state.batch < state.batches.len()
+            && order(stage) > order(&state.batches[state.batch].stage);
+        let index = if later {
+            match (at + 1..state.batches.len())
+                .rev()
+                .find(|&i| state.batches[i].stage == stage)
+            {
+                Some(i) => i,
+                None => {
+                    let i = (at + 1..state.batches.len())
+                        .find(|&i| order(&state.batches[i].stage) > order(stage))
+                        .unwrap_or(state.batches.len());
+                    state.batches.insert(
+                        i,
+                        Batch {
+                            stage: stage.to_owned(),
+                            clusters: Vec::new(),
+                        },
+                    );
+                    i
+                }
+            }
+        } else {
+            // Its stage is under way or done: gated with the current batch.
+            if state.batch == at && state.phase == Phase::Progressing {
+                state.batch_started = now;
+                state.ready_since = None;
+            }
+            at
+        };
+        let clusters = &mut state.batches[index].clusters;
+        clusters.push(cluster.to_owned());
+        clusters.sort();
+    }
 }
 
 fn advance(
@@ -474,7 +565,6 @@ pub fn apply_failures(applied: &[String], outcomes: &[ClusterOutcome]) -> BTreeM
 /// halts at once. Returns the events (`RolloutHalted`).
 pub fn record_failures(
     state: &mut RolloutState,
-    batches: &[Batch],
     failures: BTreeMap<String, String>,
 ) -> Vec<(&'static str, String)> {
     let mut events = Vec::new();
@@ -486,7 +576,7 @@ pub fn record_failures(
         && let Some((cluster, error)) = state.failures.iter().next()
     {
         let why = format!("{cluster}: apply failed: {error}");
-        let stage = batches.get(state.batch).map_or_else(
+        let stage = state.batches.get(state.batch).map_or_else(
             || "-".to_owned(),
             |b| format!("{} ({})", b.stage, b.clusters.join(", ")),
         );

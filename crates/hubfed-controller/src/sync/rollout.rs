@@ -84,7 +84,6 @@ pub struct Rollout {
     key: String,
     /// The state as stored by [`staged`].
     stored: Stored,
-    batches: Vec<hubfed_core::rollout::Batch>,
     /// The clusters the plan applies the new revision to.
     applied: Vec<String>,
 }
@@ -204,7 +203,6 @@ pub async fn staged(
             state_name,
             key,
             stored: saved,
-            batches,
             applied,
         }),
     })
@@ -228,7 +226,7 @@ pub async fn after_dispatch(
     else {
         return Ok(());
     };
-    let events = record_failures(&mut state, &rollout.batches, failures);
+    let events = record_failures(&mut state, failures);
     let saved = Stored {
         state: Some(state),
         ..rollout.stored.clone()

@@ -359,7 +359,7 @@ fn a_failed_apply_halts_at_once_and_only_its_revision() {
         )])
     );
     let mut state = start.state.clone();
-    let events = record_failures(&mut state, &batches, failures);
+    let events = record_failures(&mut state, failures);
     assert_eq!(state.phase, Phase::Halted);
     assert_eq!(
         state.halted.as_deref(),
@@ -610,6 +610,130 @@ fn pause_freezes_even_a_new_revision() {
     assert_eq!(
         allowed(&resumed),
         [("c1", "v3"), ("eu1", "v1"), ("eu2", "v1"), ("us1", "v1")]
+    );
+}
+
+/// Membership is fixed when the rollout starts: a relabelled cluster stays in its batch, a
+/// cluster placed mid-rollout never shifts the batch index nor skips a gate — it joins its
+/// stage (a later one: waits for it; the current or a done one: the current batch, whose gate
+/// then waits for it) — and a cluster no longer placed is no longer waited for.
+#[test]
+fn membership_is_stored_and_joiners_never_skip_a_gate() {
+    let strategy = RolloutStrategy {
+        max_clusters_per_batch: Some(1),
+        ..canary_then_eu_then_rest()
+    };
+    let go = |fleet: &[ClusterInfo],
+              state: &RolloutState,
+              reports: &BTreeMap<String, ClusterReport>,
+              now: i64| {
+        decide(
+            &strategy,
+            &batches(&strategy, fleet).expect("valid"),
+            "v2",
+            Some(state),
+            reports,
+            Controls::default(),
+            now,
+        )
+    };
+    let fleet = fleet();
+    // Batches: [c1] [eu1] [eu2] [us1]; at eu1 (batch 1).
+    let start = go(&fleet, &completed("v1"), &BTreeMap::new(), NOW);
+    let ready = reports(&[("c1", "v2", true)]);
+    let eu1 = go(
+        &fleet,
+        &go(&fleet, &start.state, &ready, NOW + 1).state,
+        &ready,
+        NOW + 40,
+    );
+    assert_eq!(eu1.state.batch, 1);
+    assert_eq!(eu1.allowed["eu1"], "v2");
+
+    // "eu0" is placed (sorted before eu1: recomputed batches would put it at index 1, and the
+    // stored index would then skip eu1's gate), "us0" too, and eu2 is relabelled to us.
+    let mut changed = fleet.clone();
+    changed.push(cluster("eu0", &[("region", "eu")]));
+    changed.push(cluster("us0", &[("region", "us")]));
+    changed[2] = cluster("eu2", &[("region", "us")]);
+    let joined = go(&changed, &eu1.state, &ready, NOW + 50);
+    assert_eq!(joined.state.batch, 1);
+    assert_eq!(joined.state.batches[1].clusters, names(&["eu0", "eu1"]));
+    assert_eq!(
+        joined.state.batches[2].clusters,
+        names(&["eu2"]),
+        "stays in eu"
+    );
+    assert_eq!(joined.state.batches[3].clusters, names(&["us0", "us1"]));
+    assert_eq!(
+        joined.state.batch_started,
+        NOW + 50,
+        "the joiner's deadline"
+    );
+    assert_eq!(
+        allowed(&joined),
+        [
+            ("c1", "v2"),
+            ("eu0", "v2"),
+            ("eu1", "v2"),
+            ("eu2", "v1"),
+            ("us0", "v1"),
+            ("us1", "v1")
+        ]
+    );
+    // eu1 Ready and soaked, eu0 not: the gate waits for eu0.
+    let eu1_ready = reports(&[
+        ("c1", "v2", true),
+        ("eu1", "v2", true),
+        ("eu0", "v2", false),
+    ]);
+    let waiting = go(
+        &changed,
+        &go(&changed, &joined.state, &eu1_ready, NOW + 51).state,
+        &eu1_ready,
+        NOW + 90,
+    );
+    assert_eq!(waiting.state.batch, 1);
+    assert_eq!(waiting.allowed["eu2"], "v1");
+    // eu0 is no longer placed: no longer waited for; eu2 (relabelled) is next, in eu.
+    let mut without = changed.clone();
+    without.retain(|c| c.name != "eu0");
+    let on = go(&without, &waiting.state, &eu1_ready, NOW + 91);
+    let next = go(&without, &on.state, &eu1_ready, NOW + 125);
+    assert_eq!(next.state.batch, 2);
+    assert_eq!(next.allowed["eu2"], "v2");
+    assert!(!next.allowed.contains_key("eu0"));
+    // A canary placed now (its stage is done) joins the current batch, not the rest.
+    let mut canaries = without.clone();
+    canaries.push(cluster("c1-b", &[]));
+    let canary_b = RolloutStrategy {
+        stages: vec![
+            Stage {
+                name: "canary".into(),
+                clusters: names(&["c1", "c1-b"]),
+                ..Stage::default()
+            },
+            strategy.stages[1].clone(),
+            strategy.stages[2].clone(),
+        ],
+        ..strategy.clone()
+    };
+    let late = decide(
+        &canary_b,
+        &batches(&canary_b, &canaries).expect("valid"),
+        "v2",
+        Some(&next.state),
+        &eu1_ready,
+        Controls::default(),
+        NOW + 130,
+    );
+    assert_eq!(late.state.batches[2].clusters, names(&["c1-b", "eu2"]));
+    assert_eq!(late.allowed["c1-b"], "v2");
+    // The membership survives a restart: it is in the stored state.
+    let json = serde_json::to_string(&late.state).expect("serializes");
+    assert_eq!(
+        serde_json::from_str::<RolloutState>(&json).expect("parses"),
+        late.state
     );
 }
 

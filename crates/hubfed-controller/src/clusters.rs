@@ -3,12 +3,11 @@
 //! [`MemberClientPool`] watches the KubeFedClusters of the KubeFed namespace and the Secrets
 //! holding their tokens, keeps one client per cluster, probes every cluster's health and
 //! publishes it in the KubeFedCluster status as KubeFed's cluster controller does
-//! (docs/kubefed-compatibility.md §1.3, §2.6). Decisions live in `health` and `config`; only `pool`
+//! (docs/kubefed-compatibility.md §1.3, §2.6). Decisions live in `hubfed_core::health` and `config`; only `pool`
 //! does IO. `tls` builds the clients of members that skip single TLS checks
 //! (`disabledTLSValidations`).
 
 mod config;
-mod health;
 mod pool;
 mod tls;
 

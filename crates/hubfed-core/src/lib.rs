@@ -14,6 +14,7 @@ pub mod error;
 pub mod gc;
 pub mod gojson;
 pub mod gopatch;
+pub mod health;
 pub mod hub;
 pub mod intent;
 pub mod lease;

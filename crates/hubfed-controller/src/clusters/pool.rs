@@ -33,12 +33,11 @@ use tracing::{debug, info, warn};
 use super::config::{
     ClientInputs, ConfigError, MemberConfigs, SecretToken, error_chain, member_configs,
 };
-use super::health::{
-    HealthTracker, ProbeOutcome, desired_conditions, healthz_ok, now, status_needs_write,
-    status_patch,
-};
 use super::tls::relaxed_client;
 use super::{HealthCheckSettings, MemberCluster};
+use hubfed_core::health::{
+    HealthTracker, ProbeOutcome, desired_conditions, healthz_ok, status_needs_write, status_patch,
+};
 
 /// Event source of KubeFed's cluster controller; kept for compatibility.
 const REPORTER: &str = "kubefedcluster-controller";
@@ -984,6 +983,13 @@ async fn probe_cluster(client: &kube::Client, timeout: Duration) -> ProbeOutcome
     }
 }
 
+/// Now, truncated to whole seconds: the API server stores `metav1.Time` with second
+/// precision, and comparisons against what it returns must not differ in sub-seconds.
+fn now() -> Time {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Time(k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
 fn format_duration(duration: Duration) -> String {
     if duration.subsec_millis() == 0 {
         format!("{}s", duration.as_secs())
@@ -1018,6 +1024,11 @@ mod tests {
         assert_eq!(truncate("short".to_owned(), 10), "short");
         assert_eq!(truncate("ééé".to_owned(), 3), "é");
         assert_eq!(truncate("x".repeat(2000), EVENT_NOTE_LIMIT).len(), 1024);
+    }
+
+    #[test]
+    fn now_has_whole_seconds() {
+        assert_eq!(now().0.subsec_nanosecond(), 0);
     }
 
     #[test]

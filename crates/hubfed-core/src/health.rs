@@ -1,4 +1,4 @@
-//! Health decisions (docs/kubefed-compatibility.md §2.6), pure: what a probe means, when a changed
+//! Cluster health decisions (docs/kubefed-compatibility.md §2.6): what a probe means, when a changed
 //! result is published (thresholds), the conditions KubeFed writes for it, and whether the status
 //! on the hub needs a write at all.
 
@@ -238,13 +238,6 @@ pub fn status_patch(
             "kubernetesVersion": kubernetes_version,
         }
     })
-}
-
-/// Now, truncated to whole seconds: the API server stores `metav1.Time` with second
-/// precision, and comparisons against what it returns must not differ in sub-seconds.
-pub fn now() -> Time {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    Time(k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
 #[cfg(test)]
@@ -506,10 +499,5 @@ mod tests {
         );
         let patch = status_patch(&conditions, Some("v1.36.0"));
         assert_eq!(patch["status"]["kubernetesVersion"], "v1.36.0");
-    }
-
-    #[test]
-    fn now_has_whole_seconds() {
-        assert_eq!(now().0.subsec_nanosecond(), 0);
     }
 }

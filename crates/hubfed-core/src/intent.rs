@@ -8,18 +8,21 @@
 //! 2. **Rank**: the sum of the weights of the matching `preferences`, higher first; ties by an
 //!    FNV hash of the object key and the cluster name (different objects spread differently,
 //!    the same object always ranks the same way), then by name.
-//! 3. **Stability**: previously chosen clusters stay chosen while they are candidates and
-//!    healthy — a cluster joining or leaving elsewhere never reshuffles a choice. With
-//!    `failover`, a chosen cluster that has been NotReady (or Offline) for the grace period is
-//!    no longer healthy: it is replaced and recorded in `failedOver`.
+//! 3. **Stability**: previously chosen clusters stay chosen while they are candidates — a
+//!    cluster joining or leaving elsewhere never reshuffles a choice.
 //! 4. **Limits**: kept clusters beyond `maxClusters` or a spread's `maxPerValue` (a stricter
 //!    policy) are dropped, lowest rank first.
 //! 5. **Fill**: first each spread value's `minPerValue`, then by rank up to `maxClusters`
 //!    (absent: every candidate), never above a `maxPerValue`. Only Ready clusters are picked.
-//! 6. **Hysteresis**: a replaced cluster is picked again only after it has been Ready for the
-//!    grace period. With `maxClusters`, it takes its place back (giving up its replacement)
-//!    only when `failover.moveBack` is true; without `maxClusters` there is no replacement
-//!    to give up and it rejoins the choice.
+//! 6. **Failover**: with `failover`, a chosen cluster that has been NotReady (or Offline) for
+//!    the grace period is replaced by the best Ready candidate that fits in its place (one
+//!    with its value of a spread key whose `minPerValue` would go unmet first) and recorded in
+//!    `failedOver`. When none fits — every candidate chosen already, or none Ready, as when
+//!    the hub is cut off from its members — it stays chosen (reason `Kept`): failures alone
+//!    never make the choice smaller, so a member that comes back never loses its copy.
+//! 7. **Hysteresis**: a replaced cluster is picked again only after it has been Ready for the
+//!    grace period. It takes its place back (giving up its replacement) only when
+//!    `failover.moveBack` is true; otherwise it is an ordinary candidate again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,7 +37,8 @@ use crate::selector::Selector;
 pub enum Reason {
     /// A candidate, no limit applies.
     Selected,
-    /// Chosen before and still healthy.
+    /// Kept through a failure: unready past the grace period with no Ready candidate to
+    /// replace it (its message says so while that lasts).
     Kept,
     /// Chosen by rank (a preference matched).
     Preferred,
@@ -121,6 +125,8 @@ pub enum ChangeKind {
     NoLongerCandidate,
     /// Newly chosen into an existing choice.
     Chosen,
+    /// Not Ready past the grace period, and no Ready candidate can take its place: kept.
+    NoReplacement,
 }
 
 impl ChangeKind {
@@ -129,13 +135,14 @@ impl ChangeKind {
         match self {
             Self::FailedOver => "FailedOver",
             Self::MovedBack => "MovedBack",
+            Self::NoReplacement => "NoReplacement",
             Self::GivenUp | Self::Dropped | Self::NoLongerCandidate | Self::Chosen => "Replaced",
         }
     }
 
     /// Whether its Event is a Warning (something failed) rather than Normal.
     pub const fn is_warning(self) -> bool {
-        matches!(self, Self::FailedOver)
+        matches!(self, Self::FailedOver | Self::NoReplacement)
     }
 }
 
@@ -258,6 +265,19 @@ impl<'a> Picks<'a> {
             )
     }
 
+    /// Takes `c` out of the choice (it must be in it): what it was chosen as.
+    fn remove(&mut self, c: &ClusterState) -> Chosen {
+        for (i, value) in self.ctx.values(c).into_iter().enumerate() {
+            if let Some(count) = value.and_then(|value| self.counts[i].get_mut(&value)) {
+                *count = count.saturating_sub(1);
+            }
+        }
+        self.chosen.remove(&c.name).unwrap_or(Chosen {
+            reason: Reason::Kept,
+            message: String::new(),
+        })
+    }
+
     fn add(&mut self, c: &ClusterState, reason: Reason, message: String) {
         for (i, value) in self.ctx.values(c).into_iter().enumerate() {
             if let Some(value) = value {
@@ -352,8 +372,7 @@ pub fn choose(
     let mut picks = Picks::new(&ctx);
 
     // Failed-over clusters: still recorded unless gone; back once Ready for the grace period.
-    let limited = spec.max_clusters.is_some();
-    let move_back = spec.failover.as_ref().is_some_and(|f| f.move_back) || !limited;
+    let move_back = spec.failover.as_ref().is_some_and(|f| f.move_back);
     let grace = ctx.grace.unwrap_or(0);
     let mut failed_over: Vec<FailedOver> = Vec::new();
     let mut returning: Vec<(&ClusterState, FailedOver)> = Vec::new();
@@ -365,18 +384,16 @@ pub fn choose(
         if stable && move_back {
             returning.push((cluster, entry.clone()));
         } else if stable {
-            // Healthy again, and the object stays where it moved: nothing left to track.
+            // Healthy again, and the object stays where it moved: nothing left to track (the
+            // cluster is an ordinary candidate again).
         } else {
             failed_over.push(entry.clone());
         }
     }
-    let given_up: BTreeSet<&str> = returning
-        .iter()
-        .filter_map(|(_, e)| e.replaced_by.as_deref())
-        .collect();
-    let recorded: BTreeSet<&str> = failed_over.iter().map(|e| e.cluster.as_str()).collect();
+    let recorded: BTreeSet<String> = failed_over.iter().map(|e| e.cluster.clone()).collect();
 
     // Returning clusters first, then those kept, by rank.
+    let mut given_up: BTreeSet<&str> = BTreeSet::new();
     for (cluster, entry) in &returning {
         if picks.fits(cluster) {
             let message = match &entry.replaced_by {
@@ -389,9 +406,12 @@ pub fn choose(
                 format_args!("moved back ({message})"),
             ));
             picks.add(cluster, Reason::MovedBack, message);
+            given_up.extend(entry.replaced_by.as_deref());
         }
     }
-    let mut newly_failed: Vec<FailedOver> = Vec::new();
+    // Chosen clusters unready past the grace period hold their place until the search for
+    // replacements below: a failure alone never makes the choice smaller.
+    let mut failing: Vec<&Ranked<'_>> = Vec::new();
     for r in &ranked {
         let name = r.cluster.name.as_str();
         let Some(before) = previous.clusters.get(name) else {
@@ -405,28 +425,27 @@ pub fn choose(
             ));
             continue;
         }
-        if !ctx.keepable(r.cluster) {
-            let unready = ctx.unready_for(r.cluster);
-            choice.changes.push(Change::new(
-                ChangeKind::FailedOver,
-                name,
-                format_args!("not Ready for {unready}s (grace {grace}s): replaced"),
-            ));
-            newly_failed.push(FailedOver {
-                cluster: name.to_owned(),
-                replaced_by: None,
-                time: now,
-            });
+        if !picks.fits(r.cluster) {
+            if !picks.chosen.contains_key(name) {
+                choice.changes.push(Change::new(
+                    ChangeKind::Dropped,
+                    name,
+                    "dropped (over maxClusters or a spread limit)",
+                ));
+            }
             continue;
         }
-        if picks.fits(r.cluster) {
+        if ctx.keepable(r.cluster) {
+            // A cluster kept through a failure says so only while it lasts.
+            let message = if before.reason == Reason::Kept {
+                String::new()
+            } else {
+                before.message.clone()
+            };
+            picks.add(r.cluster, before.reason, message);
+        } else {
             picks.add(r.cluster, before.reason, before.message.clone());
-        } else if !picks.chosen.contains_key(name) {
-            choice.changes.push(Change::new(
-                ChangeKind::Dropped,
-                name,
-                "dropped (over maxClusters or a spread limit)",
-            ));
+            failing.push(r);
         }
     }
     for name in previous.clusters.keys() {
@@ -440,25 +459,19 @@ pub fn choose(
     }
 
     // New picks: Ready, not a failed-over cluster still in its grace period.
-    let failing: BTreeSet<String> = newly_failed.iter().map(|f| f.cluster.clone()).collect();
-    let pickable = |c: &ClusterState| {
-        c.ready && !recorded.contains(c.name.as_str()) && !failing.contains(&c.name)
-    };
-    fill_spread_minimums(&ctx, &ranked, &pickable, &mut picks, &mut choice);
-    let mut replacing = newly_failed.iter_mut().filter(|_| limited);
+    let pickable = |c: &ClusterState| c.ready && !recorded.contains(&c.name);
+    let announce = !previous.clusters.is_empty();
+    fill_spread_minimums(&ctx, &ranked, &pickable, &mut picks, &mut choice, announce);
     for r in &ranked {
         if !pickable(r.cluster) || !picks.fits(r.cluster) {
             continue;
         }
-        let (reason, message) = match replacing.next() {
-            Some(failed) => {
-                failed.replaced_by = Some(r.cluster.name.clone());
-                (Reason::Replacement, format!("replaces {}", failed.cluster))
-            }
-            None if r.score > 0 => (Reason::Preferred, format!("preference score {}", r.score)),
-            None => (Reason::Selected, String::new()),
+        let (reason, message) = if r.score > 0 {
+            (Reason::Preferred, format!("preference score {}", r.score))
+        } else {
+            (Reason::Selected, String::new())
         };
-        if !previous.clusters.is_empty() {
+        if announce {
             choice.changes.push(Change::new(
                 ChangeKind::Chosen,
                 &r.cluster.name,
@@ -467,9 +480,76 @@ pub fn choose(
         }
         picks.add(r.cluster, reason, message);
     }
-    failed_over.extend(newly_failed);
+
+    // Replacements: the best Ready candidate that fits in a failing cluster's place (one
+    // with the same value of a spread key whose minimum it would leave unmet first). None:
+    // the failing cluster stays, reason Kept.
+    for failed in failing {
+        let name = failed.cluster.name.as_str();
+        let held = picks.remove(failed.cluster);
+        let short: Vec<(&str, &String)> = ctx
+            .spec
+            .spread
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let min = s.min_per_value?;
+                let value = failed.cluster.labels.get(&s.topology_key)?;
+                (picks.counts[i].get(value).copied().unwrap_or(0) < min)
+                    .then_some((s.topology_key.as_str(), value))
+            })
+            .collect();
+        let same_values = |c: &ClusterState| {
+            short
+                .iter()
+                .all(|(key, value)| c.labels.get(*key) == Some(*value))
+        };
+        let usable = |r: &&Ranked<'_>| pickable(r.cluster) && picks.fits(r.cluster);
+        let replacement = ranked
+            .iter()
+            .filter(usable)
+            .find(|r| same_values(r.cluster))
+            .or_else(|| ranked.iter().find(usable));
+        match replacement {
+            Some(r) => {
+                choice.changes.push(Change::new(
+                    ChangeKind::FailedOver,
+                    name,
+                    format_args!(
+                        "not Ready for {}s (grace {grace}s): replaced by {}",
+                        ctx.unready_for(failed.cluster),
+                        r.cluster.name
+                    ),
+                ));
+                picks.add(r.cluster, Reason::Replacement, format!("replaces {name}"));
+                failed_over.push(FailedOver {
+                    cluster: name.to_owned(),
+                    replaced_by: Some(r.cluster.name.clone()),
+                    time: now,
+                });
+            }
+            None => {
+                let message = format!(
+                    "not Ready past the grace period ({grace}s); no Ready candidate can replace it"
+                );
+                let reported = held.reason == Reason::Kept && held.message == message;
+                if !reported {
+                    choice.changes.push(Change::new(
+                        ChangeKind::NoReplacement,
+                        name,
+                        format_args!(
+                            "not Ready for {}s (grace {grace}s), no Ready candidate can replace it: kept",
+                            ctx.unready_for(failed.cluster)
+                        ),
+                    ));
+                }
+                picks.add(failed.cluster, Reason::Kept, message);
+            }
+        }
+    }
     failed_over.sort_by(|a, b| a.cluster.cmp(&b.cluster));
 
+    choice.unsatisfied = unsatisfied(&ctx, &ranked, &picks);
     choice.recheck_in = recheck_in(&ctx, &ranked, &picks.chosen, &failed_over);
     choice.clusters = picks.chosen;
     choice.failed_over = failed_over;
@@ -482,6 +562,7 @@ fn fill_spread_minimums(
     pickable: &dyn Fn(&ClusterState) -> bool,
     picks: &mut Picks<'_>,
     choice: &mut Choice,
+    announce: bool,
 ) {
     for (i, spread) in ctx.spec.spread.iter().enumerate() {
         let Some(min) = spread.min_per_value.filter(|m| *m > 0) else {
@@ -492,28 +573,51 @@ fn fill_spread_minimums(
             .filter_map(|r| r.cluster.labels.get(&spread.topology_key))
             .collect();
         for value in values {
-            let have = |picks: &Picks<'_>| picks.counts[i].get(value).copied().unwrap_or(0);
             for r in ranked {
-                if have(picks) >= min {
+                if picks.counts[i].get(value).copied().unwrap_or(0) >= min {
                     break;
                 }
                 if r.cluster.labels.get(&spread.topology_key) == Some(value)
                     && pickable(r.cluster)
                     && picks.fits(r.cluster)
                 {
+                    if announce {
+                        choice.changes.push(Change::new(
+                            ChangeKind::Chosen,
+                            &r.cluster.name,
+                            format_args!("chosen ({})", Reason::Spread.as_str()),
+                        ));
+                    }
                     let message = format!("{}={value} needs {min}", spread.topology_key);
                     picks.add(r.cluster, Reason::Spread, message);
                 }
             }
-            if have(picks) < min {
-                choice.unsatisfied.push(format!(
-                    "{}={value}: {} of at least {min} clusters chosen",
-                    spread.topology_key,
-                    have(picks)
+        }
+    }
+}
+
+/// The spread minimums the choice does not meet, per value among the candidates.
+fn unsatisfied(ctx: &Context<'_>, ranked: &[Ranked<'_>], picks: &Picks<'_>) -> Vec<String> {
+    let mut unmet = Vec::new();
+    for (i, spread) in ctx.spec.spread.iter().enumerate() {
+        let Some(min) = spread.min_per_value.filter(|m| *m > 0) else {
+            continue;
+        };
+        let values: BTreeSet<&String> = ranked
+            .iter()
+            .filter_map(|r| r.cluster.labels.get(&spread.topology_key))
+            .collect();
+        for value in values {
+            let have = picks.counts[i].get(value).copied().unwrap_or(0);
+            if have < min {
+                unmet.push(format!(
+                    "{}={value}: {have} of at least {min} clusters chosen",
+                    spread.topology_key
                 ));
             }
         }
     }
+    unmet
 }
 
 fn recheck_in(

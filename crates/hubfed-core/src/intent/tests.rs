@@ -393,35 +393,158 @@ fn failover_replaces_then_moves_back_only_when_asked() {
     assert_eq!(ChangeKind::MovedBack.event_reason(), "MovedBack");
 }
 
+/// The hub cut off from every member (all unready past the grace period): nothing can replace
+/// anything, so the choice stays as it is — it used to become empty, and the copies were
+/// deleted when the members came back, then created again. Said once, not on every look.
 #[test]
-fn a_replacement_is_never_an_unready_cluster() {
+fn every_chosen_cluster_unreachable_leaves_the_choice_unchanged() {
     let spec = failover(with_max(1), 60, false);
     let clusters = vec![cluster("a", &[]), cluster("b", &[])];
     let first = choose(&spec, KEY, &clusters, &Previous::default(), NOW).expect("valid");
-    let both_down: Vec<ClusterState> = clusters.into_iter().map(|c| unready(c, 120)).collect();
+    let [home] = names(&first)[..] else {
+        panic!("one cluster: {first:?}")
+    };
+    let home = home.to_owned();
+    let both_down: Vec<ClusterState> = clusters.iter().cloned().map(|c| unready(c, 120)).collect();
     let after = choose(&spec, KEY, &both_down, &previous_of(&first), NOW).expect("valid");
-    assert!(after.clusters.is_empty(), "{after:?}");
-    assert_eq!(after.failed_over.len(), 1);
-    assert_eq!(after.failed_over[0].replaced_by, None);
+    assert_eq!(names(&after), [home.as_str()]);
+    assert_eq!(after.clusters[&home].reason, Reason::Kept);
+    assert_eq!(
+        after.clusters[&home].message,
+        "not Ready past the grace period (60s); no Ready candidate can replace it"
+    );
+    assert!(after.failed_over.is_empty(), "{after:?}");
+    let kinds: Vec<ChangeKind> = after.changes.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [ChangeKind::NoReplacement]);
+    assert!(ChangeKind::NoReplacement.is_warning());
+    // Looked at again, still down: the same choice, nothing new to say.
+    let again = choose(&spec, KEY, &both_down, &previous_of(&after), NOW + 30).expect("valid");
+    assert_eq!(again.clusters, after.clusters);
+    assert!(again.changes.is_empty(), "{:?}", again.changes);
+    // The other cluster is Ready again: now it replaces the failed one.
+    let spare_back: Vec<ClusterState> = clusters
+        .into_iter()
+        .map(|c| if c.name == home { unready(c, 300) } else { c })
+        .collect();
+    let moved = choose(&spec, KEY, &spare_back, &previous_of(&again), NOW).expect("valid");
+    let [away] = names(&moved)[..] else {
+        panic!("one cluster: {moved:?}")
+    };
+    assert_ne!(away, home);
+    assert_eq!(moved.clusters[away].reason, Reason::Replacement);
+    assert_eq!(moved.failed_over[0].replaced_by.as_deref(), Some(away));
+    // Every cluster of a larger choice unreachable: all of them stay.
+    let spec = failover(policy(), 60, false);
+    let all = choose(&spec, KEY, &four(), &Previous::default(), NOW).expect("valid");
+    let down: Vec<ClusterState> = four().into_iter().map(|c| unready(c, 600)).collect();
+    let after = choose(&spec, KEY, &down, &previous_of(&all), NOW).expect("valid");
+    assert_eq!(names(&after), names(&all));
+    assert_eq!(after.changes.len(), 4);
 }
 
+/// A chosen cluster unready past the grace period with no spare candidate (every candidate
+/// is chosen already) stays chosen; Ready again, it is simply kept.
 #[test]
-fn without_max_clusters_a_recovered_cluster_rejoins() {
-    let spec = failover(policy(), 60, false);
-    let first = choose(&spec, KEY, &four(), &Previous::default(), NOW).expect("valid");
-    let down: Vec<ClusterState> = four()
+fn without_a_spare_a_failed_cluster_is_kept() {
+    for spec in [
+        failover(policy(), 60, false),
+        failover(with_max(4), 60, true),
+    ] {
+        let first = choose(&spec, KEY, &four(), &Previous::default(), NOW).expect("valid");
+        let down: Vec<ClusterState> = four()
+            .into_iter()
+            .map(|c| if c.name == "b" { unready(c, 90) } else { c })
+            .collect();
+        let kept = choose(&spec, KEY, &down, &previous_of(&first), NOW).expect("valid");
+        assert_eq!(names(&kept), ["a", "b", "c", "d"]);
+        assert_eq!(kept.clusters["b"].reason, Reason::Kept);
+        assert!(kept.failed_over.is_empty());
+        assert_eq!(kept.changes[0].kind, ChangeKind::NoReplacement);
+        let up: Vec<ClusterState> = four()
+            .into_iter()
+            .map(|c| if c.name == "b" { ready_since(c, 5) } else { c })
+            .collect();
+        let back = choose(&spec, KEY, &up, &previous_of(&kept), NOW).expect("valid");
+        assert_eq!(names(&back), ["a", "b", "c", "d"]);
+        assert_eq!(back.clusters["b"].reason, Reason::Kept);
+        assert_eq!(back.clusters["b"].message, "");
+        assert!(back.changes.is_empty(), "{:?}", back.changes);
+    }
+}
+
+/// A replacement exists whenever some Ready candidate fits in the failed cluster's place —
+/// under `maxClusters`, or a spread's `maxPerValue` without it; one with the failed
+/// cluster's spread value is preferred where a `minPerValue` needs it.
+#[test]
+fn a_spare_replaces_a_failed_cluster() {
+    let regions = || {
+        vec![
+            cluster("eu1", &[("region", "eu")]),
+            cluster("eu2", &[("region", "eu")]),
+            cluster("us1", &[("region", "us")]),
+            cluster("us2", &[("region", "us")]),
+        ]
+    };
+    let down = |name: &str| -> Vec<ClusterState> {
+        regions()
+            .into_iter()
+            .map(|c| if c.name == name { unready(c, 61) } else { c })
+            .collect()
+    };
+    // One per region, no maxClusters.
+    let spec = failover(
+        PlacementPolicySpec {
+            spread: vec![spread(Some(1), None)],
+            ..policy()
+        },
+        60,
+        false,
+    );
+    let first = choose(&spec, KEY, &regions(), &Previous::default(), NOW).expect("valid");
+    let chosen_eu = names(&first)
         .into_iter()
-        .map(|c| if c.name == "b" { unready(c, 90) } else { c })
-        .collect();
-    let without = choose(&spec, KEY, &down, &previous_of(&first), NOW).expect("valid");
-    assert_eq!(names(&without), ["a", "c", "d"]);
-    let up: Vec<ClusterState> = four()
+        .find(|n| n.starts_with("eu"))
+        .expect("an eu cluster")
+        .to_owned();
+    let other_eu = if chosen_eu == "eu1" { "eu2" } else { "eu1" };
+    let after = choose(&spec, KEY, &down(&chosen_eu), &previous_of(&first), NOW).expect("valid");
+    assert!(after.clusters.contains_key(other_eu), "{after:?}");
+    assert_eq!(after.clusters[other_eu].reason, Reason::Replacement);
+    assert_eq!(after.clusters.len(), 2);
+    assert_eq!(after.changes[0].kind, ChangeKind::FailedOver);
+    assert_eq!(
+        after.changes[0].message,
+        format!("{chosen_eu}: not Ready for 61s (grace 60s): replaced by {other_eu}")
+    );
+    // maxClusters 2 with at least one per region, eu preferred: the us cluster's replacement
+    // is the other us cluster although eu ranks higher.
+    let spec = failover(
+        PlacementPolicySpec {
+            max_clusters: Some(2),
+            spread: vec![spread(None, Some(1))],
+            preferences: vec![WeightedClusterPreference {
+                weight: 100,
+                cluster_selector: selector("region", "eu"),
+            }],
+            ..policy()
+        },
+        60,
+        false,
+    );
+    let first = choose(&spec, KEY, &regions(), &Previous::default(), NOW).expect("valid");
+    let chosen_us = names(&first)
         .into_iter()
-        .map(|c| if c.name == "b" { ready_since(c, 61) } else { c })
-        .collect();
-    let with = choose(&spec, KEY, &up, &previous_of(&without), NOW).expect("valid");
-    assert_eq!(names(&with), ["a", "b", "c", "d"]);
-    assert_eq!(with.clusters["b"].reason, Reason::MovedBack);
+        .find(|n| n.starts_with("us"))
+        .expect("a us cluster")
+        .to_owned();
+    let other_us = if chosen_us == "us1" { "us2" } else { "us1" };
+    let after = choose(&spec, KEY, &down(&chosen_us), &previous_of(&first), NOW).expect("valid");
+    assert!(after.clusters.contains_key(other_us), "{after:?}");
+    assert_eq!(
+        after.clusters[other_us].message,
+        format!("replaces {chosen_us}")
+    );
+    assert!(after.unsatisfied.is_empty(), "{:?}", after.unsatisfied);
 }
 
 #[test]
@@ -528,5 +651,33 @@ fn properties_hold_over_generated_inputs() {
         assert_eq!(names(&again), names(&choice), "{context}");
         let fixed = choose(&spec, KEY, &clusters, &previous_of(&choice), NOW).expect("valid");
         assert_eq!(names(&fixed), names(&choice), "{context}");
+        // Failures alone (readiness changes, nothing else) never make the choice smaller, a
+        // new pick is Ready, and the limits hold; twice in a row.
+        let mut before = choice;
+        for step in 0..2 {
+            let flipped: Vec<ClusterState> = clusters
+                .iter()
+                .map(|c| ClusterState {
+                    ready: next(3) == 0,
+                    since: Some(NOW - i64::try_from(next(300)).unwrap_or(0)),
+                    ..c.clone()
+                })
+                .collect();
+            let after = choose(&spec, KEY, &flipped, &previous_of(&before), NOW).expect("valid");
+            let context =
+                format!("round {round} step {step}: {spec:?} {flipped:?} {before:?} → {after:?}");
+            assert!(after.clusters.len() >= before.clusters.len(), "{context}");
+            if let Some(max) = spec.max_clusters {
+                assert!(after.clusters.len() <= max as usize, "{context}");
+            }
+            for name in after.clusters.keys() {
+                let c = flipped.iter().find(|c| &c.name == name).expect("a cluster");
+                assert!(
+                    c.ready || before.clusters.contains_key(name),
+                    "a new pick must be Ready: {context}"
+                );
+            }
+            before = after;
+        }
     }
 }

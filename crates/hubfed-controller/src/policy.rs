@@ -4,8 +4,9 @@
 //! kind resolved through the FederatedTypeConfigs), the registry and the policy's own status
 //! (the previous choice); [`hubfed_core::intent::choose`] decides; the choice goes into the
 //! object's `spec.placement.clusters` (unless a ReplicaSchedulingPreference of the same name
-//! schedules it: the RSP then spreads replicas over the chosen clusters and writes the
-//! placement) and into the policy's status, with an Event for every change.
+//! schedules it — the RSP controller runs, the RSP targets that kind and is valid,
+//! [`rsp_writes_placement`]: the RSP then spreads replicas over the chosen clusters and writes
+//! the placement) and into the policy's status, with an Event for every change.
 //!
 //! Triggers: the policy, the registry (clusters joining, leaving, turning Ready or not), the
 //! end of a grace period ([`Choice::recheck_in`]), and a resync every [`RESYNC`] (the target
@@ -18,11 +19,11 @@ use futures::StreamExt as _;
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::scheduling::{
     ChosenCluster, FailedOver as FailedOverStatus, PlacementPolicy, PlacementPolicyStatus,
-    PolicyCondition, ReplicaSchedulingPreference,
+    PolicyCondition, ReplicaSchedulingPreference, ReplicaSchedulingPreferenceSpec,
 };
 use hubfed_core::intent::{Choice, Chosen, ClusterState, FailedOver, Previous, Reason, choose};
 use hubfed_core::placement::ControlPlaneScope;
-use hubfed_core::schedule::TARGET_KINDS;
+use hubfed_core::schedule::{TARGET_KINDS, rsp_writes_placement};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -57,6 +58,9 @@ pub struct PolicyController {
     pub pool: Arc<MemberClientPool>,
     pub scope: ControlPlaneScope,
     pub kubefed_namespace: String,
+    /// Whether the RSP controller runs (feature gate `SchedulerPreferences`): only then does
+    /// an RSP of the same name write the placement instead of the policy.
+    pub rsp_scheduler: bool,
 }
 
 struct Context {
@@ -186,8 +190,12 @@ async fn reconcile(policy: Arc<PlacementPolicy>, ctx: Arc<Context>) -> Result<Ac
             return Ok(Action::await_change());
         }
     };
-    let scheduled_by_rsp =
-        TARGET_KINDS.contains(&kind.as_str()) && rsp_exists(&ctx, &namespace, &name).await?;
+    let rsp = if ctx.controller.rsp_scheduler && TARGET_KINDS.contains(&kind.as_str()) {
+        rsp_of(&ctx, &namespace, &name).await?
+    } else {
+        None
+    };
+    let scheduled_by_rsp = rsp_writes_placement(&kind, rsp.as_ref(), ctx.controller.rsp_scheduler);
     if !scheduled_by_rsp {
         write_placement(&targets, &target, &choice).await?;
     }
@@ -202,13 +210,18 @@ async fn reconcile(policy: Arc<PlacementPolicy>, ctx: Arc<Context>) -> Result<Ac
     }))
 }
 
-async fn rsp_exists(ctx: &Context, namespace: &str, name: &str) -> Result<bool, PolicyError> {
+/// The spec of the ReplicaSchedulingPreference `namespace/name`, if there is one.
+async fn rsp_of(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ReplicaSchedulingPreferenceSpec>, PolicyError> {
     let rsps: Api<ReplicaSchedulingPreference> =
         Api::namespaced(ctx.controller.hub.clone(), namespace);
     match rsps.get_opt(name).await {
-        Ok(found) => Ok(found.is_some()),
+        Ok(found) => Ok(found.map(|rsp| rsp.spec)),
         // The RSP CRD is not installed: no RSP.
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
         Err(e) => Err(kube_err(format!(
             "reading ReplicaSchedulingPreference {namespace}/{name}"
         ))(e)),

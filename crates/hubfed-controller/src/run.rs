@@ -680,7 +680,9 @@ async fn control_plane(
         &kubefed_config,
         shutdown.clone(),
     );
-    if kubefed_config.feature_enabled(hubfed_api::kubefedconfig::FEATURE_SCHEDULER_PREFERENCES) {
+    let rsp_scheduler =
+        kubefed_config.feature_enabled(hubfed_api::kubefedconfig::FEATURE_SCHEDULER_PREFERENCES);
+    if rsp_scheduler {
         let scheduler = crate::schedule::Scheduler {
             hub: hub.clone(),
             pool: Arc::clone(&shared.pool),
@@ -695,6 +697,7 @@ async fn control_plane(
         pool: Arc::clone(&shared.pool),
         scope: shared.scope,
         kubefed_namespace: config.kubefed_namespace.clone(),
+        rsp_scheduler,
     };
     tokio::spawn(policies.run(shutdown.clone()));
     health.set_ready(true);

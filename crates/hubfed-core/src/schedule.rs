@@ -88,6 +88,20 @@ pub fn validate(spec: &ReplicaSchedulingPreferenceSpec) -> std::result::Result<(
     }
 }
 
+/// Whether the ReplicaSchedulingPreference `rsp` of the same name as a PlacementPolicy
+/// writes the placement of the policy's target (spreading replicas over the policy's choice),
+/// so that the policy must not: only when the RSP scheduler runs (`scheduler_running`, the
+/// feature gate `SchedulerPreferences`), the RSP targets the policy's `target_kind` and the
+/// scheduler acts on it ([`validate`]). Otherwise nothing else writes the placement.
+pub fn rsp_writes_placement(
+    target_kind: &str,
+    rsp: Option<&ReplicaSchedulingPreferenceSpec>,
+    scheduler_running: bool,
+) -> bool {
+    scheduler_running
+        && rsp.is_some_and(|rsp| rsp.target_kind == target_kind && validate(rsp).is_ok())
+}
+
 /// What the pods of one member workload are doing (KubeFed `PodAnalysisResult`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodAnalysis {

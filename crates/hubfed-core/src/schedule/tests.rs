@@ -493,3 +493,36 @@ fn negative_numbers_and_other_kinds_are_refused_with_every_field_named() {
         "spec.targetKind \"FederatedStatefulSet\" is not one of FederatedDeployment, FederatedReplicaSet"
     );
 }
+
+/// A PlacementPolicy leaves the placement to an RSP of the same name only when that RSP
+/// scheduler runs, targets the same kind and is acted on.
+#[test]
+fn an_rsp_writes_the_placement_only_when_it_schedules_that_object() {
+    let deployment = rsp(6, false, &[]);
+    let kind = "FederatedDeployment";
+    assert!(rsp_writes_placement(kind, Some(&deployment), true));
+    // The SchedulerPreferences gate is off: no RSP scheduler.
+    assert!(!rsp_writes_placement(kind, Some(&deployment), false));
+    // No RSP.
+    assert!(!rsp_writes_placement(kind, None, true));
+    // The RSP targets another kind (a FederatedReplicaSet of the same name).
+    assert!(!rsp_writes_placement(
+        "FederatedReplicaSet",
+        Some(&deployment),
+        true
+    ));
+    let mut replica_set = deployment.clone();
+    replica_set.target_kind = "FederatedReplicaSet".into();
+    assert!(!rsp_writes_placement(kind, Some(&replica_set), true));
+    // The policy targets a kind no RSP can schedule.
+    let mut config_map = deployment.clone();
+    config_map.target_kind = "FederatedConfigMap".into();
+    assert!(!rsp_writes_placement(
+        "FederatedConfigMap",
+        Some(&config_map),
+        true
+    ));
+    // The scheduler refuses the RSP.
+    let negative = rsp(-1, false, &[]);
+    assert!(!rsp_writes_placement(kind, Some(&negative), true));
+}

@@ -176,6 +176,10 @@ crate::condition::string_enum! {
         /// `kube-system` UID); nothing is written or deleted through either name until one is
         /// unjoined (they would undo each other's work).
         DuplicateCluster => "DuplicateCluster",
+        /// hubfed extension: a staged rollout (docs/user-guide.md "Rollouts") has not given this
+        /// cluster the object's current revision yet — its stage has not started, or the
+        /// rollout is paused or halted; the copy is left as it is until then.
+        RolloutPending => "RolloutPending",
     }
 }
 
@@ -214,7 +218,7 @@ mod tests {
 
     #[test]
     fn propagation_statuses_round_trip_through_the_wire() {
-        assert_eq!(PropagationStatus::ALL.len(), 23);
+        assert_eq!(PropagationStatus::ALL.len(), 24);
         for status in PropagationStatus::ALL {
             assert_eq!(PropagationStatus::parse(status.as_str()), Some(*status));
             let wire = status.to_wire();

@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::placement::ClusterInfo;
+use crate::plan::ClusterAction;
 use crate::selector::Selector;
 use crate::status::{ClusterOutcome, PropagationStatus};
 
@@ -528,6 +529,46 @@ fn advance(
         state.batch += 1;
         state.batch_started = now;
         state.ready_since = None;
+    }
+}
+
+/// The action for a placed cluster the rollout does not give the current revision (yet),
+/// instead of `action`, the plan's for that revision: nothing is written there. What the plan
+/// found wrong there (not ready, a cache that could not be read, ...) is reported as it is;
+/// an apply it would have made is reported as `RolloutPending`, with why — also for a cluster
+/// placed mid-rollout that has no copy yet. A cluster already up to date stays so. `why` is
+/// the message ([`pending_message`]).
+pub fn held_action(action: ClusterAction, why: impl FnOnce() -> String) -> ClusterAction {
+    match action {
+        ClusterAction::Apply(_) => ClusterAction::Blocked {
+            status: PropagationStatus::RolloutPending,
+            message: why(),
+        },
+        other => other,
+    }
+}
+
+/// Why a cluster does not have the revision being rolled out.
+pub fn pending_message(state: &RolloutState, cluster: &str) -> String {
+    let revision = &state.revision;
+    let keeps = "this cluster keeps what it runs";
+    match state.phase {
+        Phase::Paused => format!("the rollout of {revision} is paused; {keeps}"),
+        Phase::Halted => format!(
+            "the rollout of {revision} halted ({}); {keeps} until a new revision",
+            state.halted.as_deref().unwrap_or("-")
+        ),
+        Phase::Aborted => format!(
+            "the rollout of {revision} was aborted and the stable revision's spec is unknown; {keeps}"
+        ),
+        Phase::Progressing | Phase::Completed => {
+            let stage = state
+                .batches
+                .iter()
+                .find(|b| b.clusters.iter().any(|c| c == cluster))
+                .map_or("-", |b| b.stage.as_str());
+            format!("the rollout of {revision} has not reached stage {stage}; {keeps}")
+        }
     }
 }
 

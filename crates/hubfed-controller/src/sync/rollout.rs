@@ -17,8 +17,8 @@ use hubfed_core::placement::ClusterInfo;
 use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, plan};
 use hubfed_core::rollout::{
     CONTROL_ANNOTATION, ClusterReport, Controls, Decision, Phase, RolloutState,
-    STATE_OBJECT_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches, decide, record_failures,
-    state_key, state_name,
+    STATE_OBJECT_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches, decide, held_action,
+    pending_message, record_failures, state_key, state_name,
 };
 use hubfed_core::status::ClusterOutcome;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -119,7 +119,7 @@ pub async fn staged(
                 "RolloutStrategyNotFound",
                 &message,
             );
-            return hold_everything(ctx, obj, planned).await;
+            return hold_everything(ctx, obj, planned, &message).await;
         }
     };
     let state_name = state_name(
@@ -146,7 +146,7 @@ pub async fn staged(
                 "InvalidRolloutStrategy",
                 &message,
             );
-            return hold_everything(ctx, obj, planned).await;
+            return hold_everything(ctx, obj, planned, &message).await;
         }
     };
     let reports = reports(observed, &planned);
@@ -283,6 +283,7 @@ async fn hold_everything(
     ctx: &TypeContext,
     obj: &DynamicObject,
     planned: Plan,
+    why: &str,
 ) -> Result<Staged, Error> {
     let state_name = state_name(
         &ctx.federated.kind,
@@ -293,8 +294,10 @@ async fn hold_everything(
         return Ok(Staged::unstaged(planned));
     }
     let mut held = planned;
-    held.clusters
-        .retain(|c| !matches!(c.action, ClusterAction::Apply(_)));
+    for cluster_plan in &mut held.clusters {
+        let action = std::mem::replace(&mut cluster_plan.action, ClusterAction::UpToDate);
+        cluster_plan.action = held_action(action, || why.to_owned());
+    }
     Ok(Staged {
         plan: held,
         recheck: Some(Duration::from_secs(30)),
@@ -372,22 +375,17 @@ fn combine(
     }
     // Clusters the rollout has not reached are left as they are: no write until the new
     // revision reaches them (a change made mid-rollout never sends a cluster back to an
-    // older revision). Only an abort writes the stable revision back.
-    if decision.state.phase != Phase::Aborted {
-        for cluster_plan in &mut planned.clusters {
-            if held.contains(&&cluster_plan.cluster) {
-                cluster_plan.action = ClusterAction::UpToDate;
-            }
-        }
-        return planned;
-    }
-    let stable_plan = stable_spec.map(|spec| {
-        let mut object = observed.federated.clone();
-        object.spec = spec.clone();
-        let mut input = observed.plan_input(ctx);
-        input.object = &object;
-        plan(&input)
-    });
+    // older revision), and their status says so. Only an abort writes the stable revision back.
+    let stable_plan = (decision.state.phase == Phase::Aborted)
+        .then_some(stable_spec)
+        .flatten()
+        .map(|spec| {
+            let mut object = observed.federated.clone();
+            object.spec = spec.clone();
+            let mut input = observed.plan_input(ctx);
+            input.object = &object;
+            plan(&input)
+        });
     for cluster_plan in &mut planned.clusters {
         if !held.contains(&&cluster_plan.cluster) {
             continue;
@@ -400,10 +398,12 @@ fn combine(
                     .find(|c| c.cluster == cluster_plan.cluster)
             })
             .map(|c| c.action.clone());
+        let action = std::mem::replace(&mut cluster_plan.action, ClusterAction::UpToDate);
         cluster_plan.action = match stable_action {
             Some(action) => action,
-            // The stable spec is unknown (stored before this controller kept it): leave the copy.
-            None => ClusterAction::UpToDate,
+            None => held_action(action, || {
+                pending_message(&decision.state, &cluster_plan.cluster)
+            }),
         };
     }
     planned

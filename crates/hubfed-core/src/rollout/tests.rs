@@ -737,6 +737,71 @@ fn membership_is_stored_and_joiners_never_skip_a_gate() {
     );
 }
 
+/// A held cluster reports honestly: what the plan found wrong there stays, an apply it would
+/// have made (a newly placed cluster's creation too) is `RolloutPending` with why, and a
+/// cluster already up to date stays `Ok`.
+#[test]
+fn held_clusters_report_what_holds_them() {
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let start = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&completed("v1")),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW,
+    );
+    let apply = ClusterAction::Apply(crate::plan::ApplyAction {
+        object: serde_json::json!({}),
+        desired_hash: String::new(),
+        creates: true,
+        create_only: false,
+        adopts: false,
+        released_fields: Vec::new(),
+    });
+    let why = |state: &RolloutState, cluster: &str| {
+        let (state, cluster) = (state.clone(), cluster.to_owned());
+        move || pending_message(&state, &cluster)
+    };
+    match held_action(apply.clone(), why(&start.state, "eu1")) {
+        ClusterAction::Blocked { status, message } => {
+            assert_eq!(status, PropagationStatus::RolloutPending);
+            assert_eq!(
+                message,
+                "the rollout of v2 has not reached stage eu; this cluster keeps what it runs"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let not_ready = ClusterAction::Blocked {
+        status: PropagationStatus::ClusterNotReady,
+        message: "cluster not ready".into(),
+    };
+    assert_eq!(
+        held_action(not_ready.clone(), why(&start.state, "eu1")),
+        not_ready
+    );
+    assert_eq!(
+        held_action(ClusterAction::UpToDate, why(&start.state, "eu1")),
+        ClusterAction::UpToDate
+    );
+    let paused = RolloutState {
+        phase: Phase::Paused,
+        ..start.state.clone()
+    };
+    match held_action(apply, why(&paused, "c1")) {
+        ClusterAction::Blocked { message, .. } => {
+            assert_eq!(
+                message,
+                "the rollout of v2 is paused; this cluster keeps what it runs"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn the_first_revision_goes_everywhere() {
     let strategy = canary_then_eu_then_rest();

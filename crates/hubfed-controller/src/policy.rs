@@ -201,6 +201,17 @@ async fn reconcile(policy: Arc<PlacementPolicy>, ctx: Arc<Context>) -> Result<Ac
     }
     report_changes(&ctx, &policy, &previous, &choice, &kind, &key);
     let status = status_of(&policy, &choice, now);
+    if unsatisfied_is_news(policy.status.as_ref(), &status, &choice) {
+        for unsatisfied in &choice.unsatisfied {
+            publish(
+                &ctx,
+                &policy,
+                EventType::Warning,
+                "ConstraintUnsatisfied",
+                unsatisfied.clone(),
+            );
+        }
+    }
     if policy.status.as_ref() != Some(&status) {
         patch_status(&ctx, &policy, &status).await?;
     }
@@ -299,15 +310,22 @@ fn report_changes(
             format!("{kind} {key}: {}; now {summary}", change.message),
         );
     }
-    for unsatisfied in &choice.unsatisfied {
-        publish(
-            ctx,
-            policy,
-            EventType::Warning,
-            "ConstraintUnsatisfied",
-            unsatisfied.clone(),
-        );
-    }
+}
+
+/// Whether the choice's unmet constraints are news: the `Placed` condition that states them
+/// changed. A constraint that stays unmet is reported once, not on every look.
+fn unsatisfied_is_news(
+    previous: Option<&PlacementPolicyStatus>,
+    status: &PlacementPolicyStatus,
+    choice: &Choice,
+) -> bool {
+    let placed = |s: &PlacementPolicyStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == PLACED)
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    !choice.unsatisfied.is_empty() && previous.and_then(placed) != placed(status)
 }
 
 fn summary(choice: &Choice) -> String {
@@ -377,7 +395,12 @@ fn rfc3339(seconds: i64) -> String {
 
 fn status_of(policy: &PlacementPolicy, choice: &Choice, now: i64) -> PlacementPolicyStatus {
     let (placed, reason, message) = if choice.clusters.is_empty() {
-        (false, "NoClusters", "no Ready candidate cluster".to_owned())
+        let mut message = "no Ready candidate cluster".to_owned();
+        for unsatisfied in &choice.unsatisfied {
+            message.push_str("; ");
+            message.push_str(unsatisfied);
+        }
+        (false, "NoClusters", message)
     } else if !choice.unsatisfied.is_empty() {
         (
             false,
@@ -536,6 +559,43 @@ mod tests {
         let mut known = STATUS_FIELDS.to_vec();
         known.sort_unstable();
         assert_eq!(keys, known);
+    }
+
+    /// An unmet constraint is reported when it first shows and when it changes, not on every
+    /// reconcile.
+    #[test]
+    fn unmet_constraints_are_reported_once() {
+        let policy = PlacementPolicy::new("web", PlacementPolicySpec::default());
+        let unmet = |clusters: &[&str], unsatisfied: &[&str]| Choice {
+            clusters: clusters
+                .iter()
+                .map(|c| ((*c).to_owned(), chosen(Reason::Selected, "")))
+                .collect(),
+            unsatisfied: unsatisfied.iter().map(|u| (*u).to_owned()).collect(),
+            ..Choice::default()
+        };
+        let mut current = policy.clone();
+        let mut reported = Vec::new();
+        for (step, choice) in [
+            unmet(&["a"], &["region=us: 0 of at least 1 clusters chosen"]),
+            unmet(&["a"], &["region=us: 0 of at least 1 clusters chosen"]),
+            unmet(&["a", "b"], &["region=us: 0 of at least 1 clusters chosen"]),
+            unmet(&[], &["region=us: 0 of at least 1 clusters chosen"]),
+            unmet(&[], &["region=us: 0 of at least 1 clusters chosen"]),
+            unmet(&["a"], &[]),
+            unmet(&["a"], &["region=us: 0 of at least 1 clusters chosen"]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let status = status_of(&current, &choice, 1_800_000_000);
+            if unsatisfied_is_news(current.status.as_ref(), &status, &choice) {
+                reported.push(step);
+            }
+            current.status = Some(status);
+        }
+        // Step 2 only adds a cluster; step 3 has none left (NoClusters), step 6 is unmet again.
+        assert_eq!(reported, [0, 3, 6]);
     }
 
     /// What is written is read back as the same previous choice.

@@ -59,6 +59,29 @@ pub const STATE_PREFIX: &str = "hubfed-rollout.";
 /// Annotation of a state ConfigMap: the object it belongs to, [`state_key`].
 pub const STATE_OBJECT_ANNOTATION: &str = "hubfed.io/rollout-object";
 
+/// Annotation of a state ConfigMap: the UID of the object it belongs to ([`state_belongs`]).
+pub const STATE_UID_ANNOTATION: &str = "hubfed.io/rollout-object-uid";
+
+/// Whether a stored state belongs to the object with `uid`: the state of an earlier object of
+/// the same name (deleted, then created again) does not — its revisions and stable spec are
+/// not this object's, which starts afresh. A state stored without a UID is taken as the
+/// object's.
+pub fn state_belongs(stored_uid: Option<&str>, uid: Option<&str>) -> bool {
+    match (stored_uid, uid) {
+        (Some(stored), Some(uid)) => stored == uid,
+        _ => true,
+    }
+}
+
+/// Whether the state ConfigMap, in the control plane's namespace, can name the federated
+/// object as its owner, so that Kubernetes' garbage collector deletes it with the object:
+/// owner references never cross namespaces, so only a cluster-scoped object or one in the
+/// control plane's own namespace. The controller deletes the others' state itself when the
+/// object is deleted.
+pub fn state_owned_by_object(namespace: Option<&str>, kubefed_namespace: &str) -> bool {
+    namespace.is_none_or(|ns| ns == kubefed_namespace)
+}
+
 /// The full identity of a federated object's rollout state: `<federated kind>/<namespace>/<name>`
 /// (`<federated kind>/<name>` for a cluster-scoped object); kept in the state ConfigMap's
 /// [`STATE_OBJECT_ANNOTATION`], since its name may be shortened.

@@ -17,8 +17,9 @@ use hubfed_core::placement::ClusterInfo;
 use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, plan};
 use hubfed_core::rollout::{
     CONTROL_ANNOTATION, ClusterReport, Controls, Decision, Phase, RolloutState,
-    STATE_OBJECT_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches, decide, held_action,
-    pending_message, record_failures, state_key, state_name,
+    STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches,
+    decide, held_action, pending_message, record_failures, state_belongs, state_key, state_name,
+    state_owned_by_object,
 };
 use hubfed_core::status::ClusterOutcome;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -78,10 +79,40 @@ impl Staged {
     }
 }
 
+/// Where an object's rollout state is stored, and what identifies it there.
+struct StateRef {
+    /// The ConfigMap ([`state_name`]).
+    name: String,
+    /// [`state_key`].
+    key: String,
+    uid: Option<String>,
+    /// The owner reference to the object, where one is possible ([`state_owned_by_object`]).
+    owner: Option<serde_json::Value>,
+}
+
+impl StateRef {
+    fn new(ctx: &TypeContext, obj: &DynamicObject) -> Self {
+        let (kind, namespace, name) = (&ctx.federated.kind, obj.namespace(), obj.name_any());
+        let owned = state_owned_by_object(namespace.as_deref(), &ctx.shared.kubefed_namespace);
+        Self {
+            name: state_name(kind, namespace.as_deref(), &name),
+            key: state_key(kind, namespace.as_deref(), &name),
+            uid: obj.uid(),
+            owner: obj.uid().filter(|_| owned).map(|uid| {
+                json!({
+                    "apiVersion": ctx.federated.api_version,
+                    "kind": kind,
+                    "name": name,
+                    "uid": uid,
+                })
+            }),
+        }
+    }
+}
+
 /// What this reconcile decided and stored of a rollout, for recording how its applies went.
 pub struct Rollout {
-    state_name: String,
-    key: String,
+    state: StateRef,
     /// The state as stored by [`staged`].
     stored: Stored,
     /// The clusters the plan applies the new revision to.
@@ -96,6 +127,10 @@ pub async fn staged(
     observed: &Observed,
     planned: Plan,
 ) -> Result<Staged, Error> {
+    if planned.disposition == Disposition::Delete {
+        // The object goes: so does its rollout state (owned ones go with it anyway).
+        delete_state(ctx, &StateRef::new(ctx, obj)).await?;
+    }
     if planned.disposition != Disposition::Sync {
         return Ok(Staged::unstaged(planned));
     }
@@ -122,12 +157,8 @@ pub async fn staged(
             return hold_everything(ctx, obj, planned, &message).await;
         }
     };
-    let state_name = state_name(
-        &ctx.federated.kind,
-        obj.namespace().as_deref(),
-        &obj.name_any(),
-    );
-    let stored = load(ctx, &state_name).await?;
+    let state_ref = StateRef::new(ctx, obj);
+    let stored = load(ctx, &state_ref).await?;
     let new = revision(&observed.template_version, &observed.overrides_version);
     let placed: Vec<ClusterInfo> = observed
         .infos()
@@ -163,18 +194,13 @@ pub async fn staged(
     );
     publish_events(ctx, observed, &decision.events);
     let stable_spec = stable_spec(&stored, &decision);
-    let key = state_key(
-        &ctx.federated.kind,
-        obj.namespace().as_deref(),
-        &obj.name_any(),
-    );
     let saved = Stored {
         state: Some(decision.state.clone()),
         current: Some(observed.federated.spec.clone()),
         stable: stable_spec,
         exists: true,
     };
-    save(ctx, &state_name, &key, &stored, &saved).await?;
+    save(ctx, &state_ref, &stored, &saved).await?;
     if decision.clear_abort {
         clear_abort(ctx, obj).await;
     }
@@ -200,8 +226,7 @@ pub async fn staged(
         plan: combined,
         recheck,
         rollout: Some(Rollout {
-            state_name,
-            key,
+            state: state_ref,
             stored: saved,
             applied,
         }),
@@ -231,14 +256,7 @@ pub async fn after_dispatch(
         state: Some(state),
         ..rollout.stored.clone()
     };
-    save(
-        ctx,
-        &rollout.state_name,
-        &rollout.key,
-        &rollout.stored,
-        &saved,
-    )
-    .await?;
+    save(ctx, &rollout.state, &rollout.stored, &saved).await?;
     publish_events(ctx, observed, &events);
     Ok(())
 }
@@ -285,12 +303,7 @@ async fn hold_everything(
     planned: Plan,
     why: &str,
 ) -> Result<Staged, Error> {
-    let state_name = state_name(
-        &ctx.federated.kind,
-        obj.namespace().as_deref(),
-        &obj.name_any(),
-    );
-    if load(ctx, &state_name).await?.state.is_none() {
+    if load(ctx, &StateRef::new(ctx, obj)).await?.state.is_none() {
         return Ok(Staged::unstaged(planned));
     }
     let mut held = planned;
@@ -409,12 +422,21 @@ fn combine(
     planned
 }
 
-async fn load(ctx: &TypeContext, name: &str) -> Result<Stored, Error> {
+/// The stored state of the object; none when there is none, or when it is an earlier same-named
+/// object's ([`state_belongs`]: it is overwritten).
+async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, Error> {
     let api: Api<ConfigMap> =
         Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
-    let Some(map) = bounded(api.get_opt(name)).await?? else {
+    let Some(map) = bounded(api.get_opt(&state.name)).await?? else {
         return Ok(Stored::default());
     };
+    let stored_uid = map.annotations().get(STATE_UID_ANNOTATION).cloned();
+    if !state_belongs(stored_uid.as_deref(), state.uid.as_deref()) {
+        return Ok(Stored {
+            exists: true,
+            ..Stored::default()
+        });
+    }
     let data = map.data.unwrap_or_default();
     fn parse<T: serde::de::DeserializeOwned>(
         data: &BTreeMap<String, String>,
@@ -430,13 +452,27 @@ async fn load(ctx: &TypeContext, name: &str) -> Result<Stored, Error> {
     })
 }
 
+/// Deletes the object's state, if there is one.
+async fn delete_state(ctx: &TypeContext, state: &StateRef) -> Result<(), Error> {
+    let api: Api<ConfigMap> =
+        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
+    match bounded(api.delete(&state.name, &Default::default())).await? {
+        Ok(_) => {
+            info!(configmap = %state.name, "rollout state deleted with its object");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 async fn save(
     ctx: &TypeContext,
-    name: &str,
-    key: &str,
+    state: &StateRef,
     stored: &Stored,
     saved: &Stored,
 ) -> Result<(), Error> {
+    let name = state.name.as_str();
     let unchanged = stored.state == saved.state
         && stored.current == saved.current
         && stored.stable == saved.stable;
@@ -457,7 +493,11 @@ async fn save(
         "metadata": {
             "name": name,
             "labels": {"app.kubernetes.io/managed-by": "hubfed"},
-            "annotations": {STATE_OBJECT_ANNOTATION: key},
+            "annotations": {
+                STATE_OBJECT_ANNOTATION: state.key,
+                STATE_UID_ANNOTATION: state.uid,
+            },
+            "ownerReferences": state.owner.iter().collect::<Vec<_>>(),
         },
         "data": data,
     });

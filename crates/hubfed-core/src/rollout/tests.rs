@@ -945,3 +945,24 @@ fn state_names_are_valid_and_distinct() {
         "FederatedClusterRole/a:b"
     );
 }
+
+/// A recreated object (same name, new UID) does not inherit the old object's state; only
+/// cluster-scoped objects and those in the control plane's namespace can own their state.
+#[test]
+fn state_belongs_to_one_object() {
+    assert!(state_belongs(Some("uid-1"), Some("uid-1")));
+    assert!(!state_belongs(Some("uid-1"), Some("uid-2")));
+    assert!(
+        state_belongs(None, Some("uid-2")),
+        "stored before UIDs were kept"
+    );
+    assert!(state_owned_by_object(None, "kube-federation-system"));
+    assert!(state_owned_by_object(
+        Some("kube-federation-system"),
+        "kube-federation-system"
+    ));
+    assert!(!state_owned_by_object(
+        Some("shop"),
+        "kube-federation-system"
+    ));
+}

@@ -432,6 +432,75 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
                 .contains("no heartbeat"),
         "{offline:?}"
     );
+
+    // Unjoin removes both sides; the agent's credentials stop working.
+    let (code, out, err) = hubfedctl(
+        env.kubeconfig_path(),
+        &["unjoin", "pull-b", "--cluster-context", "member2"],
+    )
+    .await;
+    ensure!(code == 0, "unjoin pull-b: exit {code}\n{out}\n{err}");
+    ensure!(
+        clusters.get_opt("pull-b").await?.is_none(),
+        "KubeFedCluster pull-b is left"
+    );
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
+    let work_ns = namespaces.get_opt(&ns_b).await?;
+    ensure!(
+        work_ns.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some()),
+        "{ns_b} is left in the hub"
+    );
+    let member2 = env.cluster("member2").context("member2")?.client().await?;
+    let member2_secrets: Api<Secret> = Api::namespaced(member2, KUBEFED_NAMESPACE);
+    ensure!(
+        member2_secrets.get_opt(MEMBER_SECRET).await?.is_none(),
+        "member2 keeps the agent's hub credentials"
+    );
+    wait_for(
+        "pull-b's agent credentials to stop working",
+        TIMEOUT,
+        async || {
+            Ok(match b_own.list(&ListParams::default()).await {
+                Err(kube::Error::Api(e)) if [401, 403, 404].contains(&e.code) => Wait::Done(()),
+                other => Wait::Pending(format!("{:?}", other.map(|l| l.items.len()))),
+            })
+        },
+    )
+    .await?;
+
+    // -o yaml: the member side as manifests, nothing written to the member.
+    let (code, out, err) = hubfedctl(
+        env.kubeconfig_path(),
+        &[
+            "join",
+            "pull-b",
+            "--mode",
+            "pull",
+            "--cluster-context",
+            "member2",
+            "-o",
+            "yaml",
+        ],
+    )
+    .await;
+    ensure!(code == 0, "join -o yaml: exit {code}\n{out}\n{err}");
+    for expected in [
+        "kind: ServiceAccount",
+        "kind: ClusterRole",
+        "kind: Secret",
+        MEMBER_SECRET,
+        "kubeconfig:",
+    ] {
+        ensure!(out.contains(expected), "no {expected:?} in\n{out}");
+    }
+    ensure!(
+        member2_secrets.get_opt(MEMBER_SECRET).await?.is_none(),
+        "join -o yaml wrote to the member"
+    );
+    ensure!(
+        clusters.get_opt("pull-b").await?.is_some(),
+        "the hub side is written"
+    );
     Ok(())
 }
 

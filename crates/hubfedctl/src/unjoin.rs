@@ -10,10 +10,12 @@
 use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::{ApiResource, ResourceScope};
-use hubfed_api::kubefedcluster::KubeFedCluster;
+use hubfed_api::kubefedcluster::{KubeFedCluster, SyncMode};
 use hubfed_api::kubefedconfig::KubeFedConfig;
 use hubfed_api::names::{KUBEFED_CONFIG_NAME, MANAGED_LABEL, OWNER_ANNOTATION};
+use hubfed_api::work::AGENT_SERVICE_ACCOUNT;
 use hubfed_core::gc::owned_by;
+use hubfed_core::pull::cluster_namespace;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -23,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::join::{federated_targets, host_cluster};
 use crate::kubeconfig::Target;
 use crate::ops;
+use crate::pull::AGENT_HUB_SECRET;
 use crate::rbac::JoinNames;
 use crate::session::Session;
 
@@ -36,7 +39,6 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     let dry_run = args.dry_run;
     let host = host_cluster(session, args.host_cluster_name.as_deref()).await?;
     let hub = &host.target;
-    let names = JoinNames::new(&ns, cluster, &host.name);
 
     let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
     let registered = match hub_clusters.get_opt(cluster).await {
@@ -49,6 +51,19 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
             "cluster {cluster:?} is not joined: no KubeFedCluster {ns}/{cluster} in the hub (pass --force to clean up the member anyway)"
         )));
     }
+    let pull = registered
+        .as_ref()
+        .is_some_and(|c| c.spec.sync_mode == SyncMode::Pull);
+    // A pull member's agent acts as `hubfed-agent`; a push member's hubfed as kubefedctl's
+    // `<cluster>-<host>`.
+    let names = if pull {
+        JoinNames {
+            namespace: ns.clone(),
+            service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
+        }
+    } else {
+        JoinNames::new(&ns, cluster, &host.name)
+    };
 
     // Everything that can fail on the member side without --force is checked before the hub
     // is changed.
@@ -88,6 +103,12 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
             let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
             ops::delete(session, &hub_place, hub, &secrets, secret, dry_run).await?;
         }
+    }
+    if pull {
+        // The work namespace holds the agent's identity, token and work: all of it goes.
+        let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+        let work_ns = cluster_namespace(cluster);
+        ops::delete(session, &hub_place, hub, &namespaces, &work_ns, dry_run).await?;
     }
 
     let Some(member) = member else {
@@ -207,15 +228,10 @@ async fn clean_member(
     }
     ops::delete(session, &place, member, &roles, &names.role(), dry_run).await?;
     let secrets: Api<Secret> = Api::namespaced(member.client.clone(), ns);
-    ops::delete(
-        session,
-        &place,
-        member,
-        &secrets,
-        &names.service_account,
-        dry_run,
-    )
-    .await?;
+    // A push join's token Secret; a pull join's hub credentials.
+    for secret in [names.service_account.as_str(), AGENT_HUB_SECRET] {
+        ops::delete(session, &place, member, &secrets, secret, dry_run).await?;
+    }
     let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), ns);
     ops::delete(
         session,

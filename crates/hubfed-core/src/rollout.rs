@@ -474,6 +474,18 @@ fn advance(
             return;
         }
         if controls.paused {
+            // The soak goes on while paused, and so does what breaks it.
+            let revision = state.revision.as_str();
+            let ready = batches.get(state.batch).is_some_and(|b| {
+                b.clusters.iter().all(|c| {
+                    reports
+                        .get(c)
+                        .is_some_and(|r| r.ready && r.revision.as_deref() == Some(revision))
+                })
+            });
+            if !ready {
+                state.ready_since = None;
+            }
             state.phase = Phase::Paused;
             return;
         }
@@ -535,9 +547,11 @@ fn advance(
             decision.recheck_in = Some(left.max(1));
             return;
         }
+        // Whole seconds: it became Ready up to a second after `since`, so a full soak has
+        // passed only once more than `soak` seconds have.
         let since = *state.ready_since.get_or_insert(now);
-        if now - since < soak {
-            decision.recheck_in = Some(soak - (now - since));
+        if soak > 0 && now - since <= soak {
+            decision.recheck_in = Some(soak + 1 - (now - since));
             return;
         }
         decision.events.push((

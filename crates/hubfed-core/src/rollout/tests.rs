@@ -193,8 +193,10 @@ fn a_good_revision_goes_stage_by_stage() {
     let ready = reports(&[("c1", "v2", true)]);
     let soaking = go(&start.state, &ready, NOW + 5);
     assert_eq!(soaking.state.batch, 0);
-    assert_eq!(soaking.recheck_in, Some(30));
-    let eu = go(&soaking.state, &ready, NOW + 35);
+    // Seconds are whole: Ready at NOW + 5.9 has soaked 30 s only at NOW + 36.
+    assert_eq!(soaking.recheck_in, Some(31));
+    assert_eq!(go(&soaking.state, &ready, NOW + 35).state.batch, 0);
+    let eu = go(&soaking.state, &ready, NOW + 36);
     assert_eq!(eu.state.batch, 1);
     assert_eq!(eu.events[0].0, "StageCompleted");
     assert_eq!(
@@ -202,7 +204,7 @@ fn a_good_revision_goes_stage_by_stage() {
         [("c1", "v2"), ("eu1", "v2"), ("eu2", "v2"), ("us1", "v1")]
     );
     let ready = reports(&[("c1", "v2", true), ("eu1", "v2", true), ("eu2", "v2", true)]);
-    let rest = go(&go(&eu.state, &ready, NOW + 40).state, &ready, NOW + 70);
+    let rest = go(&go(&eu.state, &ready, NOW + 40).state, &ready, NOW + 71);
     assert_eq!(rest.state.batch, 2);
     let ready = reports(&[
         ("c1", "v2", true),
@@ -210,7 +212,7 @@ fn a_good_revision_goes_stage_by_stage() {
         ("eu2", "v2", true),
         ("us1", "v2", true),
     ]);
-    let done = go(&go(&rest.state, &ready, NOW + 75).state, &ready, NOW + 105);
+    let done = go(&go(&rest.state, &ready, NOW + 75).state, &ready, NOW + 106);
     assert_eq!(done.state.phase, Phase::Completed);
     assert!(done.events.iter().any(|(r, _)| *r == "RolloutCompleted"));
     assert!(done.allowed.values().all(|r| r == "v2"));
@@ -819,16 +821,20 @@ fn the_first_revision_goes_everywhere() {
     assert_eq!(first.state.phase, Phase::Completed);
 }
 
-/// Over generated reports: a cluster of a batch after the current one never gets the new
-/// revision, and the batch index only grows for one revision.
+/// Over generated histories (reports, pauses, time), checked against the reports themselves
+/// rather than the decision's own state: a batch gets the revision only after every cluster of
+/// the batch before it was reported Ready on it in every decision for more than `soakSeconds`;
+/// no cluster is given the revision while paused; a cluster given it keeps it; a batch not
+/// Ready by its deadline halts the rollout for good.
 #[test]
-fn later_batches_never_get_the_revision_early() {
+fn gates_hold_over_generated_histories() {
     let strategy = RolloutStrategy {
         max_clusters_per_batch: Some(1),
         soak_seconds: 3,
-        ready_deadline_seconds: Some(50),
+        ready_deadline_seconds: Some(40),
         ..canary_then_eu_then_rest()
     };
+    let soak = i64::from(strategy.soak_seconds);
     let batches = batches(&strategy, &fleet()).expect("valid");
     let mut seed = 0x51ed_2701_u64;
     let mut next = |m: u64| {
@@ -837,35 +843,40 @@ fn later_batches_never_get_the_revision_early() {
         seed ^= seed << 17;
         seed % m
     };
-    for _ in 0..200 {
-        let mut state = decide(
-            &strategy,
-            &batches,
-            "v2",
-            Some(&completed("v1")),
-            &BTreeMap::new(),
-            Controls::default(),
-            NOW,
-        )
-        .state;
+    let (mut completed_runs, mut halted_runs) = (0, 0);
+    for _ in 0..300 {
+        let mut state = completed("v1");
+        let mut given: std::collections::BTreeSet<String> = Default::default();
+        // Per batch: since when all its clusters have been reported Ready on v2, unbroken.
+        let mut ready_run: BTreeMap<usize, i64> = BTreeMap::new();
         let mut now = NOW;
-        for _ in 0..40 {
-            now += i64::try_from(next(10)).unwrap_or(1);
+        for step in 0..80 {
+            now += i64::try_from(next(4)).unwrap_or(1);
             let reports: BTreeMap<String, ClusterReport> = batches
                 .iter()
                 .flat_map(|b| &b.clusters)
                 .map(|c| {
-                    (
-                        c.clone(),
-                        report(if next(4) > 0 { "v2" } else { "v1" }, next(5) > 0),
-                    )
+                    let on = given.contains(c) && next(4) > 0;
+                    let ready = next(6) > 0;
+                    (c.clone(), report(if on { "v2" } else { "v1" }, ready))
                 })
                 .collect();
+            for (i, batch) in batches.iter().enumerate() {
+                let ready = batch
+                    .clusters
+                    .iter()
+                    .all(|c| reports[c] == report("v2", true));
+                if ready {
+                    ready_run.entry(i).or_insert(now);
+                } else {
+                    ready_run.remove(&i);
+                }
+            }
+            let paused = step > 0 && next(8) == 0;
             let controls = Controls {
-                paused: next(10) == 0,
+                paused,
                 aborted: false,
             };
-            let before = state.batch;
             let decision = decide(
                 &strategy,
                 &batches,
@@ -875,20 +886,49 @@ fn later_batches_never_get_the_revision_early() {
                 controls,
                 now,
             );
-            assert!(decision.state.batch >= before);
-            for (i, batch) in batches.iter().enumerate() {
-                for cluster in &batch.clusters {
-                    let expected = if i <= decision.state.batch {
-                        "v2"
-                    } else {
-                        "v1"
-                    };
-                    assert_eq!(decision.allowed[cluster], expected, "{decision:?}");
+            let now_given: std::collections::BTreeSet<String> = decision
+                .allowed
+                .iter()
+                .filter(|(_, r)| r.as_str() == "v2")
+                .map(|(c, _)| c.clone())
+                .collect();
+            assert!(
+                given.is_subset(&now_given),
+                "a cluster lost v2: {decision:?}"
+            );
+            for cluster in now_given.difference(&given) {
+                assert!(!paused, "{cluster} given v2 while paused");
+                let k = batches
+                    .iter()
+                    .position(|b| b.clusters.contains(cluster))
+                    .expect("in a batch");
+                if k > 0 {
+                    let since = ready_run.get(&(k - 1)).copied();
+                    assert!(
+                        since.is_some_and(|since| now - since > soak),
+                        "batch {k} ({cluster}) at {now}: batch {} Ready since {since:?}",
+                        k - 1
+                    );
                 }
             }
+            if state.phase == Phase::Halted {
+                assert_eq!(decision.state.phase, Phase::Halted);
+                assert_eq!(now_given, given, "nothing more after a halt");
+            }
+            given = now_given;
             state = decision.state;
         }
+        match state.phase {
+            Phase::Completed => completed_runs += 1,
+            Phase::Halted => halted_runs += 1,
+            _ => {}
+        }
     }
+    // The histories reach both ends.
+    assert!(
+        completed_runs > 0 && halted_runs > 0,
+        "{completed_runs} {halted_runs}"
+    );
 }
 
 /// The state ConfigMap's name is a valid ConfigMap name for every object name Kubernetes

@@ -36,6 +36,14 @@ fn template_only(app: &str, cpu: Option<&str>) -> Value {
     }}})
 }
 
+/// [`template_only`] with the Deployment selecting its pods by `matchExpressions` only.
+fn selected_by_expression(app: &str, cpu: Option<&str>) -> Value {
+    let mut value = template_only(app, cpu);
+    value["template"]["spec"]["selector"] =
+        json!({"matchExpressions": [{"key": "app", "operator": "In", "values": [app]}]});
+    value
+}
+
 async fn create_rsp(hub: &Client, namespace: &str, name: &str, spec: Value) -> anyhow::Result<()> {
     let resource = kube::api::ApiResource {
         group: "scheduling.kubefed.io".into(),
@@ -299,7 +307,8 @@ async fn pod_counts(cluster: &str, namespace: &str, app: &str) -> anyhow::Result
 /// member1's node holds 8 of these pods (4 CPUs, 500m each); the RSP asks 9 of it. The ninth
 /// stays Unschedulable; once it has been so for the threshold (60 s, KubeFed's), the
 /// scheduler estimates member1's capacity at 8 and gives member2 the replica that did not fit
-/// (member1 keeps it as overflow, in case it fits later — KubeFed's outcome).
+/// (member1 keeps it as overflow, in case it fits later — KubeFed's outcome). The Deployment
+/// selects its pods by `matchExpressions`: the scheduler must find them to see the full node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebalance_moves_unschedulable_replicas() -> anyhow::Result<()> {
     let fed = fed();
@@ -311,7 +320,7 @@ async fn rebalance_moves_unschedulable_replicas() -> anyhow::Result<()> {
         "Deployment",
         Some(&namespace),
         "heavy",
-        template_only("heavy", Some("500m")),
+        selected_by_expression("heavy", Some("500m")),
     )
     .await?;
     create_rsp(
@@ -355,4 +364,107 @@ async fn rebalance_moves_unschedulable_replicas() -> anyhow::Result<()> {
         full.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// An RSP with a negative weight is refused: one Warning `InvalidPreference` naming the
+/// field, the federated object left as it was (its own placement, no replica overrides), the
+/// refusal not repeated when the RSP is woken again; fixed, it schedules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rsp_with_a_negative_weight_is_refused_once() -> anyhow::Result<()> {
+    let fed = fed();
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("rsp-invalid");
+    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
+    let mut web = template_only("refused", None);
+    web["placement"] = json!({"clusters": [{"name": "member1"}]});
+    let api = create_federated(&hub, "Deployment", Some(&namespace), "web", web).await?;
+    create_rsp(
+        &hub,
+        &namespace,
+        "web",
+        json!({
+            "targetKind": "FederatedDeployment",
+            "totalReplicas": 4,
+            "clusters": {"member1": {"weight": 2}, "member2": {"weight": -1}},
+        }),
+    )
+    .await?;
+    wait_event(
+        &hub,
+        &namespace,
+        "InvalidPreference",
+        &["spec.clusters[\"member2\"].weight: -1 is negative"],
+    )
+    .await?;
+    let untouched = |object: &DynamicObject| {
+        object.data["spec"]["placement"] == json!({"clusters": [{"name": "member1"}]})
+            && object.data["spec"]["overrides"].is_null()
+    };
+    let object = api.get("web").await?;
+    anyhow::ensure!(
+        untouched(&object),
+        "the object was changed: {:?}",
+        object.data
+    );
+
+    // Woken again (its federated object changed): no second Event. Then fixed: scheduled.
+    api.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let object = api.get("web").await?;
+    anyhow::ensure!(
+        untouched(&object),
+        "the object was changed: {:?}",
+        object.data
+    );
+    rsps(&hub, &namespace)
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"clusters": {"member2": {"weight": 2}}}})),
+        )
+        .await?;
+    wait_scheduled(
+        &hub,
+        &namespace,
+        "web",
+        &[("member1", 2), ("member2", 2)],
+        TIMEOUT,
+    )
+    .await?;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(hub.clone(), &namespace);
+    let refusals: Vec<_> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("InvalidPreference"))
+        .collect();
+    let repeats: Vec<(Option<i32>, Option<i32>)> = refusals
+        .iter()
+        .map(|e| (e.count, e.series.as_ref().and_then(|s| s.count)))
+        .collect();
+    anyhow::ensure!(
+        refusals.len() == 1 && repeats[0].0.unwrap_or(1) <= 1 && repeats[0].1.unwrap_or(1) <= 1,
+        "one refusal, published once: {repeats:?}"
+    );
+    Ok(())
+}
+
+fn rsps(hub: &Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        hub.clone(),
+        namespace,
+        &kube::api::ApiResource {
+            group: "scheduling.kubefed.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "scheduling.kubefed.io/v1alpha1".into(),
+            kind: "ReplicaSchedulingPreference".into(),
+            plural: "replicaschedulingpreferences".into(),
+        },
+    )
 }

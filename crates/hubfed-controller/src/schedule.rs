@@ -25,10 +25,11 @@ use hubfed_api::scheduling::{PlacementPolicy, ReplicaSchedulingPreference};
 use hubfed_core::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation};
 use hubfed_core::planner::write_schedule;
 use hubfed_core::schedule::{
-    MemberWorkload, TARGET_KINDS, analyze_pods, candidate_clusters, decide, describe,
+    MemberWorkload, PodSelector, TARGET_KINDS, analyze_pods, candidate_clusters, decide, describe,
     replica_state, validate,
 };
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder, Reporter};
@@ -464,24 +465,34 @@ async fn read_member(
         pods: None,
     };
     if workload.needs_pods() {
-        let Some(labels) = object.data["spec"]["selector"]["matchLabels"].as_object() else {
-            return Err(ScheduleError::Member(format!(
-                "{} {namespace}/{name} in {cluster} has no spec.selector.matchLabels",
+        let selector = serde_json::from_value::<Option<LabelSelector>>(
+            object.data["spec"]["selector"].clone(),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|selector| selector.ok_or_else(|| "missing".to_owned()))
+        .and_then(|selector| PodSelector::new(&selector))
+        .map_err(|e| {
+            ScheduleError::Member(format!(
+                "{} {namespace}/{name} in {cluster}: spec.selector: {e}",
                 resource.kind
-            )));
-        };
-        let selector = labels
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-            .collect::<Vec<_>>()
-            .join(",");
+            ))
+        })?;
         let pods: Api<Pod> = Api::namespaced(client, namespace);
+        let mut params = ListParams::default();
+        if !selector.query().is_empty() {
+            params = params.labels(selector.query());
+        }
         let list = pods
-            .list(&ListParams::default().labels(&selector))
+            .list(&params)
             .await
             .map_err(kube_err(format!("listing the pods of {what}")))?;
+        let mine: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|pod| selector.matches(pod))
+            .collect();
         let now = k8s_openapi::jiff::Timestamp::now().as_second();
-        workload.pods = Some(analyze_pods(&list.items, now, s.unschedulable_threshold));
+        workload.pods = Some(analyze_pods(&mine, now, s.unschedulable_threshold));
     }
     Ok(Some(workload))
 }

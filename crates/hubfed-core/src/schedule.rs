@@ -13,10 +13,12 @@ use std::collections::BTreeMap;
 use hubfed_api::federated::Placement;
 use hubfed_api::scheduling::ReplicaSchedulingPreferenceSpec;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::Result;
 use crate::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation, compute_placement};
 use crate::planner::{plan, schedule_result, with_default_preferences};
+use crate::selector::Selector;
+use crate::{CoreError, Result};
 
 /// KubeFed's `UnschedulableThreshold`: a pod counts as unschedulable once its `PodScheduled`
 /// condition has said `Unschedulable` this long, so replicas do not move on every scheduling
@@ -152,6 +154,48 @@ pub fn analyze_pods(pods: &[Pod], now: i64, threshold_seconds: i64) -> PodAnalys
         }
     }
     result
+}
+
+/// The pods of a member workload: those its `spec.selector` selects — `matchLabels` and
+/// `matchExpressions`, with apimachinery's semantics ([`Selector`]), as KubeFed's pod
+/// analysis listed them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSelector {
+    query: String,
+    selector: Selector,
+}
+
+impl PodSelector {
+    /// Validates `selector`; the message says what is wrong.
+    pub fn new(selector: &LabelSelector) -> std::result::Result<Self, String> {
+        let validated = Selector::new(Some(selector)).map_err(|e| match e {
+            CoreError::InvalidSelector(message) => message,
+            other => other.to_string(),
+        })?;
+        let query = selector
+            .match_labels
+            .iter()
+            .flatten()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(Self {
+            query,
+            selector: validated,
+        })
+    }
+
+    /// The label query of the list request: the `matchLabels` (`app=web,tier=front`), empty
+    /// when there are none; the listed pods still go through [`PodSelector::matches`].
+    pub fn query(&self) -> &str {
+        &self.query
+    }
+
+    /// Whether `pod` is one of the workload's.
+    pub fn matches(&self, pod: &Pod) -> bool {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        self.selector.matches(&labels)
+    }
 }
 
 /// A member's copy of the scheduled workload, as the scheduler reads it.

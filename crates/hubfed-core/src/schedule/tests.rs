@@ -526,3 +526,54 @@ fn an_rsp_writes_the_placement_only_when_it_schedules_that_object() {
     let negative = rsp(-1, false, &[]);
     assert!(!rsp_writes_placement(kind, Some(&negative), true));
 }
+
+fn labelled(labels: &[(&str, &str)]) -> Pod {
+    let mut pod = running();
+    pod.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    pod
+}
+
+/// A Deployment selected by `matchExpressions` (only or with `matchLabels`): its pods are
+/// found — the selector used to be read as `matchLabels` only, an error every time.
+#[test]
+fn pods_are_selected_by_match_labels_and_match_expressions() {
+    let selector: LabelSelector = serde_json::from_value(serde_json::json!({
+        "matchExpressions": [
+            {"key": "app", "operator": "In", "values": ["web", "web-canary"]},
+            {"key": "debug", "operator": "DoesNotExist"},
+        ],
+    }))
+    .expect("a selector");
+    let pods = PodSelector::new(&selector).expect("valid");
+    assert_eq!(pods.query(), "");
+    assert!(pods.matches(&labelled(&[("app", "web")])));
+    assert!(pods.matches(&labelled(&[("app", "web-canary"), ("tier", "front")])));
+    assert!(!pods.matches(&labelled(&[("app", "web"), ("debug", "1")])));
+    assert!(!pods.matches(&labelled(&[("app", "db")])));
+    assert!(!pods.matches(&running()));
+
+    let both: LabelSelector = serde_json::from_value(serde_json::json!({
+        "matchLabels": {"tier": "front", "app": "web"},
+        "matchExpressions": [{"key": "track", "operator": "NotIn", "values": ["canary"]}],
+    }))
+    .expect("a selector");
+    let pods = PodSelector::new(&both).expect("valid");
+    assert_eq!(pods.query(), "app=web,tier=front");
+    assert!(pods.matches(&labelled(&[("app", "web"), ("tier", "front")])));
+    assert!(!pods.matches(&labelled(&[
+        ("app", "web"),
+        ("tier", "front"),
+        ("track", "canary")
+    ])));
+
+    let invalid: LabelSelector = serde_json::from_value(serde_json::json!({
+        "matchExpressions": [{"key": "app", "operator": "In"}],
+    }))
+    .expect("a selector");
+    assert!(PodSelector::new(&invalid).is_err());
+}

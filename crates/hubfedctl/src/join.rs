@@ -20,7 +20,7 @@ use kube::api::{Api, ListParams, PostParams};
 
 use crate::cli::{JoinArgs, JoinMode};
 use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
-use crate::kubeconfig::Target;
+use crate::kubeconfig::{ClusterEndpoint, Target};
 use crate::ops::{self, FIELD_MANAGER};
 use crate::rbac::{Grant, JoinNames, member_rbac, service_account};
 use crate::session::Session;
@@ -116,8 +116,7 @@ pub async fn federated_targets(hub: &Target, namespace: &str) -> Result<Vec<ApiR
 }
 
 pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
-    let cluster = args.cluster.as_str();
-    check_dns_subdomain("cluster name", cluster)?;
+    check_dns_subdomain("cluster name", &args.cluster)?;
     match (
         args.mode,
         args.output.is_some(),
@@ -132,170 +131,11 @@ pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
         }
         (JoinMode::Push, false, false) => {}
     }
-    let member_context = args
-        .cluster_context
-        .clone()
-        .unwrap_or_else(|| cluster.to_owned());
-    let ns = session.kubefed_namespace().to_owned();
-    let dry_run = args.dry_run;
-
-    let host = host_cluster(session, args.host_cluster_name.as_deref()).await?;
-    let names = JoinNames::new(&ns, cluster, &host.name);
-    check_dns_subdomain("service account name", &names.service_account)?;
-    let member_subject = format!("cluster {cluster:?}");
-    let endpoint = session
-        .kubeconfig()?
-        .endpoint(&member_subject, &member_context)?;
-    let member = session.member(cluster, &member_context).await?;
-    let hub = &host.target;
-
-    ensure_kubefed_installed(hub, &ns).await?;
-    let scope = control_plane_scope(hub, &ns).await?;
-    let targets = if args.cluster_admin {
-        Vec::new()
-    } else {
-        federated_targets(hub, &ns).await?
-    };
-    let grant = if args.cluster_admin {
-        Grant::ClusterAdmin
-    } else {
-        Grant::Types(&targets)
-    };
-
-    // Preflight: nothing is written unless the cluster can be joined as asked.
-    let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), &ns);
-    let existing_account = accounts
-        .get_opt(&names.service_account)
-        .await
-        .map_err(|e| member.err(e))?;
-    let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
-    let existing_cluster = hub_clusters
-        .get_opt(cluster)
-        .await
-        .map_err(|e| hub.err(e))?;
-    if args.error_on_existing {
-        if existing_cluster.is_some() {
-            return Err(Error::Refused(format!(
-                "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
-            )));
-        }
-        if existing_account.is_some() {
-            return Err(Error::Refused(format!(
-                "{member_subject}: service account {ns}/{} already exists; pass --error-on-existing=false to reuse it",
-                names.service_account
-            )));
-        }
-    }
-    if let Grant::Types([]) = grant {
-        session.warn(format_args!(
-            "the hub has no FederatedTypeConfigs in {ns}: hubfed gets no object rights in {cluster}; enable types, then re-run join with --error-on-existing=false"
-        ))?;
-    }
-
-    // Member side.
-    let place = cluster.to_owned();
-    let namespaces: Api<Namespace> = Api::all(member.client.clone());
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.clone()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    wait_namespace_not_terminating(session, &member, &namespaces, &ns).await?;
-    ops::create_if_missing(session, &place, &member, &namespaces, &namespace, dry_run).await?;
-    ops::apply(
-        session,
-        &place,
-        &member,
-        &accounts,
-        &service_account(&names),
-        dry_run,
-    )
-    .await?;
-    let secrets: Api<Secret> = Api::namespaced(member.client.clone(), &ns);
-    let token_secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(names.service_account.clone()),
-            namespace: Some(ns.clone()),
-            annotations: Some(BTreeMap::from([(
-                SERVICE_ACCOUNT_NAME_ANNOTATION.to_owned(),
-                names.service_account.clone(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        type_: Some(SERVICE_ACCOUNT_TOKEN_TYPE.to_owned()),
-        ..Secret::default()
-    };
-    ops::apply(session, &place, &member, &secrets, &token_secret, dry_run).await?;
-    let rbac = member_rbac(&names, scope, grant);
-    for (role, binding) in &rbac.cluster_roles {
-        let roles: Api<ClusterRole> = Api::all(member.client.clone());
-        let bindings: Api<ClusterRoleBinding> = Api::all(member.client.clone());
-        ops::apply(session, &place, &member, &roles, role, dry_run).await?;
-        ops::apply(session, &place, &member, &bindings, binding, dry_run).await?;
-    }
-    for (role, binding) in &rbac.roles {
-        let roles: Api<Role> = Api::namespaced(member.client.clone(), &ns);
-        let bindings: Api<RoleBinding> = Api::namespaced(member.client.clone(), &ns);
-        ops::apply(session, &place, &member, &roles, role, dry_run).await?;
-        ops::apply(session, &place, &member, &bindings, binding, dry_run).await?;
-    }
-    let (token, secret_ca) = if dry_run {
-        (Vec::new(), None)
-    } else {
-        wait_for_token(&member, &secrets, &names.service_account).await?
-    };
-
-    // Hub side.
-    let hub_place = host.name.clone();
-    let hub_namespaces: Api<Namespace> = Api::all(hub.client.clone());
-    ops::create_if_missing(
-        session,
-        &hub_place,
-        hub,
-        &hub_namespaces,
-        &namespace,
-        dry_run,
-    )
-    .await?;
-    let secret_name = existing_cluster
-        .as_ref()
-        .map(|c| c.spec.secret_ref.name.clone())
-        .filter(|name| !name.is_empty())
-        .or(args.secret_name.clone());
-    let hub_secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
-    let secret_name = write_hub_secret(
-        session,
-        &hub_place,
-        hub,
-        &hub_secrets,
-        cluster,
-        secret_name,
-        token,
-        dry_run,
-    )
-    .await?;
-    let ca_bundle = endpoint.ca_pem.clone().or(secret_ca);
-    let mut object = KubeFedCluster::new(
-        cluster,
-        KubeFedClusterSpec {
-            api_endpoint: endpoint.server.clone(),
-            ca_bundle: ca_bundle.map(ByteString),
-            secret_ref: LocalSecretReference { name: secret_name },
-            disabled_tls_validations: if endpoint.insecure_skip_tls_verify {
-                vec![TlsValidation::All]
-            } else {
-                Vec::new()
-            },
-            proxy_url: endpoint.proxy_url.clone().unwrap_or_default(),
-            sync_mode: SyncMode::Push,
-        },
-    );
-    object.metadata.namespace = Some(ns.clone());
-    ops::apply(session, &hub_place, hub, &hub_clusters, &object, dry_run).await?;
-
-    if dry_run {
+    let join = PushJoin::prepare(session, &args).await?;
+    let (token, secret_ca) = join.write_member_side(session).await?;
+    join.write_hub_side(session, token, secret_ca).await?;
+    let cluster = args.cluster.as_str();
+    if args.dry_run {
         session.say(format_args!(
             "cluster {cluster:?} would be joined (dry run)"
         ))?;
@@ -307,7 +147,218 @@ pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
         ))?;
         return Ok(EXIT_OK);
     }
-    wait_until_ready(session, hub, &hub_clusters, cluster, args.wait).await
+    let hub_clusters: Api<KubeFedCluster> =
+        Api::namespaced(join.hub.target.client.clone(), &join.ns);
+    wait_until_ready(session, &join.hub.target, &hub_clusters, cluster, args.wait).await
+}
+
+/// Everything a push join needs, read and checked before anything is written.
+struct PushJoin {
+    cluster: String,
+    ns: String,
+    dry_run: bool,
+    hub: HostCluster,
+    member: Target,
+    names: JoinNames,
+    endpoint: ClusterEndpoint,
+    scope: ResourceScope,
+    /// The target types to grant rights on; `None`: `--cluster-admin`.
+    targets: Option<Vec<ApiResource>>,
+    existing_cluster: Option<KubeFedCluster>,
+    secret_name: Option<String>,
+}
+
+impl PushJoin {
+    /// Preflight: nothing is written unless the cluster can be joined as asked.
+    async fn prepare(session: &mut Session<'_>, args: &JoinArgs) -> Result<Self> {
+        let cluster = args.cluster.as_str();
+        let member_context = args
+            .cluster_context
+            .clone()
+            .unwrap_or_else(|| cluster.to_owned());
+        let ns = session.kubefed_namespace().to_owned();
+        let hub = host_cluster(session, args.host_cluster_name.as_deref()).await?;
+        let names = JoinNames::new(&ns, cluster, &hub.name);
+        check_dns_subdomain("service account name", &names.service_account)?;
+        let member_subject = format!("cluster {cluster:?}");
+        let endpoint = session
+            .kubeconfig()?
+            .endpoint(&member_subject, &member_context)?;
+        let member = session.member(cluster, &member_context).await?;
+        let target = &hub.target;
+        ensure_kubefed_installed(target, &ns).await?;
+        let scope = control_plane_scope(target, &ns).await?;
+        let targets = if args.cluster_admin {
+            None
+        } else {
+            Some(federated_targets(target, &ns).await?)
+        };
+        let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), &ns);
+        let existing_account = accounts
+            .get_opt(&names.service_account)
+            .await
+            .map_err(|e| member.err(e))?;
+        let hub_clusters: Api<KubeFedCluster> = Api::namespaced(target.client.clone(), &ns);
+        let existing_cluster = hub_clusters
+            .get_opt(cluster)
+            .await
+            .map_err(|e| target.err(e))?;
+        if args.error_on_existing {
+            if existing_cluster.is_some() {
+                return Err(Error::Refused(format!(
+                    "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
+                )));
+            }
+            if existing_account.is_some() {
+                return Err(Error::Refused(format!(
+                    "{member_subject}: service account {ns}/{} already exists; pass --error-on-existing=false to reuse it",
+                    names.service_account
+                )));
+            }
+        }
+        if targets.as_ref().is_some_and(Vec::is_empty) {
+            session.warn(format_args!(
+                "the hub has no FederatedTypeConfigs in {ns}: hubfed gets no object rights in {cluster}; enable types, then re-run join with --error-on-existing=false"
+            ))?;
+        }
+        Ok(Self {
+            cluster: cluster.to_owned(),
+            ns,
+            dry_run: args.dry_run,
+            hub,
+            member,
+            names,
+            endpoint,
+            scope,
+            targets,
+            existing_cluster,
+            secret_name: args.secret_name.clone(),
+        })
+    }
+
+    fn grant(&self) -> Grant<'_> {
+        match &self.targets {
+            None => Grant::ClusterAdmin,
+            Some(targets) => Grant::Types(targets),
+        }
+    }
+
+    fn namespace(&self) -> Namespace {
+        Namespace {
+            metadata: ObjectMeta {
+                name: Some(self.ns.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        }
+    }
+
+    /// The kubefed namespace, the ServiceAccount, its token Secret and the RBAC in the
+    /// member; returns the token and the CA the token controller put beside it.
+    async fn write_member_side(
+        &self,
+        session: &mut Session<'_>,
+    ) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+        let (place, member, ns, dry_run) = (&self.cluster, &self.member, &self.ns, self.dry_run);
+        let namespaces: Api<Namespace> = Api::all(member.client.clone());
+        wait_namespace_not_terminating(session, member, &namespaces, ns).await?;
+        let namespace = self.namespace();
+        ops::create_if_missing(session, place, member, &namespaces, &namespace, dry_run).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), ns);
+        let account = service_account(&self.names);
+        ops::apply(session, place, member, &accounts, &account, dry_run).await?;
+        let secrets: Api<Secret> = Api::namespaced(member.client.clone(), ns);
+        let account = &self.names.service_account;
+        let token_secret = service_account_token_secret(ns, account, account);
+        ops::apply(session, place, member, &secrets, &token_secret, dry_run).await?;
+        let rbac = member_rbac(&self.names, self.scope, self.grant());
+        for (role, binding) in &rbac.cluster_roles {
+            let roles: Api<ClusterRole> = Api::all(member.client.clone());
+            let bindings: Api<ClusterRoleBinding> = Api::all(member.client.clone());
+            ops::apply(session, place, member, &roles, role, dry_run).await?;
+            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
+        }
+        for (role, binding) in &rbac.roles {
+            let roles: Api<Role> = Api::namespaced(member.client.clone(), ns);
+            let bindings: Api<RoleBinding> = Api::namespaced(member.client.clone(), ns);
+            ops::apply(session, place, member, &roles, role, dry_run).await?;
+            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
+        }
+        if dry_run {
+            return Ok((Vec::new(), None));
+        }
+        wait_for_token(member, &secrets, &self.names.service_account).await
+    }
+
+    /// The kubefed namespace, the token Secret and the KubeFedCluster in the hub.
+    async fn write_hub_side(
+        &self,
+        session: &mut Session<'_>,
+        token: Vec<u8>,
+        secret_ca: Option<Vec<u8>>,
+    ) -> Result<()> {
+        let (hub, ns, dry_run) = (&self.hub.target, &self.ns, self.dry_run);
+        let place = self.hub.name.clone();
+        let hub_namespaces: Api<Namespace> = Api::all(hub.client.clone());
+        let namespace = self.namespace();
+        ops::create_if_missing(session, &place, hub, &hub_namespaces, &namespace, dry_run).await?;
+        let secret_name = self
+            .existing_cluster
+            .as_ref()
+            .map(|c| c.spec.secret_ref.name.clone())
+            .filter(|name| !name.is_empty())
+            .or(self.secret_name.clone());
+        let hub_secrets: Api<Secret> = Api::namespaced(hub.client.clone(), ns);
+        let secret_name = write_hub_secret(
+            session,
+            &place,
+            hub,
+            &hub_secrets,
+            &self.cluster,
+            secret_name,
+            token,
+            dry_run,
+        )
+        .await?;
+        let endpoint = &self.endpoint;
+        let ca_bundle = endpoint.ca_pem.clone().or(secret_ca);
+        let mut object = KubeFedCluster::new(
+            &self.cluster,
+            KubeFedClusterSpec {
+                api_endpoint: endpoint.server.clone(),
+                ca_bundle: ca_bundle.map(ByteString),
+                secret_ref: LocalSecretReference { name: secret_name },
+                disabled_tls_validations: if endpoint.insecure_skip_tls_verify {
+                    vec![TlsValidation::All]
+                } else {
+                    Vec::new()
+                },
+                proxy_url: endpoint.proxy_url.clone().unwrap_or_default(),
+                sync_mode: SyncMode::Push,
+            },
+        );
+        object.metadata.namespace = Some(ns.clone());
+        let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), ns);
+        ops::apply(session, &place, hub, &hub_clusters, &object, dry_run).await?;
+        Ok(())
+    }
+}
+
+/// A Secret `name` the token controller fills with a token of ServiceAccount `account`.
+pub(crate) fn service_account_token_secret(ns: &str, name: &str, account: &str) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(ns.to_owned()),
+            annotations: Some(BTreeMap::from([(
+                SERVICE_ACCOUNT_NAME_ANNOTATION.to_owned(),
+                account.to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        type_: Some(SERVICE_ACCOUNT_TOKEN_TYPE.to_owned()),
+        ..Secret::default()
+    }
 }
 
 /// A namespace being deleted (e.g. by an unjoin a moment ago) accepts no new objects: wait

@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use crate::cli::JoinArgs;
 use crate::error::{EXIT_OK, Error, Result};
 use crate::join::{
-    control_plane_scope, ensure_kubefed_installed, federated_targets, host_cluster, wait_for_token,
-    wait_namespace_not_terminating,
+    control_plane_scope, ensure_kubefed_installed, federated_targets, host_cluster,
+    service_account_token_secret, wait_for_token, wait_namespace_not_terminating,
 };
 use crate::kubeconfig::Target;
 use crate::ops;
@@ -39,8 +39,6 @@ pub const AGENT_TOKEN_SECRET: &str = "hubfed-agent-token";
 /// The member Secret holding the agent's hub kubeconfig (`kubeconfig`) and its cluster name
 /// (`cluster`), in the member's KubeFed namespace.
 pub const AGENT_HUB_SECRET: &str = "hubfed-agent-hub";
-const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
-const SERVICE_ACCOUNT_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// `hubfedctl join CLUSTER --mode pull`.
@@ -69,46 +67,12 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
             "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
         )));
     }
-    // The member is reached only to install the agent's side, never with `-o`.
-    let member_context = args
-        .cluster_context
-        .clone()
-        .unwrap_or_else(|| cluster.to_owned());
-    let member = match args.output {
-        Some(_) => None,
-        None => Some(session.member(cluster, &member_context).await?),
-    };
-    let member_endpoint = session
-        .kubeconfig()?
-        .endpoint(&format!("cluster {cluster:?}"), &member_context)
-        .map(|e| e.server)
-        .unwrap_or_default();
-    let hub_endpoint = match &args.hub_endpoint {
-        Some(url) => url.clone(),
-        None => {
-            let context = session.host_context()?;
-            session
-                .kubeconfig()?
-                .endpoint(&hub.subject, &context)?
-                .server
-        }
-    };
+    let (member, member_endpoint, hub_endpoint) = reach(session, &args, hub).await?;
 
     let work_ns = cluster_namespace(cluster);
     let hub_place = host.name.clone();
     let (token, ca) = write_hub_side(session, &hub_place, hub, cluster, &work_ns, dry_run).await?;
-    let mut object = KubeFedCluster::new(
-        cluster,
-        KubeFedClusterSpec {
-            api_endpoint: member_endpoint,
-            ca_bundle: None,
-            secret_ref: LocalSecretReference::default(),
-            disabled_tls_validations: Vec::new(),
-            proxy_url: String::new(),
-            sync_mode: SyncMode::Pull,
-        },
-    );
-    object.metadata.namespace = Some(ns.clone());
+    let object = pull_cluster(&ns, cluster, member_endpoint);
     ops::apply(session, &hub_place, hub, &clusters, &object, dry_run).await?;
 
     let names = JoinNames {
@@ -139,6 +103,58 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
         (None, None) => {}
     }
     Ok(EXIT_OK)
+}
+
+/// The member (not reached with `-o`: its side is printed then), the member's endpoint for
+/// people (from its context, when the kubeconfig has it) and the hub's endpoint for the
+/// agent.
+async fn reach(
+    session: &mut Session<'_>,
+    args: &JoinArgs,
+    hub: &Target,
+) -> Result<(Option<Target>, String, String)> {
+    let cluster = args.cluster.as_str();
+    let member_context = args
+        .cluster_context
+        .clone()
+        .unwrap_or_else(|| cluster.to_owned());
+    let member = match args.output {
+        Some(_) => None,
+        None => Some(session.member(cluster, &member_context).await?),
+    };
+    let member_endpoint = session
+        .kubeconfig()?
+        .endpoint(&format!("cluster {cluster:?}"), &member_context)
+        .map(|e| e.server)
+        .unwrap_or_default();
+    let hub_endpoint = match &args.hub_endpoint {
+        Some(url) => url.clone(),
+        None => {
+            let context = session.host_context()?;
+            session
+                .kubeconfig()?
+                .endpoint(&hub.subject, &context)?
+                .server
+        }
+    };
+    Ok((member, member_endpoint, hub_endpoint))
+}
+
+/// The KubeFedCluster of a pull member: no credentials, the endpoint for people only.
+fn pull_cluster(ns: &str, cluster: &str, member_endpoint: String) -> KubeFedCluster {
+    let mut object = KubeFedCluster::new(
+        cluster,
+        KubeFedClusterSpec {
+            api_endpoint: member_endpoint,
+            ca_bundle: None,
+            secret_ref: LocalSecretReference::default(),
+            disabled_tls_validations: Vec::new(),
+            proxy_url: String::new(),
+            sync_mode: SyncMode::Pull,
+        },
+    );
+    object.metadata.namespace = Some(ns.to_owned());
+    object
 }
 
 /// The hub side: work namespace, agent ServiceAccount, Role and RoleBinding on that namespace
@@ -185,19 +201,8 @@ async fn write_hub_side(
     ops::apply(session, place, hub, &roles, &role, dry_run).await?;
     ops::apply(session, place, hub, &bindings, &binding, dry_run).await?;
     let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), work_ns);
-    let token_secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(AGENT_TOKEN_SECRET.to_owned()),
-            namespace: Some(work_ns.to_owned()),
-            annotations: Some(BTreeMap::from([(
-                SERVICE_ACCOUNT_NAME_ANNOTATION.to_owned(),
-                AGENT_SERVICE_ACCOUNT.to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
-        type_: Some(SERVICE_ACCOUNT_TOKEN_TYPE.to_owned()),
-        ..Secret::default()
-    };
+    let token_secret =
+        service_account_token_secret(work_ns, AGENT_TOKEN_SECRET, AGENT_SERVICE_ACCOUNT);
     ops::apply(session, place, hub, &secrets, &token_secret, dry_run).await?;
     if dry_run {
         return Ok((Vec::new(), None));

@@ -400,7 +400,50 @@ pub async fn enable_type(
 ) -> Result<FederatedTypeConfig> {
     let types = discover(hub, request.version).await?;
     let found = find_type(request.name, &types)?.clone();
+    check_federable(&found, request)?;
     let target = found.resource.clone();
+    let schema = target_schema(session, hub, &target).await?;
+    let retain_replicas = match &schema {
+        Some(schema) => target_has_replicas(schema),
+        None => found.has_scale,
+    };
+    let ftc = FederatedTypeConfig::for_target_in_group(
+        target.clone(),
+        ns,
+        request.federated_group,
+        request.federated_version,
+    );
+    let short_names: Vec<&str> = found.short_names.iter().map(String::as_str).collect();
+    let description = FederatedTypeDescription::for_ftc(&ftc, &short_names, retain_replicas);
+    let crd = federated_crd(&description, schema)
+        .map_err(|e| Error::Refused(format!("cannot build the federated CRD: {e}")))?;
+
+    if let Some(format) = output {
+        let text = ops::render(&[ops::to_value(&crd)?, ops::to_value(&ftc)?], format)?;
+        session.print(&text)?;
+        return Ok(ftc);
+    }
+
+    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), ns);
+    ensure_kubefed_installed(hub, ns).await?;
+    let newly_enabled = check_not_enabled_otherwise(hub, &ftcs, &ftc).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
+    let place = "hub";
+    ops::apply(session, place, hub, &crds, &crd, dry_run).await?;
+    if !dry_run {
+        wait_established(hub, &crds, crd.metadata.name.as_deref().unwrap_or_default()).await?;
+    }
+    ops::apply(session, place, hub, &ftcs, &ftc, dry_run).await?;
+    if newly_enabled {
+        remind_after_enable(session, hub, ns, &ftcs, &target).await?;
+    }
+    Ok(ftc)
+}
+
+/// A type can be federated when it is served in the version asked for, is not one of the
+/// control plane's own, and supports every verb the sync controller uses.
+fn check_federable(found: &DiscoveredType, request: &EnableType<'_>) -> Result<()> {
+    let target = &found.resource;
     if let Some(version) = request.version
         && target.version != version
     {
@@ -437,56 +480,41 @@ pub async fn enable_type(
             missing.join(", ")
         )));
     }
+    Ok(())
+}
 
-    let schema = target_schema(session, hub, &target).await?;
-    let retain_replicas = match &schema {
-        Some(schema) => target_has_replicas(schema),
-        None => found.has_scale,
+/// Refuses a type already federated as another federated type; returns whether it is newly
+/// enabled.
+async fn check_not_enabled_otherwise(
+    hub: &Target,
+    ftcs: &Api<FederatedTypeConfig>,
+    ftc: &FederatedTypeConfig,
+) -> Result<bool> {
+    let ftc_name = ftc.spec.target_type.group_qualified_name();
+    let Some(mut existing) = ftcs.get_opt(&ftc_name).await.map_err(|e| hub.err(e))? else {
+        return Ok(true);
     };
-    let ftc = FederatedTypeConfig::for_target_in_group(
-        target.clone(),
-        ns,
-        request.federated_group,
-        request.federated_version,
-    );
-    let short_names: Vec<&str> = found.short_names.iter().map(String::as_str).collect();
-    let description = FederatedTypeDescription::for_ftc(&ftc, &short_names, retain_replicas);
-    let crd = federated_crd(&description, schema)
-        .map_err(|e| Error::Refused(format!("cannot build the federated CRD: {e}")))?;
+    existing.set_defaults();
+    if existing.spec.federated_type != ftc.spec.federated_type {
+        return Err(Error::Refused(format!(
+            "{ftc_name} is already federated as {}/{} {}; disable it first to change the federated type",
+            existing.spec.federated_type.group,
+            existing.spec.federated_type.version,
+            existing.spec.federated_type.kind
+        )));
+    }
+    Ok(false)
+}
 
-    if let Some(format) = output {
-        let text = ops::render(&[ops::to_value(&crd)?, ops::to_value(&ftc)?], format)?;
-        session.print(&text)?;
-        return Ok(ftc);
-    }
-
-    let ftc_name = target.group_qualified_name();
-    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), ns);
-    ensure_kubefed_installed(hub, ns).await?;
-    let existing = ftcs.get_opt(&ftc_name).await.map_err(|e| hub.err(e))?;
-    let newly_enabled = existing.is_none();
-    if let Some(mut existing) = existing {
-        existing.set_defaults();
-        if existing.spec.federated_type != ftc.spec.federated_type {
-            return Err(Error::Refused(format!(
-                "{ftc_name} is already federated as {}/{} {}; disable it first to change the federated type",
-                existing.spec.federated_type.group,
-                existing.spec.federated_type.version,
-                existing.spec.federated_type.kind
-            )));
-        }
-    }
-    let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
-    let place = "hub";
-    ops::apply(session, place, hub, &crds, &crd, dry_run).await?;
-    if !dry_run {
-        wait_established(hub, &crds, crd.metadata.name.as_deref().unwrap_or_default()).await?;
-    }
-    ops::apply(session, place, hub, &ftcs, &ftc, dry_run).await?;
-
-    if !newly_enabled {
-        return Ok(ftc);
-    }
+/// What a newly enabled type still needs: the namespaces type for a namespaced one, and
+/// wider grants in clusters joined with least privilege.
+async fn remind_after_enable(
+    session: &mut Session<'_>,
+    hub: &Target,
+    ns: &str,
+    ftcs: &Api<FederatedTypeConfig>,
+    target: &ApiResource,
+) -> Result<()> {
     if target.scope == ResourceScope::Namespaced
         && ftcs
             .get_opt(NAMESPACES_FTC_NAME)
@@ -509,11 +537,12 @@ pub async fn enable_type(
         .collect();
     if !joined.is_empty() {
         session.note(format_args!(
-            "clusters joined with least privilege need rights on {ftc_name}: re-run hubfedctl join CLUSTER --error-on-existing=false for {}",
+            "clusters joined with least privilege need rights on {}: re-run hubfedctl join CLUSTER --error-on-existing=false for {}",
+            target.group_qualified_name(),
             joined.join(", ")
         ))?;
     }
-    Ok(ftc)
+    Ok(())
 }
 
 async fn wait_established(

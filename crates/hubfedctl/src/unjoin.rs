@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 
 use crate::cli::UnjoinArgs;
 use crate::error::{Error, Result};
-use crate::join::{federated_targets, host_cluster};
+use crate::join::{HostCluster, federated_targets, host_cluster};
 use crate::kubeconfig::Target;
 use crate::ops;
 use crate::pull::AGENT_HUB_SECRET;
@@ -67,22 +67,7 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
 
     // Everything that can fail on the member side without --force is checked before the hub
     // is changed.
-    let member = match reach_member(session, cluster, &member_context).await {
-        Ok(member) => Some(member),
-        Err(e) if args.force => {
-            session.warn(format_args!("{e}; cleaning up the hub only (--force)"))?;
-            None
-        }
-        Err(e) => {
-            return Err(if e.is_unreachable() {
-                Error::Refused(format!(
-                    "{e} (pass --force to remove it from the hub anyway)"
-                ))
-            } else {
-                e
-            });
-        }
-    };
+    let member = reach_member_or_force(session, cluster, &member_context, args.force).await?;
     let member_is_hub = match &member {
         Some(member) => same_cluster(hub, member).await?,
         None => false,
@@ -94,22 +79,7 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     };
     let plane = control_plane(hub, &ns).await?;
 
-    // Hub side.
-    let hub_place = host.name.clone();
-    if let Some(registered) = &registered {
-        ops::delete(session, &hub_place, hub, &hub_clusters, cluster, dry_run).await?;
-        let secret = registered.spec.secret_ref.name.as_str();
-        if !secret.is_empty() {
-            let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
-            ops::delete(session, &hub_place, hub, &secrets, secret, dry_run).await?;
-        }
-    }
-    if pull {
-        // The work namespace holds the agent's identity, token and work: all of it goes.
-        let namespaces: Api<Namespace> = Api::all(hub.client.clone());
-        let work_ns = cluster_namespace(cluster);
-        ops::delete(session, &hub_place, hub, &namespaces, &work_ns, dry_run).await?;
-    }
+    clean_hub(session, &host, cluster, registered.as_ref(), dry_run).await?;
 
     let Some(member) = member else {
         session.say(format_args!(
@@ -136,6 +106,55 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     }
     let suffix = if dry_run { " (dry run)" } else { "" };
     session.say(format_args!("cluster {cluster:?} unjoined{suffix}"))
+}
+
+/// The member, when it answers; with `--force`, `None` (and a warning) when it does not.
+async fn reach_member_or_force(
+    session: &mut Session<'_>,
+    cluster: &str,
+    context: &str,
+    force: bool,
+) -> Result<Option<Target>> {
+    match reach_member(session, cluster, context).await {
+        Ok(member) => Ok(Some(member)),
+        Err(e) if force => {
+            session.warn(format_args!("{e}; cleaning up the hub only (--force)"))?;
+            Ok(None)
+        }
+        Err(e) if e.is_unreachable() => Err(Error::Refused(format!(
+            "{e} (pass --force to remove it from the hub anyway)"
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The hub forgets the cluster: its KubeFedCluster, then its token Secret (push) or its work
+/// namespace, which holds the agent's identity, token and work (pull).
+async fn clean_hub(
+    session: &mut Session<'_>,
+    host: &HostCluster,
+    cluster: &str,
+    registered: Option<&KubeFedCluster>,
+    dry_run: bool,
+) -> Result<()> {
+    let Some(registered) = registered else {
+        return Ok(());
+    };
+    let (hub, place) = (&host.target, host.name.as_str());
+    let ns = registered.metadata.namespace.clone().unwrap_or_default();
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
+    ops::delete(session, place, hub, &clusters, cluster, dry_run).await?;
+    let secret = registered.spec.secret_ref.name.as_str();
+    if !secret.is_empty() {
+        let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
+        ops::delete(session, place, hub, &secrets, secret, dry_run).await?;
+    }
+    if registered.spec.sync_mode == SyncMode::Pull {
+        let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+        let work_ns = cluster_namespace(cluster);
+        ops::delete(session, place, hub, &namespaces, &work_ns, dry_run).await?;
+    }
+    Ok(())
 }
 
 /// A member client that has answered a request.
@@ -295,7 +314,7 @@ async fn remove_managed(
     args: &UnjoinArgs,
 ) -> Result<()> {
     let selector = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
-    let mut waiting: Vec<(Api<DynamicObject>, String)> = Vec::new();
+    let mut waiting: Vec<Api<DynamicObject>> = Vec::new();
     let mut foreign = 0_usize;
     for target in removal_order(targets) {
         let api: Api<DynamicObject> = Api::all_with(member.client.clone(), &target.to_dynamic());
@@ -311,53 +330,24 @@ async fn remove_managed(
         if objects.is_empty() {
             continue;
         }
-        let unlabel_only = member_is_hub;
-        for object in &objects {
-            let name = object.metadata.name.clone().unwrap_or_default();
-            let namespace = object.metadata.namespace.clone();
-            let scoped: Api<DynamicObject> = match &namespace {
-                Some(ns) => Api::namespaced_with(member.client.clone(), ns, &target.to_dynamic()),
-                None => Api::all_with(member.client.clone(), &target.to_dynamic()),
-            };
-            if args.dry_run {
-                continue;
-            }
-            let result = if unlabel_only {
-                let patch = serde_json::json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
-                scoped
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| ())
-            } else {
-                scoped
-                    .delete(&name, &DeleteParams::background())
-                    .await
-                    .map(|_| ())
-            };
-            match result {
-                Ok(()) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(e) => return Err(member.err(e)),
+        if !args.dry_run {
+            for object in &objects {
+                remove_one(member, target, object, member_is_hub).await?;
             }
         }
-        let action = if unlabel_only {
+        let action = if member_is_hub {
             "unlabelled (kept: they are the hub's own)"
         } else {
             "deleted"
         };
-        ops::report(
-            session,
-            place,
-            &format!(
-                "{} managed {}",
-                objects.len(),
-                target.group_qualified_name()
-            ),
-            action,
-            args.dry_run,
-        )?;
-        if !unlabel_only {
-            waiting.push((api, target.group_qualified_name()));
+        let what = format!(
+            "{} managed {}",
+            objects.len(),
+            target.group_qualified_name()
+        );
+        ops::report(session, place, &what, action, args.dry_run)?;
+        if !member_is_hub {
+            waiting.push(api);
         }
     }
     if foreign > 0 {
@@ -368,8 +358,53 @@ async fn remove_managed(
     if args.dry_run || waiting.is_empty() {
         return Ok(());
     }
-    let gone = ops::poll(args.wait, Duration::from_millis(500), async || {
-        for (api, _) in &waiting {
+    wait_removed(session, member, place, plane, &waiting, args.wait).await
+}
+
+/// Deletes one managed copy, or — in the hub joined as a member, whose objects are its own —
+/// only removes its managed label.
+async fn remove_one(
+    member: &Target,
+    target: &ApiResource,
+    object: &kube::core::PartialObjectMeta<DynamicObject>,
+    unlabel_only: bool,
+) -> Result<()> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let scoped: Api<DynamicObject> = match &object.metadata.namespace {
+        Some(ns) => Api::namespaced_with(member.client.clone(), ns, &target.to_dynamic()),
+        None => Api::all_with(member.client.clone(), &target.to_dynamic()),
+    };
+    let result = if unlabel_only {
+        let patch = serde_json::json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
+        scoped
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+    } else {
+        scoped
+            .delete(&name, &DeleteParams::background())
+            .await
+            .map(|_| ())
+    };
+    match result {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(member.err(e)),
+    }
+}
+
+/// Waits up to `wait` until none of this control plane's managed copies is left.
+async fn wait_removed(
+    session: &mut Session<'_>,
+    member: &Target,
+    place: &str,
+    plane: &str,
+    apis: &[Api<DynamicObject>],
+    wait: Duration,
+) -> Result<()> {
+    let selector = ListParams::default().labels(&format!("{MANAGED_LABEL}=true"));
+    let gone = ops::poll(wait, Duration::from_millis(500), async || {
+        for api in apis {
             match api.list_metadata(&selector).await {
                 Ok(list) if list.items.iter().any(|o| owned(plane, o)) => return Ok(None),
                 Ok(_) => {}
@@ -383,7 +418,7 @@ async fn remove_managed(
     if gone.is_none() {
         session.warn(format_args!(
             "some managed objects in {place} are still being deleted after {}s (finalizers?)",
-            args.wait.as_secs()
+            wait.as_secs()
         ))?;
     }
     Ok(())

@@ -40,6 +40,14 @@ struct Running {
     task: SyncTask,
 }
 
+impl Running {
+    /// Stops the sync controller and waits until it has ended.
+    async fn end(self) {
+        self.stop.cancel();
+        self.task.join().await;
+    }
+}
+
 /// A sync controller's task, aborted when dropped: when the FTC controller is dropped (its
 /// stop took too long), no sync controller keeps running.
 struct SyncTask(JoinHandle<()>);
@@ -172,118 +180,17 @@ async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Resu
 
     if ftc.metadata.deletion_timestamp.is_some() {
         stop(&ctx, &name).await;
-        if name == NAMESPACES_FTC_NAME {
-            let _ = ctx.requeue_all.send(());
-        }
-        if ftc.finalizers().iter().any(|f| f == FTC_FINALIZER) {
-            let finalizers: Vec<&String> = ftc
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FTC_FINALIZER)
-                .collect();
-            let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": ftc.resource_version()}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-        }
+        requeue_all_if_namespaces(&ctx, &name);
+        release_finalizer(&api, &ftc).await?;
         return Ok(Action::await_change());
     }
-    if !ftc.finalizers().iter().any(|f| f == FTC_FINALIZER) {
-        let mut finalizers = ftc.finalizers().to_vec();
-        finalizers.push(FTC_FINALIZER.to_string());
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": ftc.resource_version()}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+    add_finalizer(&api, &ftc).await?;
+
+    let wanted = Wanted::of(&ftc, &ctx);
+    let status = wanted.status();
+    if converge(&ctx, &name, wanted).await {
+        requeue_all_if_namespaces(&ctx, &name);
     }
-
-    let mut defaulted = (*ftc).clone();
-    defaulted.set_defaults();
-    let namespaces_ftc = ctx
-        .store
-        .get(&ObjectRef::new(NAMESPACES_FTC_NAME).within(&ctx.shared.kubefed_namespace))
-        .filter(|f| f.metadata.deletion_timestamp.is_none())
-        .map(|f| {
-            let mut f = (*f).clone();
-            f.set_defaults();
-            f
-        });
-    let federated_namespace = namespaces_ftc
-        .as_ref()
-        .map(|f| f.spec.federated_type.to_dynamic());
-    // KubeFed: namespaced targets need the FederatedNamespace type; a namespace-scoped
-    // control plane cannot propagate cluster-scoped targets.
-    let needs_namespace_type = defaulted.target_namespaced() && !defaulted.is_namespace();
-    let cluster_target_in_namespaced_plane =
-        ctx.shared.scope == ControlPlaneScope::Namespaced && !defaulted.target_namespaced();
-    let should_run = defaulted.propagation_enabled()
-        && (!needs_namespace_type || federated_namespace.is_some())
-        && !cluster_target_in_namespaced_plane;
-    // Remote status is collected by the sync controller itself (KubeFed's raw resource
-    // status collection); the status controller is reported running while it does.
-    let collecting = should_run && ctx.shared.collects_status(&defaulted);
-    let generation = ftc.metadata.generation.unwrap_or(0);
-
-    let changed_state = {
-        let mut running = ctx.running.lock().await;
-        let was_running = running.contains_key(&name);
-        let up_to_date = running.get(&name).is_some_and(|r| {
-            r.generation == generation
-                && r.federated_namespace == federated_namespace
-                && !r.task.is_finished()
-        });
-        if should_run && !up_to_date {
-            if let Some(old) = running.remove(&name) {
-                old.stop.cancel();
-                old.task.join().await;
-                info!(ftc = %name, "refreshing sync controller");
-            }
-            let stop = ctx.shutdown.child_token();
-            let task = tokio::spawn({
-                let shared = Arc::clone(&ctx.shared);
-                let stop = stop.clone();
-                let fns = federated_namespace.clone();
-                let ftc_name = name.clone();
-                async move {
-                    if let Err(e) = run_type(shared, defaulted, fns, stop).await {
-                        warn!(ftc = %ftc_name, error = %e, "sync controller ended with an error");
-                    }
-                }
-            });
-            running.insert(
-                name.clone(),
-                Running {
-                    generation,
-                    federated_namespace,
-                    stop,
-                    task: SyncTask(task),
-                },
-            );
-            !was_running
-        } else if !should_run && let Some(old) = running.remove(&name) {
-            old.stop.cancel();
-            old.task.join().await;
-            info!(ftc = %name, "stopped sync controller");
-            true
-        } else {
-            false
-        }
-    };
-    if changed_state && name == NAMESPACES_FTC_NAME {
-        let _ = ctx.requeue_all.send(());
-    }
-
-    let status = FederatedTypeConfigStatus {
-        observed_generation: generation,
-        propagation_controller: if should_run {
-            ControllerStatus::Running
-        } else {
-            ControllerStatus::NotRunning
-        },
-        status_controller: Some(if collecting {
-            ControllerStatus::Running
-        } else {
-            ControllerStatus::NotRunning
-        }),
-    };
     if ftc.status.as_ref() != Some(&status) {
         let patch = json!({ "status": status });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -292,10 +199,181 @@ async fn reconcile_ftc(ftc: Arc<FederatedTypeConfig>, ctx: Arc<Context>) -> Resu
     Ok(Action::await_change())
 }
 
+/// The `namespaces` FTC gates the namespaced types: a change to it requeues every FTC.
+fn requeue_all_if_namespaces(ctx: &Context, name: &str) {
+    if name == NAMESPACES_FTC_NAME {
+        let _ = ctx.requeue_all.send(());
+    }
+}
+
+fn has_finalizer(ftc: &FederatedTypeConfig) -> bool {
+    ftc.finalizers().iter().any(|f| f == FTC_FINALIZER)
+}
+
+async fn release_finalizer(
+    api: &Api<FederatedTypeConfig>,
+    ftc: &FederatedTypeConfig,
+) -> Result<(), Error> {
+    if !has_finalizer(ftc) {
+        return Ok(());
+    }
+    let finalizers = ftc
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FTC_FINALIZER)
+        .cloned()
+        .collect();
+    patch_finalizers(api, ftc, finalizers).await
+}
+
+async fn add_finalizer(
+    api: &Api<FederatedTypeConfig>,
+    ftc: &FederatedTypeConfig,
+) -> Result<(), Error> {
+    if has_finalizer(ftc) {
+        return Ok(());
+    }
+    let mut finalizers = ftc.finalizers().to_vec();
+    finalizers.push(FTC_FINALIZER.to_string());
+    patch_finalizers(api, ftc, finalizers).await
+}
+
+async fn patch_finalizers(
+    api: &Api<FederatedTypeConfig>,
+    ftc: &FederatedTypeConfig,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": ftc.resource_version()}});
+    api.patch(
+        &ftc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// What an FTC asks for: whether its sync controller should run, and from what.
+struct Wanted {
+    /// The FTC with its defaults.
+    ftc: FederatedTypeConfig,
+    generation: i64,
+    federated_namespace: Option<ApiResource>,
+    run: bool,
+    collect_status: bool,
+}
+
+impl Wanted {
+    fn of(ftc: &FederatedTypeConfig, ctx: &Context) -> Self {
+        let mut defaulted = ftc.clone();
+        defaulted.set_defaults();
+        let federated_namespace = federated_namespace_type(ctx);
+        // KubeFed: namespaced targets need the FederatedNamespace type; a namespace-scoped
+        // control plane cannot propagate cluster-scoped targets.
+        let needs_namespace_type = defaulted.target_namespaced() && !defaulted.is_namespace();
+        let cluster_target_in_namespaced_plane =
+            ctx.shared.scope == ControlPlaneScope::Namespaced && !defaulted.target_namespaced();
+        let run = defaulted.propagation_enabled()
+            && (!needs_namespace_type || federated_namespace.is_some())
+            && !cluster_target_in_namespaced_plane;
+        // Remote status is collected by the sync controller itself (KubeFed's raw resource
+        // status collection); the status controller is reported running while it does.
+        let collect_status = run && ctx.shared.collects_status(&defaulted);
+        Self {
+            ftc: defaulted,
+            generation: ftc.metadata.generation.unwrap_or(0),
+            federated_namespace,
+            run,
+            collect_status,
+        }
+    }
+
+    /// Whether `running` was started from what is wanted now, and still runs.
+    fn is_running(&self, running: Option<&Running>) -> bool {
+        running.is_some_and(|r| {
+            r.generation == self.generation
+                && r.federated_namespace == self.federated_namespace
+                && !r.task.is_finished()
+        })
+    }
+
+    fn status(&self) -> FederatedTypeConfigStatus {
+        FederatedTypeConfigStatus {
+            observed_generation: self.generation,
+            propagation_controller: controller_status(self.run),
+            status_controller: Some(controller_status(self.collect_status)),
+        }
+    }
+}
+
+fn controller_status(running: bool) -> ControllerStatus {
+    if running {
+        ControllerStatus::Running
+    } else {
+        ControllerStatus::NotRunning
+    }
+}
+
+/// The FederatedNamespace type, from the `namespaces` FTC unless it is absent or deleted.
+fn federated_namespace_type(ctx: &Context) -> Option<ApiResource> {
+    ctx.store
+        .get(&ObjectRef::new(NAMESPACES_FTC_NAME).within(&ctx.shared.kubefed_namespace))
+        .filter(|f| f.metadata.deletion_timestamp.is_none())
+        .map(|f| {
+            let mut f = (*f).clone();
+            f.set_defaults();
+            f.spec.federated_type.to_dynamic()
+        })
+}
+
+/// Starts, refreshes or stops the FTC's sync controller as `wanted`; true when it started or
+/// stopped (not when it was refreshed).
+async fn converge(ctx: &Context, name: &str, wanted: Wanted) -> bool {
+    let mut running = ctx.running.lock().await;
+    let was_running = running.contains_key(name);
+    if wanted.run && !wanted.is_running(running.get(name)) {
+        if let Some(old) = running.remove(name) {
+            old.end().await;
+            info!(ftc = %name, "refreshing sync controller");
+        }
+        running.insert(name.to_string(), start(ctx, name, wanted));
+        !was_running
+    } else if !wanted.run
+        && let Some(old) = running.remove(name)
+    {
+        old.end().await;
+        info!(ftc = %name, "stopped sync controller");
+        true
+    } else {
+        false
+    }
+}
+
+fn start(ctx: &Context, name: &str, wanted: Wanted) -> Running {
+    let stop = ctx.shutdown.child_token();
+    let task = tokio::spawn({
+        let shared = Arc::clone(&ctx.shared);
+        let stop = stop.clone();
+        let fns = wanted.federated_namespace.clone();
+        let ftc_name = name.to_string();
+        async move {
+            if let Err(e) = run_type(shared, wanted.ftc, fns, stop).await {
+                warn!(ftc = %ftc_name, error = %e, "sync controller ended with an error");
+            }
+        }
+    });
+    Running {
+        generation: wanted.generation,
+        federated_namespace: wanted.federated_namespace,
+        stop,
+        task: SyncTask(task),
+    }
+}
+
 async fn stop(ctx: &Context, name: &str) {
     if let Some(old) = ctx.running.lock().await.remove(name) {
-        old.stop.cancel();
-        old.task.join().await;
+        old.end().await;
         info!(ftc = %name, "stopped sync controller");
     }
 }

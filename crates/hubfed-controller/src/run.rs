@@ -366,37 +366,90 @@ enum Term {
     Released,
 }
 
+impl Candidate<'_> {
+    /// The Leases in the control plane's namespace.
+    fn leases(&self) -> Api<Lease> {
+        Api::namespaced(self.hub.clone(), &self.config.kubefed_namespace)
+    }
+}
+
+/// The leader election's timing, from KubeFedConfig's `leaderElect` (seconds).
+struct LeaseTiming {
+    lease_duration: u64,
+    renew_deadline: u64,
+    retry_period: Duration,
+}
+
+impl LeaseTiming {
+    fn of(kubefed_config: &KubeFedConfigSpec) -> Self {
+        let leader_elect = kubefed_config.leader_elect.clone().unwrap_or_default();
+        let lease_duration = seconds(leader_elect.lease_duration.as_ref(), 15);
+        let renew_deadline =
+            seconds(leader_elect.renew_deadline.as_ref(), 10).min(lease_duration - 1);
+        let retry_period = Duration::from_secs(seconds(leader_elect.retry_period.as_ref(), 5));
+        Self {
+            lease_duration,
+            renew_deadline,
+            retry_period,
+        }
+    }
+
+    /// How long a leader may go without a renewal before it must step down (seconds).
+    fn grace(&self) -> u64 {
+        self.lease_duration - self.renew_deadline
+    }
+}
+
 /// Waits for the lease, then runs the controllers until the lease is lost or `stop`.
 async fn lead_once(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyhow::Result<Term> {
-    let Candidate {
-        hub,
-        config,
-        identity,
-        kubefed_config,
-        health,
-    } = *candidate;
-    let leader_elect = kubefed_config.leader_elect.clone().unwrap_or_default();
-    let lease_duration = seconds(leader_elect.lease_duration.as_ref(), 15);
-    let renew_deadline = seconds(leader_elect.renew_deadline.as_ref(), 10).min(lease_duration - 1);
-    let retry_period = Duration::from_secs(seconds(leader_elect.retry_period.as_ref(), 5));
-    // Replicas starting together race to create the Lease; the loser's build fails with a
-    // conflict. Retry (also covers transient API errors and a hub that does not answer)
-    // instead of exiting.
+    let timing = LeaseTiming::of(candidate.kubefed_config);
+    let Some(manager) = lease_manager(candidate, &timing, stop).await else {
+        return Ok(Term::Done);
+    };
+    let (mut leading, lease_task) = manager.watch().await;
+    info!(identity = %candidate.identity, lease = %format!("{}/{LEASE_NAME}", candidate.config.kubefed_namespace), "waiting for the leader lease");
+    METRICS.leader.with_label_values::<&str>(&[]).set(0);
+    if let Some(outcome) = stand_by(candidate, &timing, &mut leading, stop).await? {
+        stop_election(leading, lease_task, false).await;
+        return Ok(outcome);
+    }
+    candidate.health.set_ready(false);
+    info!(identity = %candidate.identity, "promoted as leader");
+    METRICS.leader.with_label_values::<&str>(&[]).set(1);
+
+    let (term, holds_lease) = lead(candidate, &timing, &mut leading, stop).await;
+    METRICS.leader.with_label_values::<&str>(&[]).set(0);
+    candidate.health.set_ready(false);
+    // Only once the controllers have stopped: releasing lets a standby take over at once. A
+    // replica that lost the lease has nothing to release.
+    stop_election(leading, lease_task, holds_lease).await;
+    term
+}
+
+/// Sets up leader election; `None` when stopped first. Replicas starting together race to
+/// create the Lease; the loser's build fails with a conflict. Retries (also covers transient
+/// API errors and a hub that does not answer) instead of exiting.
+async fn lease_manager(
+    candidate: &Candidate<'_>,
+    timing: &LeaseTiming,
+    stop: &CancellationToken,
+) -> Option<LeaseManager> {
+    let identity = candidate.identity;
     let mut delay = Duration::from_millis(200);
-    let manager = loop {
-        let build = kube_lease_manager::LeaseManagerBuilder::new(hub.clone(), LEASE_NAME)
-            .with_namespace(&config.kubefed_namespace)
+    loop {
+        let build = kube_lease_manager::LeaseManagerBuilder::new(candidate.hub.clone(), LEASE_NAME)
+            .with_namespace(&candidate.config.kubefed_namespace)
             .with_identity(identity)
-            .with_duration(lease_duration)
-            .with_grace(lease_duration - renew_deadline)
+            .with_duration(timing.lease_duration)
+            .with_grace(timing.grace())
             .with_field_manager(lease_field_manager(identity))
             .build();
         let built = tokio::select! {
-            () = stop.cancelled() => return Ok(Term::Done),
+            () = stop.cancelled() => return None,
             built = tokio::time::timeout(ELECTION_SETUP_TIMEOUT, build) => built,
         };
         match built {
-            Ok(Ok(manager)) => break manager,
+            Ok(Ok(manager)) => return Some(manager),
             Ok(Err(e)) => warn!(error = %e, "setting up leader election failed; retrying"),
             Err(_) => warn!(
                 "setting up leader election failed: no answer from the hub within {}s; retrying",
@@ -404,17 +457,24 @@ async fn lead_once(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyho
             ),
         }
         tokio::select! {
-            () = stop.cancelled() => return Ok(Term::Done),
+            () = stop.cancelled() => return None,
             () = tokio::time::sleep(delay) => {}
         }
         delay = (delay * 2).min(Duration::from_secs(5));
-    };
-    let (mut leading, lease_task) = manager.watch().await;
-    info!(identity = %identity, lease = %format!("{}/{LEASE_NAME}", config.kubefed_namespace), "waiting for the leader lease");
-    METRICS.leader.with_label_values::<&str>(&[]).set(0);
+    }
+}
+
+/// Stands by until this replica leads (`None`), or the term ends without leading: `stop`, or
+/// the leader released the lease.
+async fn stand_by(
+    candidate: &Candidate<'_>,
+    timing: &LeaseTiming,
+    leading: &mut tokio::sync::watch::Receiver<bool>,
+    stop: &CancellationToken,
+) -> anyhow::Result<Option<Term>> {
     // A standby is ready: it serves webhooks and metrics and waits its turn.
     let standby_ready = tokio::spawn({
-        let health = Arc::clone(health);
+        let health = Arc::clone(candidate.health);
         async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
             health.set_ready(true);
@@ -422,19 +482,15 @@ async fn lead_once(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyho
     });
     // The lease manager looks at a lease held by another replica again only when it would
     // expire; a release by its holder is noticed here, every retry period.
-    let released = released_by_leader(
-        Api::namespaced(hub.clone(), &config.kubefed_namespace),
-        identity,
-        retry_period,
-    );
+    let released = released_by_leader(candidate.leases(), candidate.identity, timing.retry_period);
     tokio::pin!(released);
-    loop {
+    let outcome = loop {
         if *leading.borrow_and_update() {
-            break;
+            break None;
         }
-        let outcome = tokio::select! {
-            () = stop.cancelled() => Term::Done,
-            () = &mut released => Term::Released,
+        break tokio::select! {
+            () = stop.cancelled() => Some(Term::Done),
+            () = &mut released => Some(Term::Released),
             changed = leading.changed() => if changed.is_err() {
                 standby_ready.abort();
                 return Err(anyhow::anyhow!("leader election stopped"));
@@ -442,48 +498,29 @@ async fn lead_once(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyho
                 continue;
             },
         };
-        standby_ready.abort();
-        stop_election(leading, lease_task, false).await;
-        return Ok(outcome);
-    }
-    standby_ready.abort();
-    health.set_ready(false);
-    info!(identity = %identity, "promoted as leader");
-    METRICS.leader.with_label_values::<&str>(&[]).set(1);
-
-    let controllers = stop.child_token();
-    let grace = Duration::from_secs(lease_duration - renew_deadline);
-    let unconfirmed = lease_unconfirmed(
-        Api::namespaced(hub.clone(), &config.kubefed_namespace),
-        identity,
-        LeaseClock::new(
-            std::time::Instant::now(),
-            Duration::from_secs(lease_duration),
-            grace,
-        ),
-        LeaseClock::read_interval(grace),
-        grace,
-    );
-    let lost = async {
-        tokio::select! {
-            () = unconfirmed => {}
-            () = async {
-                loop {
-                    if leading.changed().await.is_err() || !*leading.borrow() {
-                        return;
-                    }
-                }
-            } => {}
-        }
     };
+    standby_ready.abort();
+    Ok(outcome)
+}
+
+/// Runs the controllers while leading: until they end, `stop` (then drained), or the lease is
+/// lost (then stopped). Returns how the term ended and whether the lease is still held.
+async fn lead(
+    candidate: &Candidate<'_>,
+    timing: &LeaseTiming,
+    leading: &mut tokio::sync::watch::Receiver<bool>,
+    stop: &CancellationToken,
+) -> (anyhow::Result<Term>, bool) {
+    let controllers = stop.child_token();
+    let lost = lease_lost(candidate, timing, leading);
     let mut plane = Box::pin(control_plane(
-        hub.clone(),
-        config.clone(),
-        kubefed_config.clone(),
-        Arc::clone(health),
+        candidate.hub.clone(),
+        candidate.config.clone(),
+        candidate.kubefed_config.clone(),
+        Arc::clone(candidate.health),
         controllers.clone(),
     ));
-    let (term, holds_lease) = tokio::select! {
+    let ended = tokio::select! {
         result = drained(plane.as_mut(), stop) => (result.map(|()| Term::Done), true),
         () = lost => {
             // Stop every controller and wait until they have: a standby must not write.
@@ -500,12 +537,40 @@ async fn lead_once(candidate: &Candidate<'_>, stop: &CancellationToken) -> anyho
     };
     // Whatever did not finish in time is cancelled here.
     drop(plane);
-    METRICS.leader.with_label_values::<&str>(&[]).set(0);
-    health.set_ready(false);
-    // Only once the controllers have stopped: releasing lets a standby take over at once. A
-    // replica that lost the lease has nothing to release.
-    stop_election(leading, lease_task, holds_lease).await;
-    term
+    ended
+}
+
+/// Completes when the lease is lost: the lease manager says so, or holding it cannot be
+/// confirmed on the hub in time (the clock starts now).
+fn lease_lost<'a>(
+    candidate: &Candidate<'a>,
+    timing: &LeaseTiming,
+    leading: &'a mut tokio::sync::watch::Receiver<bool>,
+) -> impl std::future::Future<Output = ()> + 'a {
+    let grace = Duration::from_secs(timing.grace());
+    let unconfirmed = lease_unconfirmed(
+        candidate.leases(),
+        candidate.identity,
+        LeaseClock::new(
+            std::time::Instant::now(),
+            Duration::from_secs(timing.lease_duration),
+            grace,
+        ),
+        LeaseClock::read_interval(grace),
+        grace,
+    );
+    async move {
+        tokio::select! {
+            () = unconfirmed => {}
+            () = async {
+                loop {
+                    if leading.changed().await.is_err() || !*leading.borrow() {
+                        return;
+                    }
+                }
+            } => {}
+        }
+    }
 }
 
 /// The field manager of this replica's Lease writes. The lease manager takes the Lease with a

@@ -232,6 +232,15 @@ async fn serve(args: Args) -> i32 {
             Err(e) => return stopped(Some(e)),
         },
     };
+    let mut parts = start_parts(args, client, &shutdown);
+    let failure = run_until_stopped(&mut parts, &shutdown).await;
+    stop_parts(parts, &shutdown).await;
+    stopped(failure)
+}
+
+/// Starts the admin server, the webhook server (when it has certificates) and the
+/// controllers.
+fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -> Parts {
     let health = std::sync::Arc::new(crate::admin::Health::default());
     let mut parts = Parts::default();
     parts.spawn(
@@ -266,36 +275,35 @@ async fn serve(args: Args) -> i32 {
         CONTROLLERS,
         run_with(client, config, health, shutdown.clone()),
     );
+    parts
+}
 
-    // Running: until asked to stop, or until the controllers or the admin server end.
-    let mut failure = None;
+/// Running: until asked to stop, or until the controllers or the admin server end. Returns
+/// the failure that ended the run, if any.
+async fn run_until_stopped(
+    parts: &mut Parts,
+    shutdown: &CancellationToken,
+) -> Option<anyhow::Error> {
     loop {
         let (name, result) = tokio::select! {
-            () = shutdown.cancelled() => break,
-            next = parts.next() => match next {
-                Some(ended) => ended,
-                None => break,
-            },
+            () = shutdown.cancelled() => return None,
+            next = parts.next() => next?,
         };
         match result {
-            Ok(()) if shutdown.is_cancelled() => break,
-            Ok(()) => {
-                failure = Some(anyhow::anyhow!("the {name} stopped without being asked to"));
-                break;
-            }
+            Ok(()) if shutdown.is_cancelled() => return None,
+            Ok(()) => return Some(anyhow::anyhow!("the {name} stopped without being asked to")),
             // As before: a webhook server that cannot serve is reported, the rest goes on.
             Err(e) if name == WEBHOOK_SERVER => {
                 error!(error = %format!("{e:#}"), "webhook server failed");
             }
-            Err(e) => {
-                failure = Some(e.context(format!("the {name} failed")));
-                break;
-            }
+            Err(e) => return Some(e.context(format!("the {name} failed"))),
         }
     }
+}
 
-    // Stopping: every part observes the token; what has not stopped by the deadline is
-    // abandoned.
+/// Stopping: every part observes the token; what has not stopped by the deadline is
+/// abandoned.
+async fn stop_parts(mut parts: Parts, shutdown: &CancellationToken) {
     shutdown.cancel();
     let deadline = tokio::time::Instant::now() + SHUTDOWN_DEADLINE;
     let stopping = async {
@@ -313,7 +321,6 @@ async fn serve(args: Args) -> i32 {
             SHUTDOWN_DEADLINE.as_secs()
         );
     }
-    stopped(failure)
 }
 
 /// Logs the final line; returns the exit code: 0, or 1 after a failure.

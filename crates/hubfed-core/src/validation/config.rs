@@ -1,5 +1,10 @@
 //! KubeFedConfig: defaulting and validation.
 
+use hubfed_api::kubefedconfig::{
+    ClusterHealthCheckConfig, DurationConfig, FeatureGatesConfig, LeaderElectConfig,
+    SyncControllerConfig,
+};
+
 use super::*;
 
 /// Feature gate names KubeFed v0.10's validation accepts: the known gates plus the retired
@@ -87,136 +92,29 @@ pub(super) fn validate_kubefed_config_with_old_scope(
             "field is immutable",
         ));
     }
-
-    match &spec.controller_duration {
-        None => errors.push(FieldError::required("spec.controllerDuration", "")),
-        Some(durations) => {
-            let path = "spec.controllerDuration";
-            let fields = [
-                ("availableDelay", &durations.available_delay, true),
-                ("unavailableDelay", &durations.unavailable_delay, true),
-                ("cacheSyncTimeout", &durations.cache_sync_timeout, false),
-            ];
-            for (name, value, required) in fields {
-                positive_duration(&child(path, name), value.as_deref(), required, &mut errors);
-            }
-        }
-    }
-
-    match &spec.leader_elect {
-        None => errors.push(FieldError::required("spec.leaderElect", "")),
-        Some(election) => {
-            let path = "spec.leaderElect";
-            let lease_path = child(path, "leaseDuration");
-            let renew_path = child(path, "renewDeadline");
-            let lease = positive_duration(
-                &lease_path,
-                election.lease_duration.as_deref(),
-                true,
-                &mut errors,
-            );
-            let renew = positive_duration(
-                &renew_path,
-                election.renew_deadline.as_deref(),
-                true,
-                &mut errors,
-            );
-            let retry = positive_duration(
-                &child(path, "retryPeriod"),
-                election.retry_period.as_deref(),
-                true,
-                &mut errors,
-            );
-            if let (Some(lease), Some(renew)) = (lease, renew)
-                && lease <= renew
-            {
-                errors.push(FieldError::invalid_value(
-                    lease_path,
-                    go_duration_string(lease),
-                    "leaseDuration must be greater than renewDeadline",
-                ));
-            }
-            if let (Some(renew), Some(retry)) = (renew, retry) {
-                // Go: time.Duration(float64(retry) * JitterFactor), truncated toward zero.
-                let jittered = (retry as f64 * LEADER_ELECTION_JITTER_FACTOR) as i128;
-                if renew <= jittered {
-                    errors.push(FieldError::invalid_value(
-                        renew_path,
-                        go_duration_string(renew),
-                        &format!(
-                            "renewDeadline must be greater than retryPeriod*JitterFactor({LEADER_ELECTION_JITTER_FACTOR:.1})"
-                        ),
-                    ));
-                }
-            }
-            if election.resource_lock.is_none() {
-                errors.push(FieldError::required(child(path, "resourceLock"), ""));
-            }
-        }
-    }
-
-    if spec.feature_gates.is_empty() {
-        errors.push(FieldError::required("spec.featureGates", ""));
-    }
-    let mut seen_gates = HashSet::new();
-    for (i, gate) in spec.feature_gates.iter().enumerate() {
-        let name_path = child(&index("spec.featureGates", i), "name");
-        if !seen_gates.insert(gate.name.as_str()) {
-            errors.push(FieldError::duplicate(name_path, &gate.name));
-            continue;
-        }
-        validate_enum_string(&name_path, &gate.name, ACCEPTED_FEATURE_GATES, &mut errors);
-    }
-
-    match &spec.cluster_health_check {
-        None => errors.push(FieldError::required("spec.clusterHealthCheck", "")),
-        Some(health) => {
-            let path = "spec.clusterHealthCheck";
-            positive_duration(
-                &child(path, "period"),
-                health.period.as_deref(),
-                true,
-                &mut errors,
-            );
-            positive_int(
-                &child(path, "failureThreshold"),
-                health.failure_threshold,
-                true,
-                &mut errors,
-            );
-            positive_int(
-                &child(path, "successThreshold"),
-                health.success_threshold,
-                true,
-                &mut errors,
-            );
-            positive_duration(
-                &child(path, "timeout"),
-                health.timeout.as_deref(),
-                true,
-                &mut errors,
-            );
-        }
-    }
-
-    match &spec.sync_controller {
-        None => errors.push(FieldError::required("spec.syncController", "")),
-        Some(sync) => {
-            positive_int(
-                "spec.syncController.maxConcurrentReconciles",
-                sync.max_concurrent_reconciles,
-                false,
-                &mut errors,
-            );
-            if sync.adopt_resources.is_none() {
-                errors.push(FieldError::required(
-                    "spec.syncController.adoptResources",
-                    "",
-                ));
-            }
-        }
-    }
-
+    let controller_duration = spec.controller_duration.as_ref();
+    required_section(
+        "spec.controllerDuration",
+        controller_duration,
+        &mut errors,
+        durations,
+    );
+    required_section(
+        "spec.leaderElect",
+        spec.leader_elect.as_ref(),
+        &mut errors,
+        leader_elect,
+    );
+    feature_gates(&spec.feature_gates, &mut errors);
+    let health_check = spec.cluster_health_check.as_ref();
+    required_section(
+        "spec.clusterHealthCheck",
+        health_check,
+        &mut errors,
+        cluster_health_check,
+    );
+    let sync = spec.sync_controller.as_ref();
+    required_section("spec.syncController", sync, &mut errors, sync_controller);
     if let Some(status) = &spec.status_controller {
         positive_int(
             "spec.statusController.maxConcurrentReconciles",
@@ -226,6 +124,138 @@ pub(super) fn validate_kubefed_config_with_old_scope(
         );
     }
     errors
+}
+
+/// A required section of the spec: absent is an error, present is checked by `check`.
+fn required_section<T>(
+    path: &str,
+    section: Option<&T>,
+    errors: &mut Vec<FieldError>,
+    check: fn(&str, &T, &mut Vec<FieldError>),
+) {
+    match section {
+        None => errors.push(FieldError::required(path, "")),
+        Some(section) => check(path, section, errors),
+    }
+}
+
+fn durations(path: &str, durations: &DurationConfig, errors: &mut Vec<FieldError>) {
+    let fields = [
+        ("availableDelay", &durations.available_delay, true),
+        ("unavailableDelay", &durations.unavailable_delay, true),
+        ("cacheSyncTimeout", &durations.cache_sync_timeout, false),
+    ];
+    for (name, value, required) in fields {
+        positive_duration(&child(path, name), value.as_deref(), required, errors);
+    }
+}
+
+/// `leaseDuration` > `renewDeadline` > `retryPeriod` × 1.2, all positive; `resourceLock` set.
+fn leader_elect(path: &str, election: &LeaderElectConfig, errors: &mut Vec<FieldError>) {
+    let lease_path = child(path, "leaseDuration");
+    let renew_path = child(path, "renewDeadline");
+    let lease = positive_duration(
+        &lease_path,
+        election.lease_duration.as_deref(),
+        true,
+        errors,
+    );
+    let renew = positive_duration(
+        &renew_path,
+        election.renew_deadline.as_deref(),
+        true,
+        errors,
+    );
+    let retry = positive_duration(
+        &child(path, "retryPeriod"),
+        election.retry_period.as_deref(),
+        true,
+        errors,
+    );
+    if let (Some(lease), Some(renew)) = (lease, renew)
+        && lease <= renew
+    {
+        errors.push(FieldError::invalid_value(
+            lease_path,
+            go_duration_string(lease),
+            "leaseDuration must be greater than renewDeadline",
+        ));
+    }
+    if let (Some(renew), Some(retry)) = (renew, retry) {
+        // Go: time.Duration(float64(retry) * JitterFactor), truncated toward zero.
+        let jittered = (retry as f64 * LEADER_ELECTION_JITTER_FACTOR) as i128;
+        if renew <= jittered {
+            errors.push(FieldError::invalid_value(
+                renew_path,
+                go_duration_string(renew),
+                &format!(
+                    "renewDeadline must be greater than retryPeriod*JitterFactor({LEADER_ELECTION_JITTER_FACTOR:.1})"
+                ),
+            ));
+        }
+    }
+    if election.resource_lock.is_none() {
+        errors.push(FieldError::required(child(path, "resourceLock"), ""));
+    }
+}
+
+/// At least one; each known and named once.
+fn feature_gates(gates: &[FeatureGatesConfig], errors: &mut Vec<FieldError>) {
+    if gates.is_empty() {
+        errors.push(FieldError::required("spec.featureGates", ""));
+    }
+    let mut seen_gates = HashSet::new();
+    for (i, gate) in gates.iter().enumerate() {
+        let name_path = child(&index("spec.featureGates", i), "name");
+        if !seen_gates.insert(gate.name.as_str()) {
+            errors.push(FieldError::duplicate(name_path, &gate.name));
+            continue;
+        }
+        validate_enum_string(&name_path, &gate.name, ACCEPTED_FEATURE_GATES, errors);
+    }
+}
+
+fn cluster_health_check(
+    path: &str,
+    health: &ClusterHealthCheckConfig,
+    errors: &mut Vec<FieldError>,
+) {
+    positive_duration(
+        &child(path, "period"),
+        health.period.as_deref(),
+        true,
+        errors,
+    );
+    positive_int(
+        &child(path, "failureThreshold"),
+        health.failure_threshold,
+        true,
+        errors,
+    );
+    positive_int(
+        &child(path, "successThreshold"),
+        health.success_threshold,
+        true,
+        errors,
+    );
+    positive_duration(
+        &child(path, "timeout"),
+        health.timeout.as_deref(),
+        true,
+        errors,
+    );
+}
+
+fn sync_controller(path: &str, sync: &SyncControllerConfig, errors: &mut Vec<FieldError>) {
+    positive_int(
+        &child(path, "maxConcurrentReconciles"),
+        sync.max_concurrent_reconciles,
+        false,
+        errors,
+    );
+    if sync.adopt_resources.is_none() {
+        errors.push(FieldError::required(child(path, "adoptResources"), ""));
+    }
 }
 
 /// Checks a duration string is set (when `required`), parses as a Go duration and is > 0.

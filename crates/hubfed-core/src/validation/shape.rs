@@ -214,55 +214,6 @@ pub(super) fn placeholder(shape: Shape) -> Value {
 /// placeholders, so that the result deserialises into the typed struct.
 pub(super) fn conform(value: &mut Value, shape: Shape, path: &str, errors: &mut Vec<FieldError>) {
     match shape {
-        Shape::String => {
-            if !value.is_string() {
-                errors.push(FieldError::wrong_type(path, value, "string"));
-                *value = placeholder(shape);
-            }
-        }
-        Shape::Enum(allowed) => {
-            let error = match value.as_str() {
-                None => Some(FieldError::wrong_type(path, value, "string")),
-                Some("") => Some(FieldError::required(path, "")),
-                Some(s) if !allowed.contains(&s) => {
-                    Some(FieldError::not_supported(path, s, allowed))
-                }
-                Some(_) => None,
-            };
-            if let Some(error) = error {
-                errors.push(error);
-                *value = placeholder(shape);
-            }
-        }
-        Shape::Int => {
-            if value.as_i64().is_none() {
-                errors.push(FieldError::wrong_type(path, value, "integer"));
-                *value = placeholder(shape);
-            }
-        }
-        Shape::Time => {
-            if let Err(error) = serde_json::from_value::<Time>(value.clone()) {
-                errors.push(match value.as_str() {
-                    Some(s) => FieldError::invalid(
-                        path,
-                        s,
-                        &format!("must be an RFC 3339 date-time: {error}"),
-                    ),
-                    None => FieldError::wrong_type(path, value, "string"),
-                });
-                *value = placeholder(shape);
-            }
-        }
-        Shape::Bytes => {
-            if serde_json::from_value::<ByteString>(value.clone()).is_err() {
-                errors.push(if value.is_string() {
-                    FieldError::invalid_detail(path, "must be base64-encoded bytes")
-                } else {
-                    FieldError::wrong_type(path, value, "string")
-                });
-                *value = placeholder(shape);
-            }
-        }
         Shape::List(item) => match value.as_array_mut() {
             Some(items) => {
                 for (i, element) in items.iter_mut().enumerate() {
@@ -274,34 +225,87 @@ pub(super) fn conform(value: &mut Value, shape: Shape, path: &str, errors: &mut 
                 *value = placeholder(shape);
             }
         },
-        Shape::Object(fields) => {
-            if !value.is_object() {
-                errors.push(FieldError::wrong_type(path, value, "object"));
-                // Fill the replacement quietly: its missing members are not news.
+        Shape::Object(fields) => conform_object(value, shape, fields, path, errors),
+        _ => {
+            if let Some(error) = scalar_error(value, shape, path) {
+                errors.push(error);
                 *value = placeholder(shape);
-                conform(value, shape, path, &mut Vec::new());
-                return;
             }
-            let Some(members) = value.as_object_mut() else {
-                return;
-            };
-            for field in fields {
-                let field_path = child(path, field.name);
-                match members.get_mut(field.name).filter(|v| !v.is_null()) {
-                    Some(member) => conform(member, field.shape, &field_path, errors),
-                    None => {
-                        if let Presence::Optional = field.presence {
-                            members.remove(field.name);
-                            continue;
-                        }
-                        if let Presence::Required = field.presence {
-                            errors.push(FieldError::required(field_path.clone(), ""));
-                        }
-                        let mut filled = placeholder(field.shape);
-                        conform(&mut filled, field.shape, &field_path, errors);
-                        members.insert(field.name.to_owned(), filled);
-                    }
+        }
+    }
+}
+
+/// What is wrong with a scalar `value` of `shape`, if anything.
+fn scalar_error(value: &Value, shape: Shape, path: &str) -> Option<FieldError> {
+    match shape {
+        Shape::String => {
+            (!value.is_string()).then(|| FieldError::wrong_type(path, value, "string"))
+        }
+        Shape::Enum(allowed) => match value.as_str() {
+            None => Some(FieldError::wrong_type(path, value, "string")),
+            Some("") => Some(FieldError::required(path, "")),
+            Some(s) if !allowed.contains(&s) => Some(FieldError::not_supported(path, s, allowed)),
+            Some(_) => None,
+        },
+        Shape::Int => value
+            .as_i64()
+            .is_none()
+            .then(|| FieldError::wrong_type(path, value, "integer")),
+        Shape::Time => {
+            let error = serde_json::from_value::<Time>(value.clone()).err()?;
+            Some(match value.as_str() {
+                Some(s) => {
+                    FieldError::invalid(path, s, &format!("must be an RFC 3339 date-time: {error}"))
                 }
+                None => FieldError::wrong_type(path, value, "string"),
+            })
+        }
+        Shape::Bytes => {
+            serde_json::from_value::<ByteString>(value.clone()).err()?;
+            Some(if value.is_string() {
+                FieldError::invalid_detail(path, "must be base64-encoded bytes")
+            } else {
+                FieldError::wrong_type(path, value, "string")
+            })
+        }
+        Shape::List(_) | Shape::Object(_) => None,
+    }
+}
+
+/// [`conform`] for an object: each listed member conformed, missing ones dropped (optional)
+/// or filled in (reported when required).
+fn conform_object(
+    value: &mut Value,
+    shape: Shape,
+    fields: &[Field],
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if !value.is_object() {
+        errors.push(FieldError::wrong_type(path, value, "object"));
+        // Fill the replacement quietly: its missing members are not news.
+        *value = placeholder(shape);
+        conform(value, shape, path, &mut Vec::new());
+        return;
+    }
+    let Some(members) = value.as_object_mut() else {
+        return;
+    };
+    for field in fields {
+        let field_path = child(path, field.name);
+        match members.get_mut(field.name).filter(|v| !v.is_null()) {
+            Some(member) => conform(member, field.shape, &field_path, errors),
+            None => {
+                if let Presence::Optional = field.presence {
+                    members.remove(field.name);
+                    continue;
+                }
+                if let Presence::Required = field.presence {
+                    errors.push(FieldError::required(field_path.clone(), ""));
+                }
+                let mut filled = placeholder(field.shape);
+                conform(&mut filled, field.shape, &field_path, errors);
+                members.insert(field.name.to_owned(), filled);
             }
         }
     }

@@ -16,85 +16,114 @@ pub struct Nesting {
 
 /// Scans `json` (assumed well-formed; garbage gives a meaningless but bounded answer).
 pub fn nesting(json: &[u8], limit: usize) -> Nesting {
-    let mut result = Nesting::default();
-    // One entry per open container: the key under which the next value of it sits.
-    let mut keys: Vec<Option<String>> = Vec::new();
-    let mut string = Vec::new();
-    let (mut in_string, mut escaped) = (false, false);
-    let mut last_string: Option<String> = None;
-    let mut capture_uid = false;
-    // Server-side apply's bookkeeping mirrors the object's shape and comes first: where the
-    // object itself nests too deep is what to report, so a place inside `managedFields` only
-    // stands until the object's own is found.
-    let mut in_managed_fields: Option<usize> = None;
-    let mut reported_in_managed_fields = false;
+    let mut scan = Scan {
+        limit,
+        ..Scan::default()
+    };
     for &byte in json {
-        if in_string {
-            match (escaped, byte) {
-                (true, _) => {
-                    escaped = false;
-                    string.push(byte);
-                }
-                (false, b'\\') => escaped = true,
-                (false, b'"') => {
-                    in_string = false;
-                    let text = String::from_utf8_lossy(&string).into_owned();
-                    if capture_uid {
-                        result.request_uid.get_or_insert(text.clone());
-                        capture_uid = false;
-                    }
-                    last_string = Some(text);
-                    string.clear();
-                }
-                (false, _) => string.push(byte),
-            }
-            continue;
+        if scan.in_string {
+            scan.string_byte(byte);
+        } else {
+            scan.structural_byte(byte);
         }
+    }
+    scan.result
+}
+
+/// The state of a [`nesting`] scan.
+#[derive(Default)]
+struct Scan {
+    limit: usize,
+    result: Nesting,
+    /// One entry per open container: the key under which the next value of it sits.
+    keys: Vec<Option<String>>,
+    /// The string being read.
+    string: Vec<u8>,
+    in_string: bool,
+    escaped: bool,
+    last_string: Option<String>,
+    /// The string being read is `request.uid`'s value.
+    capture_uid: bool,
+    /// Server-side apply's bookkeeping mirrors the object's shape and comes first: where the
+    /// object itself nests too deep is what to report, so a place inside `managedFields` only
+    /// stands until the object's own is found. The depth of the `managedFields` container
+    /// while inside it.
+    in_managed_fields: Option<usize>,
+    reported_in_managed_fields: bool,
+}
+
+impl Scan {
+    /// A byte inside a string.
+    fn string_byte(&mut self, byte: u8) {
+        match (self.escaped, byte) {
+            (true, _) => {
+                self.escaped = false;
+                self.string.push(byte);
+            }
+            (false, b'\\') => self.escaped = true,
+            (false, b'"') => {
+                self.in_string = false;
+                let text = String::from_utf8_lossy(&self.string).into_owned();
+                if self.capture_uid {
+                    self.result.request_uid.get_or_insert(text.clone());
+                    self.capture_uid = false;
+                }
+                self.last_string = Some(text);
+                self.string.clear();
+            }
+            (false, _) => self.string.push(byte),
+        }
+    }
+
+    /// A byte outside strings.
+    fn structural_byte(&mut self, byte: u8) {
         match byte {
-            b'"' => in_string = true,
+            b'"' => self.in_string = true,
             b':' => {
-                let key = last_string.take();
-                capture_uid = keys.len() == 2
+                let key = self.last_string.take();
+                self.capture_uid = self.keys.len() == 2
                     && key.as_deref() == Some("uid")
-                    && keys[0].as_deref() == Some("request");
-                if let Some(slot) = keys.last_mut() {
+                    && self.keys[0].as_deref() == Some("request");
+                if let Some(slot) = self.keys.last_mut() {
                     *slot = key;
                 }
             }
-            b'{' | b'[' => {
-                if in_managed_fields.is_none()
-                    && keys.last().and_then(Option::as_deref) == Some("managedFields")
-                {
-                    in_managed_fields = Some(keys.len());
-                }
-                keys.push(if byte == b'[' {
-                    Some("[]".to_owned())
-                } else {
-                    None
-                });
-                result.depth = result.depth.max(keys.len());
-                let report = result.too_deep_at.is_none()
-                    || (reported_in_managed_fields && in_managed_fields.is_none());
-                if keys.len() > limit && report {
-                    let path = keys[..keys.len() - 1].iter().flatten().cloned().collect();
-                    result.too_deep_at = Some(path);
-                    reported_in_managed_fields = in_managed_fields.is_some();
-                }
-            }
+            b'{' | b'[' => self.open(byte == b'['),
             b'}' | b']' => {
-                keys.pop();
-                if in_managed_fields == Some(keys.len()) {
-                    in_managed_fields = None;
+                self.keys.pop();
+                if self.in_managed_fields == Some(self.keys.len()) {
+                    self.in_managed_fields = None;
                 }
             }
             b',' => {
-                last_string = None;
-                capture_uid = false;
+                self.last_string = None;
+                self.capture_uid = false;
             }
             _ => {}
         }
     }
-    result
+
+    /// An object or (`array`) an array opens: one level deeper.
+    fn open(&mut self, array: bool) {
+        if self.in_managed_fields.is_none()
+            && self.keys.last().and_then(Option::as_deref) == Some("managedFields")
+        {
+            self.in_managed_fields = Some(self.keys.len());
+        }
+        self.keys.push(array.then(|| "[]".to_owned()));
+        self.result.depth = self.result.depth.max(self.keys.len());
+        let report = self.result.too_deep_at.is_none()
+            || (self.reported_in_managed_fields && self.in_managed_fields.is_none());
+        if self.keys.len() > self.limit && report {
+            let path = self.keys[..self.keys.len() - 1]
+                .iter()
+                .flatten()
+                .cloned()
+                .collect();
+            self.result.too_deep_at = Some(path);
+            self.reported_in_managed_fields = self.in_managed_fields.is_some();
+        }
+    }
 }
 
 #[cfg(test)]

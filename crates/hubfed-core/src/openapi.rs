@@ -95,80 +95,55 @@ impl Inliner<'_> {
         };
         let references = references(node);
         if !references.is_empty() || node.contains_key("allOf") {
-            if references.iter().any(|r| r == OBJECT_META) {
-                return free_object();
-            }
-            if let Some(recursive) = references.iter().find(|r| expanding.contains(r)) {
-                let is_object = self
-                    .schemas
-                    .get(recursive)
-                    .and_then(|s| s.get("type"))
-                    .is_some_and(|t| t == "object");
-                return if is_object {
-                    free_object()
-                } else {
-                    any_value()
-                };
-            }
-            let merged = self.merge(node);
-            let depth = expanding.len();
-            expanding.extend(references);
-            let converted = self.convert(&Value::Object(merged), expanding);
-            expanding.truncate(depth);
-            return converted;
+            return self.convert_referring(node, references, expanding);
         }
-
         if node.get("format").is_some_and(|f| f == "int-or-string")
-            || node
-                .get("x-kubernetes-int-or-string")
-                .is_some_and(|v| v == true)
+            || is_true(node, "x-kubernetes-int-or-string")
         {
             return int_or_string();
         }
-        let object_like =
-            node.contains_key("properties") || node.contains_key("additionalProperties");
-        let type_ = match node.get("type") {
-            Some(Value::String(type_)) => type_.as_str(),
-            None if object_like => "object",
-            None => {
-                // IntOrString is `oneOf: [integer, string]`; other alternatives (Quantity is
-                // string or number) have no structural form but "any value".
-                return if alternative_types(node) == ["integer", "string"] {
-                    int_or_string()
-                } else {
-                    any_value()
-                };
-            }
-            Some(_) => return any_value(),
+        let type_ = match structural_type(node) {
+            Ok(type_) => type_,
+            Err(untyped) => return untyped,
         };
-
-        let mut out = Map::new();
-        out.insert("type".to_owned(), json!(type_));
-        if let Some(format) = node.get("format").and_then(Value::as_str)
-            && KEPT_FORMATS.contains(&format)
-        {
-            out.insert("format".to_owned(), json!(format));
-        }
-        for keyword in KEPT_VALIDATIONS {
-            if let Some(value) = node.get(*keyword) {
-                out.insert((*keyword).to_owned(), value.clone());
-            }
-        }
-        if node
-            .get("x-kubernetes-preserve-unknown-fields")
-            .is_some_and(|v| v == true)
-        {
-            out.insert(
-                "x-kubernetes-preserve-unknown-fields".to_owned(),
-                json!(true),
-            );
-        }
+        let mut out = kept_keywords(node, type_);
         match type_ {
             "object" => self.convert_object(node, &mut out, expanding),
             "array" => self.convert_array(node, &mut out, expanding),
             _ => {}
         }
         Value::Object(out)
+    }
+
+    /// [`Self::convert`] for a node with `references` (or `allOf`): what they stand for is
+    /// merged in and converted, unless it is ObjectMeta or contains itself.
+    fn convert_referring(
+        &self,
+        node: &Map<String, Value>,
+        references: Vec<String>,
+        expanding: &mut Vec<String>,
+    ) -> Value {
+        if references.iter().any(|r| r == OBJECT_META) {
+            return free_object();
+        }
+        if let Some(recursive) = references.iter().find(|r| expanding.contains(r)) {
+            let is_object = self
+                .schemas
+                .get(recursive)
+                .and_then(|s| s.get("type"))
+                .is_some_and(|t| t == "object");
+            return if is_object {
+                free_object()
+            } else {
+                any_value()
+            };
+        }
+        let merged = self.merge(node);
+        let depth = expanding.len();
+        expanding.extend(references);
+        let converted = self.convert(&Value::Object(merged), expanding);
+        expanding.truncate(depth);
+        converted
     }
 
     fn convert_object(
@@ -191,20 +166,12 @@ impl Inliner<'_> {
                 out.insert("additionalProperties".to_owned(), converted);
             }
             // `true`, or a map schema next to properties: structural schemas allow neither.
-            Some(Value::Object(_) | Value::Bool(true)) => {
-                out.insert(
-                    "x-kubernetes-preserve-unknown-fields".to_owned(),
-                    json!(true),
-                );
-            }
+            Some(Value::Object(_) | Value::Bool(true)) => preserve_unknown_fields(out),
             _ => {}
         }
         if !out.contains_key("properties") && !out.contains_key("additionalProperties") {
             // A free-form object such as RawExtension: typed as nothing, so nothing pruned.
-            out.insert(
-                "x-kubernetes-preserve-unknown-fields".to_owned(),
-                json!(true),
-            );
+            preserve_unknown_fields(out);
         }
         if let Some(required) = node.get("required").filter(|r| r.is_array()) {
             out.insert("required".to_owned(), required.clone());
@@ -312,6 +279,53 @@ fn merge_keywords(merged: &mut Map<String, Value>, part: &Map<String, Value>, sk
 }
 
 /// The component names `node` refers to, directly or through `allOf`.
+/// The `type` of a node the structural way: a node with properties is an object. `Err` holds
+/// the structural form of a node without a usable type.
+fn structural_type(node: &Map<String, Value>) -> Result<&str, Value> {
+    let object_like = node.contains_key("properties") || node.contains_key("additionalProperties");
+    match node.get("type") {
+        Some(Value::String(type_)) => Ok(type_.as_str()),
+        None if object_like => Ok("object"),
+        // IntOrString is `oneOf: [integer, string]`; other alternatives (Quantity is string or
+        // number) have no structural form but "any value".
+        None if alternative_types(node) == ["integer", "string"] => Err(int_or_string()),
+        None | Some(_) => Err(any_value()),
+    }
+}
+
+/// The structural form of `node` but its members and items: its type, and the format and
+/// validations kept.
+fn kept_keywords(node: &Map<String, Value>, type_: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("type".to_owned(), json!(type_));
+    if let Some(format) = node.get("format").and_then(Value::as_str)
+        && KEPT_FORMATS.contains(&format)
+    {
+        out.insert("format".to_owned(), json!(format));
+    }
+    for keyword in KEPT_VALIDATIONS {
+        if let Some(value) = node.get(*keyword) {
+            out.insert((*keyword).to_owned(), value.clone());
+        }
+    }
+    if is_true(node, "x-kubernetes-preserve-unknown-fields") {
+        preserve_unknown_fields(&mut out);
+    }
+    out
+}
+
+/// Whether `node`'s `keyword` is `true`.
+fn is_true(node: &Map<String, Value>, keyword: &str) -> bool {
+    node.get(keyword).is_some_and(|v| v == true)
+}
+
+fn preserve_unknown_fields(out: &mut Map<String, Value>) {
+    out.insert(
+        "x-kubernetes-preserve-unknown-fields".to_owned(),
+        json!(true),
+    );
+}
+
 fn references(node: &Map<String, Value>) -> Vec<String> {
     let direct = node.get("$ref");
     let wrapped = node

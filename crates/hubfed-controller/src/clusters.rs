@@ -9,6 +9,7 @@
 
 mod config;
 mod pool;
+mod probe;
 mod tls;
 
 use std::collections::BTreeMap;

@@ -9,21 +9,18 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hubfed_api::kubefedcluster::{
-    ClusterCondition, EVENT_MALFORMED_CLUSTER_CONFIG, EVENT_RETRIEVING_CLUSTER_HEALTH_FAILED,
-    KubeFedCluster, KubeFedClusterStatus, SyncMode,
+    ClusterCondition, EVENT_MALFORMED_CLUSTER_CONFIG, KubeFedCluster, KubeFedClusterStatus,
+    SyncMode,
 };
 use hubfed_api::names::CLUSTER_SECRET_TOKEN_KEY;
-use hubfed_api::work::{AGENT_KUBERNETES_VERSION_ANNOTATION, AGENT_LEASE_NAME};
-use hubfed_core::pull::{
-    HeartbeatSeen, HeartbeatVerdict, cluster_namespace, heartbeat_verdict, observe_heartbeat,
-};
+use hubfed_core::pull::{HeartbeatSeen, cluster_namespace};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::events::Recorder;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -33,11 +30,12 @@ use tracing::{debug, info, warn};
 use super::config::{
     ClientInputs, ConfigError, MemberConfigs, SecretToken, error_chain, member_configs,
 };
+use super::probe::{Probed, now, probe_cluster, read_heartbeat};
 use super::tls::relaxed_client;
 use super::{HealthCheckSettings, MemberCluster};
-use hubfed_core::health::{
-    HealthTracker, ProbeOutcome, desired_conditions, healthz_ok, status_needs_write, status_patch,
-};
+use hubfed_core::health::{HealthTracker, ProbeOutcome};
+
+mod report;
 
 /// Event source of KubeFed's cluster controller; kept for compatibility.
 const REPORTER: &str = "kubefedcluster-controller";
@@ -47,8 +45,6 @@ const HUB_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 const STALE_MARGIN: Duration = Duration::from_secs(10);
 /// Helm release Secrets can be large and never hold cluster tokens.
 const SECRET_FIELD_SELECTOR: &str = "type!=helm.sh/release.v1";
-/// events.k8s.io limits `note` to 1kB.
-const EVENT_NOTE_LIMIT: usize = 1024;
 
 static NEXT_CLIENT_ID: AtomicUsize = AtomicUsize::new(1);
 static NEXT_PROBE_ID: AtomicU64 = AtomicU64::new(1);
@@ -209,20 +205,6 @@ fn secret_watch_error(error: &watcher::Error) -> String {
         }
         other => error_chain(other),
     }
-}
-
-/// What a probe found: a push member's own answer, or a pull member's heartbeat Lease in the
-/// hub (its `resourceVersion`, its lease duration and the Kubernetes version the agent
-/// reports; `None` when there is no Lease yet).
-enum Probed {
-    Member(ProbeOutcome),
-    Heartbeat(Result<Option<HeartbeatLease>, String>),
-}
-
-struct HeartbeatLease {
-    resource_version: String,
-    duration: Option<Duration>,
-    kubernetes_version: Option<String>,
 }
 
 /// What a child task reports back to the registry.
@@ -593,187 +575,6 @@ impl Registry {
             self.pool.changes.send_modify(|v| *v = v.wrapping_add(1));
         }
     }
-
-    fn on_task_done(&mut self, done: TaskDone, tasks: &mut JoinSet<TaskDone>) {
-        match done {
-            TaskDone::Probed {
-                cluster,
-                probe,
-                client_id,
-                probe_time,
-                outcome,
-            } => self.on_probed(&cluster, probe, client_id, &probe_time, outcome, tasks),
-            TaskDone::StatusWritten {
-                cluster,
-                probe,
-                conditions,
-                result,
-            } => {
-                let Some(entry) = self.entries.get_mut(&cluster) else {
-                    return;
-                };
-                if entry.in_flight == Some(probe) {
-                    entry.in_flight = None;
-                }
-                match result {
-                    Ok(status) => {
-                        debug!(cluster = %cluster, "KubeFedCluster status written");
-                        entry.object.status = status;
-                        entry.last_written = Some(conditions);
-                    }
-                    Err(error) => {
-                        warn!(cluster = %cluster, %error, "cannot write KubeFedCluster status");
-                    }
-                }
-            }
-            TaskDone::EventPublished {
-                cluster,
-                reason,
-                result,
-            } => {
-                if let Err(error) = result {
-                    warn!(cluster = %cluster, reason, %error, "cannot publish event");
-                }
-            }
-        }
-    }
-
-    fn on_probed(
-        &mut self,
-        cluster: &str,
-        probe: u64,
-        client_id: usize,
-        probe_time: &Time,
-        outcome: Probed,
-        tasks: &mut JoinSet<TaskDone>,
-    ) {
-        let settings = self.pool.health;
-        let Some(entry) = self.entries.get_mut(cluster) else {
-            return;
-        };
-        if entry.in_flight != Some(probe) {
-            return;
-        }
-        if entry.client_id != client_id {
-            // Probed with clients that have since been replaced; the new ones get a probe.
-            entry.in_flight = None;
-            entry.probe_wanted = true;
-            return;
-        }
-        let outcome = match outcome {
-            Probed::Member(outcome) => outcome,
-            Probed::Heartbeat(lease) => heartbeat_outcome(entry, lease, settings),
-        };
-        debug!(cluster = %cluster, ?outcome, "cluster probed");
-        let mut warning = None;
-        match &outcome {
-            ProbeOutcome::Unreachable { error } => {
-                if entry.last_probe_error.as_ref() != Some(error) {
-                    warn!(cluster = %cluster, %error, "cluster health check failed");
-                    warning = Some(format!("Failed to retrieve health of the cluster: {error}"));
-                    entry.last_probe_error = Some(error.clone());
-                }
-            }
-            _ => entry.last_probe_error = None,
-        }
-        let was_ready = entry.ready();
-        let published = entry
-            .tracker
-            .observe(
-                outcome,
-                settings.failure_threshold,
-                settings.success_threshold,
-            )
-            .clone();
-        entry.probed = true;
-        if was_ready != published.is_ready() {
-            info!(cluster = %cluster, ready = published.is_ready(), "cluster readiness changed");
-        }
-        let previous = entry
-            .last_written
-            .as_deref()
-            .or_else(|| {
-                entry
-                    .object
-                    .status
-                    .as_ref()
-                    .map(|status| status.conditions.as_slice())
-            })
-            .unwrap_or_default();
-        let conditions = desired_conditions(&published, previous, probe_time);
-        let version = published.kubernetes_version();
-        if status_needs_write(entry.object.status.as_ref(), &conditions, version) {
-            let patch = status_patch(&conditions, version);
-            let api = self.clusters_api.clone();
-            let cluster = cluster.to_owned();
-            tasks.spawn(async move {
-                let params = PatchParams::default();
-                let merge = Patch::Merge(&patch);
-                let write = api.patch_status(&cluster, &params, &merge);
-                let result = match tokio::time::timeout(HUB_WRITE_TIMEOUT, write).await {
-                    Ok(Ok(updated)) => Ok(updated.status),
-                    Ok(Err(error)) => Err(error_chain(&error)),
-                    Err(_) => Err(format!(
-                        "no answer from the hub within {}s",
-                        HUB_WRITE_TIMEOUT.as_secs()
-                    )),
-                };
-                TaskDone::StatusWritten {
-                    cluster,
-                    probe,
-                    conditions,
-                    result,
-                }
-            });
-        } else {
-            entry.in_flight = None;
-        }
-        if let Some(note) = warning {
-            let object = entry.object.clone();
-            self.emit_warning(
-                cluster,
-                &object,
-                EVENT_RETRIEVING_CLUSTER_HEALTH_FAILED,
-                "ProbeHealth",
-                note,
-                tasks,
-            );
-        }
-    }
-
-    fn emit_warning(
-        &self,
-        cluster: &str,
-        object: &KubeFedCluster,
-        reason: &'static str,
-        action: &'static str,
-        note: String,
-        tasks: &mut JoinSet<TaskDone>,
-    ) {
-        let recorder = self.recorder.clone();
-        let reference = object.object_ref(&());
-        let cluster = cluster.to_owned();
-        tasks.spawn(async move {
-            let event = Event {
-                type_: EventType::Warning,
-                reason: reason.to_owned(),
-                note: Some(truncate(note, EVENT_NOTE_LIMIT)),
-                action: action.to_owned(),
-                secondary: None,
-            };
-            let publish = recorder.publish(&event, &reference);
-            let result = match tokio::time::timeout(HUB_WRITE_TIMEOUT, publish).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(error)) => Err(error_chain(&error)),
-                Err(_) => Err("timed out".to_owned()),
-            };
-            TaskDone::EventPublished {
-                cluster,
-                reason,
-                result,
-            }
-        });
-    }
 }
 
 /// The proxy's scheme for logs; the URL itself may carry credentials.
@@ -783,17 +584,6 @@ fn proxy_scheme(proxy_url: &str) -> &str {
         None if proxy_url.is_empty() => "none",
         None => "invalid",
     }
-}
-
-fn truncate(mut text: String, limit: usize) -> String {
-    if text.len() > limit {
-        let mut end = limit;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
-    text
 }
 
 struct BuiltClients {
@@ -877,127 +667,6 @@ fn start_probe(
     });
 }
 
-/// Reads a pull member's heartbeat Lease in the hub, limited to `timeout`.
-async fn read_heartbeat(
-    leases: &Api<Lease>,
-    timeout: Duration,
-) -> Result<Option<HeartbeatLease>, String> {
-    let lease = match tokio::time::timeout(timeout, leases.get_opt(AGENT_LEASE_NAME)).await {
-        Err(_) => {
-            return Err(format!(
-                "the hub did not answer within {}",
-                format_duration(timeout)
-            ));
-        }
-        Ok(Err(error)) => return Err(error_chain(&error)),
-        Ok(Ok(lease)) => lease,
-    };
-    Ok(lease.map(|lease| HeartbeatLease {
-        resource_version: lease.resource_version().unwrap_or_default(),
-        duration: lease
-            .spec
-            .as_ref()
-            .and_then(|spec| spec.lease_duration_seconds)
-            .and_then(|seconds| u64::try_from(seconds).ok())
-            .map(Duration::from_secs),
-        kubernetes_version: lease
-            .annotations()
-            .get(AGENT_KUBERNETES_VERSION_ANNOTATION)
-            .cloned(),
-    }))
-}
-
-/// A pull member's health from its heartbeat ([`heartbeat_verdict`]): renewed within the
-/// Lease's duration (default: four probe periods) is healthy, otherwise unreachable with the
-/// reason. The thresholds then apply as to a push member's probes.
-fn heartbeat_outcome(
-    entry: &mut Entry,
-    lease: Result<Option<HeartbeatLease>, String>,
-    settings: HealthCheckSettings,
-) -> ProbeOutcome {
-    let now_ms = u64::try_from(process_clock().elapsed().as_millis()).unwrap_or(u64::MAX);
-    let lease = match lease {
-        Ok(lease) => lease,
-        Err(error) => {
-            return ProbeOutcome::Unreachable {
-                error: format!("cannot read the agent's heartbeat in the hub: {error}"),
-            };
-        }
-    };
-    let duration = lease
-        .as_ref()
-        .and_then(|l| l.duration)
-        .unwrap_or(settings.period * 4);
-    if let Some(lease) = &lease {
-        entry.heartbeat = Some(observe_heartbeat(
-            entry.heartbeat.as_ref(),
-            &lease.resource_version,
-            now_ms,
-        ));
-    }
-    match heartbeat_verdict(entry.heartbeat.as_ref(), duration, now_ms) {
-        HeartbeatVerdict::Alive => ProbeOutcome::Healthy {
-            kubernetes_version: lease.and_then(|l| l.kubernetes_version),
-        },
-        HeartbeatVerdict::Silent(error) => ProbeOutcome::Unreachable { error },
-    }
-}
-
-/// The monotonic clock heartbeats are timed on.
-fn process_clock() -> &'static std::time::Instant {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START.get_or_init(std::time::Instant::now)
-}
-
-/// KubeFed's `GetClusterStatus`: `GET /healthz`, and `GET /version` when healthy, each
-/// limited to `timeout`.
-async fn probe_cluster(client: &kube::Client, timeout: Duration) -> ProbeOutcome {
-    let request = match http::Request::get("/healthz").body(Vec::new()) {
-        Ok(request) => request,
-        Err(error) => {
-            return ProbeOutcome::Unreachable {
-                error: error.to_string(),
-            };
-        }
-    };
-    match tokio::time::timeout(timeout, client.request_text(request)).await {
-        Err(_) => ProbeOutcome::Unreachable {
-            error: format!("no answer within {}", format_duration(timeout)),
-        },
-        Ok(Err(error)) => ProbeOutcome::Unreachable {
-            error: error_chain(&error),
-        },
-        Ok(Ok(body)) if !healthz_ok(&body) => ProbeOutcome::NotOk,
-        Ok(Ok(_)) => {
-            let kubernetes_version =
-                match tokio::time::timeout(timeout, client.apiserver_version()).await {
-                    Ok(Ok(info)) => Some(info.git_version),
-                    Ok(Err(error)) => {
-                        debug!(error = %error_chain(&error), "cannot read member version");
-                        None
-                    }
-                    Err(_) => None,
-                };
-            ProbeOutcome::Healthy { kubernetes_version }
-        }
-    }
-}
-
-/// Now, truncated to whole seconds: the API server stores `metav1.Time` with second
-/// precision, and comparisons against what it returns must not differ in sub-seconds.
-fn now() -> Time {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    Time(k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
-}
-
-fn format_duration(duration: Duration) -> String {
-    if duration.subsec_millis() == 0 {
-        format!("{}s", duration.as_secs())
-    } else {
-        format!("{}ms", duration.as_millis())
-    }
-}
-
 /// When the KubeFedCluster's `Ready` condition last changed, if its status says `ready`
 /// (Unix seconds): the start of the current readiness after a restart of the controller.
 fn ready_condition_since(object: &KubeFedCluster, ready: bool) -> Option<i64> {
@@ -1013,27 +682,4 @@ fn ready_condition_since(object: &KubeFedCluster, ready: bool) -> Option<i64> {
                 .map(|t| t.0.as_second())
         })
         .flatten()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn notes_are_truncated_on_char_boundaries() {
-        assert_eq!(truncate("short".to_owned(), 10), "short");
-        assert_eq!(truncate("ééé".to_owned(), 3), "é");
-        assert_eq!(truncate("x".repeat(2000), EVENT_NOTE_LIMIT).len(), 1024);
-    }
-
-    #[test]
-    fn now_has_whole_seconds() {
-        assert_eq!(now().0.subsec_nanosecond(), 0);
-    }
-
-    #[test]
-    fn durations_format_for_messages() {
-        assert_eq!(format_duration(Duration::from_secs(3)), "3s");
-        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
-    }
 }

@@ -180,62 +180,8 @@ fn printer_columns() -> Vec<CustomResourceColumnDefinition> {
 fn federated_type_schema(template: Value, retain_replicas: bool) -> Value {
     let mut spec_properties = json!({
         "template": template,
-        "placement": {
-            "type": "object",
-            "properties": {
-                "clusters": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": { "name": { "type": "string" } },
-                        "required": ["name"],
-                    },
-                },
-                "clusterSelector": {
-                    "type": "object",
-                    "properties": {
-                        "matchExpressions": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "key": { "type": "string" },
-                                    "operator": { "type": "string" },
-                                    "values": { "type": "array", "items": { "type": "string" } },
-                                },
-                                "required": ["key", "operator"],
-                            },
-                        },
-                        "matchLabels": {
-                            "type": "object",
-                            "additionalProperties": { "type": "string" },
-                        },
-                    },
-                },
-            },
-        },
-        "overrides": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "clusterName": { "type": "string" },
-                    "clusterOverrides": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "op": { "type": "string", "pattern": "^(add|remove|replace)?$" },
-                                "path": { "type": "string" },
-                                // Any JSON value; errors surface during propagation.
-                                "value": { "x-kubernetes-preserve-unknown-fields": true },
-                            },
-                            "required": ["path"],
-                        },
-                    },
-                },
-            },
-        },
+        "placement": placement_schema(),
+        "overrides": overrides_schema(),
     });
     if retain_replicas {
         spec_properties["retainReplicas"] = json!({ "type": "boolean" });
@@ -247,60 +193,142 @@ fn federated_type_schema(template: Value, retain_replicas: bool) -> Value {
             "kind": { "type": "string" },
             "metadata": { "type": "object" },
             "spec": { "type": "object", "properties": spec_properties },
-            "status": {
-                "type": "object",
-                "properties": {
-                    "observedGeneration": { "type": "integer", "format": "int64" },
-                    "ready": { "type": "string" },
-                    "conditions": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "type": { "type": "string" },
-                                "status": { "type": "string" },
-                                "reason": { "type": "string" },
-                                "message": { "type": "string" },
-                                "lastUpdateTime": { "type": "string", "format": "date-time" },
-                                "lastTransitionTime": { "type": "string", "format": "date-time" },
-                            },
-                            "required": ["type", "status"],
-                        },
-                    },
-                    "clusters": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "name": { "type": "string" },
-                                "status": { "type": "string" },
-                                "message": { "type": "string" },
-                                "ready": { "type": "boolean" },
-                                "readyMessage": { "type": "string" },
-                                "lastDrift": {
-                                    "type": "object",
-                                    "properties": {
-                                        "time": { "type": "string", "format": "date-time" },
-                                        "action": { "type": "string" },
-                                        "managers": { "type": "array", "items": { "type": "string" } },
-                                        "fields": { "type": "array", "items": { "type": "string" } },
-                                    },
-                                    "required": ["time", "action"],
-                                },
-                                "remoteStatus": {
-                                    "type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": true,
-                                },
-                            },
-                            "required": ["name"],
-                        },
-                    },
-                },
-            },
+            "status": status_schema(),
         },
         // A spec, even empty, is required: its absence likely means a malformed object.
         "required": ["spec"],
     })
+}
+
+/// `spec.placement`: cluster names and a cluster selector.
+fn placement_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "clusters": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": { "name": { "type": "string" } },
+                    "required": ["name"],
+                },
+            },
+            "clusterSelector": {
+                "type": "object",
+                "properties": {
+                    "matchExpressions": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "key": { "type": "string" },
+                                "operator": { "type": "string" },
+                                "values": string_list(),
+                            },
+                            "required": ["key", "operator"],
+                        },
+                    },
+                    "matchLabels": {
+                        "type": "object",
+                        "additionalProperties": { "type": "string" },
+                    },
+                },
+            },
+        },
+    })
+}
+
+/// `spec.overrides`: per cluster, JSON patch operations.
+fn overrides_schema() -> Value {
+    json!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "clusterName": { "type": "string" },
+                "clusterOverrides": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "op": { "type": "string", "pattern": "^(add|remove|replace)?$" },
+                            "path": { "type": "string" },
+                            // Any JSON value; errors surface during propagation.
+                            "value": { "x-kubernetes-preserve-unknown-fields": true },
+                        },
+                        "required": ["path"],
+                    },
+                },
+            },
+        },
+    })
+}
+
+/// `status`: conditions and per-cluster propagation status.
+fn status_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "observedGeneration": { "type": "integer", "format": "int64" },
+            "ready": { "type": "string" },
+            "conditions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "type": { "type": "string" },
+                        "status": { "type": "string" },
+                        "reason": { "type": "string" },
+                        "message": { "type": "string" },
+                        "lastUpdateTime": date_time(),
+                        "lastTransitionTime": date_time(),
+                    },
+                    "required": ["type", "status"],
+                },
+            },
+            "clusters": {
+                "type": "array",
+                "items": cluster_status_schema(),
+            },
+        },
+    })
+}
+
+/// One item of `status.clusters`.
+fn cluster_status_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string" },
+            "status": { "type": "string" },
+            "message": { "type": "string" },
+            "ready": { "type": "boolean" },
+            "readyMessage": { "type": "string" },
+            "lastDrift": {
+                "type": "object",
+                "properties": {
+                    "time": date_time(),
+                    "action": { "type": "string" },
+                    "managers": string_list(),
+                    "fields": string_list(),
+                },
+                "required": ["time", "action"],
+            },
+            "remoteStatus": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+            },
+        },
+        "required": ["name"],
+    })
+}
+
+fn string_list() -> Value {
+    json!({ "type": "array", "items": { "type": "string" } })
+}
+
+fn date_time() -> Value {
+    json!({ "type": "string", "format": "date-time" })
 }
 
 /// Keywords that would make the API server change or reject a partial template that KubeFed

@@ -440,47 +440,16 @@ impl TestEnv {
         let cdir = self.dir.join(name);
         std::fs::create_dir_all(&cdir).map_err(io_err(format!("creating {}", cdir.display())))?;
         let pki = ClusterPki::generate(name)?;
-        let file = |f: &str| cdir.join(f);
-        write(&file("ca.crt"), &pki.ca_cert)?;
-        write(&file("serving.crt"), &pki.serving_cert)?;
-        write(&file("serving.key"), &pki.serving_key)?;
-        write(&file("sa.key"), &pki.service_account_key)?;
-        write(&file("sa.pub"), &pki.service_account_public_key)?;
+        write_pki(&cdir, &pki)?;
         let port = free_port()?;
-        let d = |f: &str| file(f).display().to_string();
-        let args = vec![
-            format!("--etcd-servers={etcd_url}"),
-            format!("--etcd-prefix=/{name}/registry"),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={port}"),
-            // A loopback advertise address is refused by Endpoints validation, and without
-            // one the server needs a default route; no endpoint reconciler avoids both.
-            "--advertise-address=127.0.0.1".into(),
-            "--endpoint-reconciler-type=none".into(),
-            format!("--cert-dir={}", d("certs")),
-            format!("--tls-cert-file={}", d("serving.crt")),
-            format!("--tls-private-key-file={}", d("serving.key")),
-            format!("--client-ca-file={}", d("ca.crt")),
-            "--authorization-mode=Node,RBAC".into(),
-            format!("--service-account-issuer=https://127.0.0.1:{port}"),
-            format!("--service-account-key-file={}", d("sa.pub")),
-            format!("--service-account-signing-key-file={}", d("sa.key")),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
-            "--allow-privileged=true".into(),
-            "--profiling=false".into(),
-            "--v=0".into(),
-        ];
-        let apiserver = GuardedProcess::spawn(Spawn {
-            name: &format!("{name}-kube-apiserver"),
-            program: &bins.kube_apiserver,
-            args: args.clone(),
-            env: vec![],
-            pid_dir: &self.dir.join("pids"),
-            log_file: self.dir.join(format!("logs/{name}-kube-apiserver.log")),
-            grace_seconds: 10,
-            outlive_others: false,
-            remove_dir_after: None,
-        })?;
+        let args = apiserver_args(&cdir, name, etcd_url, port);
+        let apiserver = self.spawn_component(
+            name,
+            "kube-apiserver",
+            &bins.kube_apiserver,
+            args.clone(),
+            10,
+        )?;
         let mut cluster = Cluster {
             name: name.to_string(),
             port,
@@ -495,37 +464,60 @@ impl TestEnv {
             nodes: Vec::new(),
         };
         wait_ready(&mut cluster, config.ready_timeout)?;
-
         if config.controller_manager {
-            let kubeconfig = file("kcm.kubeconfig");
-            write(&kubeconfig, &kubeconfig_yaml(&[&cluster], name))?;
-            let args = vec![
-                format!("--kubeconfig={}", kubeconfig.display()),
-                "--controllers=namespace-controller,garbage-collector-controller,\
-                 deployment-controller,replicaset-controller,serviceaccount-controller,\
-                 serviceaccount-token-controller,root-ca-certificate-publisher-controller"
-                    .into(),
-                format!("--service-account-private-key-file={}", d("sa.key")),
-                format!("--root-ca-file={}", d("ca.crt")),
-                "--leader-elect=false".into(),
-                "--secure-port=0".into(),
-                "--v=0".into(),
-            ];
-            cluster.controller_manager = Some(GuardedProcess::spawn(Spawn {
-                name: &format!("{name}-kube-controller-manager"),
-                program: &bins.kube_controller_manager,
-                args,
-                env: vec![],
-                pid_dir: &self.dir.join("pids"),
-                log_file: self
-                    .dir
-                    .join(format!("logs/{name}-kube-controller-manager.log")),
-                grace_seconds: 5,
-                outlive_others: false,
-                remove_dir_after: None,
-            })?);
+            cluster.controller_manager =
+                Some(self.start_controller_manager(bins, &cluster, &cdir)?);
         }
         Ok(cluster)
+    }
+
+    /// The cluster's kube-controller-manager: namespaces, garbage collection, deployments and
+    /// service accounts with their tokens.
+    fn start_controller_manager(
+        &self,
+        bins: &Binaries,
+        cluster: &Cluster,
+        cdir: &Path,
+    ) -> Result<GuardedProcess, Error> {
+        let d = |f: &str| cdir.join(f).display().to_string();
+        let kubeconfig = cdir.join("kcm.kubeconfig");
+        write(&kubeconfig, &kubeconfig_yaml(&[cluster], &cluster.name))?;
+        let args = vec![
+            format!("--kubeconfig={}", kubeconfig.display()),
+            "--controllers=namespace-controller,garbage-collector-controller,\
+             deployment-controller,replicaset-controller,serviceaccount-controller,\
+             serviceaccount-token-controller,root-ca-certificate-publisher-controller"
+                .into(),
+            format!("--service-account-private-key-file={}", d("sa.key")),
+            format!("--root-ca-file={}", d("ca.crt")),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--v=0".into(),
+        ];
+        let program = &bins.kube_controller_manager;
+        self.spawn_component(&cluster.name, "kube-controller-manager", program, args, 5)
+    }
+
+    /// Spawns one of a cluster's components, logging to `logs/<cluster>-<component>.log`.
+    fn spawn_component(
+        &self,
+        cluster: &str,
+        component: &str,
+        program: &Path,
+        args: Vec<String>,
+        grace_seconds: u32,
+    ) -> Result<GuardedProcess, Error> {
+        GuardedProcess::spawn(Spawn {
+            name: &format!("{cluster}-{component}"),
+            program,
+            args,
+            env: vec![],
+            pid_dir: &self.dir.join("pids"),
+            log_file: self.dir.join(format!("logs/{cluster}-{component}.log")),
+            grace_seconds,
+            outlive_others: false,
+            remove_dir_after: None,
+        })
     }
 
     /// The namespace controllers' `default` ServiceAccount appears once the controller
@@ -671,6 +663,43 @@ fn wait_ready(cluster: &mut Cluster, timeout: Duration) -> Result<(), Error> {
             log: cluster.apiserver.log_tail(30),
         })
     }
+}
+
+/// Writes a cluster's CA, serving certificate and service-account keys into `cdir`.
+fn write_pki(cdir: &Path, pki: &ClusterPki) -> Result<(), Error> {
+    write(&cdir.join("ca.crt"), &pki.ca_cert)?;
+    write(&cdir.join("serving.crt"), &pki.serving_cert)?;
+    write(&cdir.join("serving.key"), &pki.serving_key)?;
+    write(&cdir.join("sa.key"), &pki.service_account_key)?;
+    write(&cdir.join("sa.pub"), &pki.service_account_public_key)
+}
+
+/// The kube-apiserver's flags: cluster `name`'s objects under its own etcd prefix, served on
+/// loopback `port` with the certificates in `cdir`.
+fn apiserver_args(cdir: &Path, name: &str, etcd_url: &str, port: u16) -> Vec<String> {
+    let d = |f: &str| cdir.join(f).display().to_string();
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        format!("--etcd-prefix=/{name}/registry"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        // A loopback advertise address is refused by Endpoints validation, and without
+        // one the server needs a default route; no endpoint reconciler avoids both.
+        "--advertise-address=127.0.0.1".into(),
+        "--endpoint-reconciler-type=none".into(),
+        format!("--cert-dir={}", d("certs")),
+        format!("--tls-cert-file={}", d("serving.crt")),
+        format!("--tls-private-key-file={}", d("serving.key")),
+        format!("--client-ca-file={}", d("ca.crt")),
+        "--authorization-mode=Node,RBAC".into(),
+        format!("--service-account-issuer=https://127.0.0.1:{port}"),
+        format!("--service-account-key-file={}", d("sa.pub")),
+        format!("--service-account-signing-key-file={}", d("sa.key")),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--allow-privileged=true".into(),
+        "--profiling=false".into(),
+        "--v=0".into(),
+    ]
 }
 
 impl Drop for TestEnv {

@@ -92,10 +92,9 @@ pub(super) fn validate_kubefed_config_with_old_scope(
             "field is immutable",
         ));
     }
-    let controller_duration = spec.controller_duration.as_ref();
     required_section(
         "spec.controllerDuration",
-        controller_duration,
+        spec.controller_duration.as_ref(),
         &mut errors,
         durations,
     );
@@ -106,15 +105,18 @@ pub(super) fn validate_kubefed_config_with_old_scope(
         leader_elect,
     );
     feature_gates(&spec.feature_gates, &mut errors);
-    let health_check = spec.cluster_health_check.as_ref();
     required_section(
         "spec.clusterHealthCheck",
-        health_check,
+        spec.cluster_health_check.as_ref(),
         &mut errors,
         cluster_health_check,
     );
-    let sync = spec.sync_controller.as_ref();
-    required_section("spec.syncController", sync, &mut errors, sync_controller);
+    required_section(
+        "spec.syncController",
+        spec.sync_controller.as_ref(),
+        &mut errors,
+        sync_controller,
+    );
     if let Some(status) = &spec.status_controller {
         positive_int(
             "spec.statusController.maxConcurrentReconciles",

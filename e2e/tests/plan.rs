@@ -1,7 +1,9 @@
-//! `hubfedctl plan` and `hubfedctl diff` against the harness federation: per-cluster diffs
-//! computed by server-side dry runs match what the controller then applies; an immutable
-//! change is reported as needing recreation; a plain object with `--placement` is planned;
-//! nothing is ever written (member and hub resourceVersions unchanged).
+//! `hubfedctl plan` and `hubfedctl diff` against the harness federation: the object each
+//! member's dry run says it would hold (`-o json`) is the object the controller then writes
+//! there, field for field but for what the servers set; an immutable change is reported as
+//! needing recreation; a member refusing one cluster's dry run is that cluster's error; a plain
+//! object with `--placement` is planned; nothing is ever written, by `plan` or by `diff`
+//! (member and hub resourceVersions unchanged).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -106,8 +108,10 @@ async fn plan_diffs_match_what_the_controller_applies() -> anyhow::Result<()> {
     let dir = tempdir()?;
     let file = write_file(&dir, "web.yaml", &changed)?;
 
-    // In step with the hub: diff says nothing would change.
+    // In step with the hub: diff says nothing would change, and writes nothing.
+    let before = versions(&namespace, "web").await?;
     let unchanged = hubfedctl(&["diff", "deployments/web", "-n", &namespace]).await;
+    assert_eq!(versions(&namespace, "web").await?, before);
     assert_eq!(
         unchanged.code, 0,
         "{}{}",
@@ -143,6 +147,22 @@ async fn plan_diffs_match_what_the_controller_applies() -> anyhow::Result<()> {
     assert!(member2.contains("+      - image: nginx:1.27\n"), "{out}");
     // Nothing written anywhere.
     assert_eq!(versions(&namespace, "web").await?, before);
+    // The objects the dry runs returned.
+    let planned = hubfedctl(&["plan", "-f", &file, "-o", "json"]).await;
+    assert_eq!(planned.code, 1, "{}{}", planned.stdout, planned.stderr);
+    let document: Value = serde_json::from_str(&planned.stdout)?;
+    let after: BTreeMap<String, Value> = document["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["cluster"].as_str().unwrap_or_default().to_owned(),
+                c["after"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(versions(&namespace, "web").await?, before);
 
     // Apply it for real; once the controller is done, diff finds nothing left: what it applied
     // is what the dry runs showed.
@@ -171,9 +191,105 @@ async fn plan_diffs_match_what_the_controller_applies() -> anyhow::Result<()> {
         Ok(Wait::all_or_pending(pending))
     })
     .await?;
-    let after = hubfedctl(&["diff", "deployments/web", "-n", &namespace]).await;
-    assert_eq!(after.code, 0, "{}{}", after.stdout, after.stderr);
-    assert_eq!(after.stdout, "member1: unchanged\nmember2: unchanged\n");
+    // What the controller wrote is what the dry run said, but for what servers set.
+    for cluster in MEMBERS {
+        let written = fed
+            .member_object(cluster, &target("Deployment"), Some(&namespace), "web")
+            .await?
+            .unwrap_or_default();
+        assert_eq!(
+            server_set_removed(&written),
+            server_set_removed(&after[cluster]),
+            "{cluster}"
+        );
+    }
+    // Once the members' controllers are done writing status, diff writes nothing either.
+    let before = settled_versions(&namespace, "web").await?;
+    let settled = hubfedctl(&["diff", "deployments/web", "-n", &namespace]).await;
+    assert_eq!(settled.code, 0, "{}{}", settled.stdout, settled.stderr);
+    assert_eq!(settled.stdout, "member1: unchanged\nmember2: unchanged\n");
+    assert_eq!(versions(&namespace, "web").await?, before);
+    Ok(())
+}
+
+/// [`versions`] once they stay the same for a second (the Deployment controller writes status
+/// for a while after a change).
+async fn settled_versions(namespace: &str, name: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut last = versions(namespace, name).await?;
+    wait_for("resourceVersions settled", TIMEOUT, async || {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let now = versions(namespace, name).await?;
+        let settled = now == last;
+        last = now.clone();
+        Ok(if settled {
+            Wait::Done(now)
+        } else {
+            Wait::Pending(format!("{now:?}"))
+        })
+    })
+    .await
+}
+
+/// An object without what the API servers set on every write (and the status, which applies
+/// do not write): versions, ownership records, times, the Deployment controller's revision.
+fn server_set_removed(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        for field in [
+            "managedFields",
+            "resourceVersion",
+            "generation",
+            "uid",
+            "creationTimestamp",
+        ] {
+            metadata.remove(field);
+        }
+        if let Some(annotations) = metadata
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove("deployment.kubernetes.io/revision");
+        }
+    }
+    object
+}
+
+/// A member that refuses its dry run (a ConfigMap key it does not allow, by an override for
+/// member2 only) is member2's error: member1 is still planned, and the exit code is 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_dry_run_is_its_clusters_error() -> anyhow::Result<()> {
+    let namespace = unique_ns("plan-refused");
+    let fed = Federation::shared();
+    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
+    let dir = tempdir()?;
+    let object = json!({
+        "apiVersion": "types.kubefed.io/v1beta1",
+        "kind": "FederatedConfigMap",
+        "metadata": {"name": "settings", "namespace": namespace},
+        "spec": {
+            "template": {"data": {"mode": "fast"}},
+            "placement": {"clusters": [{"name": "member1"}, {"name": "member2"}]},
+            "overrides": [{"clusterName": "member2", "clusterOverrides": [
+                {"path": "/data/not a key!", "value": "x"},
+            ]}],
+        },
+    });
+    let file = write_file(&dir, "refused.yaml", &object)?;
+    let planned = hubfedctl(&["plan", "-f", &file]).await;
+    assert_eq!(planned.code, 2, "{}{}", planned.stdout, planned.stderr);
+    assert!(
+        planned.stdout.starts_with("member1: create\n"),
+        "{}",
+        planned.stdout
+    );
+    assert!(
+        planned.stdout.contains("member2: error (") && planned.stdout.contains("not a key!"),
+        "{}",
+        planned.stdout
+    );
     Ok(())
 }
 

@@ -333,6 +333,10 @@ pub struct PlanArgs {
     /// The kubeconfig context of a member cluster (repeatable); default: the cluster's name.
     #[arg(long, value_name = "CLUSTER=CONTEXT")]
     pub cluster_context: Vec<String>,
+    /// Print, per cluster, the change and the object after it (the dry run's answer) as YAML
+    /// or JSON instead of diffs.
+    #[arg(short = 'o', long, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
 }
 
 #[derive(Args, Debug)]
@@ -346,6 +350,10 @@ pub struct DiffArgs {
     /// The kubeconfig context of a member cluster (repeatable); default: the cluster's name.
     #[arg(long, value_name = "CLUSTER=CONTEXT")]
     pub cluster_context: Vec<String>,
+    /// Print, per cluster, the change and the object after it (the dry run's answer) as YAML
+    /// or JSON instead of diffs.
+    #[arg(short = 'o', long, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
 }
 
 #[derive(Args, Debug)]

@@ -3,7 +3,10 @@
 //! from the hub's registry, KubeFedConfig, FederatedNamespace and each member's live object);
 //! the effect of each apply is the member API server's, by a server-side-apply dry run with
 //! hubfed's field manager (defaulting, admission and other owners' fields included). Nothing is
-//! written anywhere. Exit codes as `kubectl diff`: 0 no change, 1 changes, 2 an error.
+//! written anywhere. Exit codes as `kubectl diff`: 0 no change, 1 changes, 2 an error — a
+//! member that refuses the dry run is reported for its cluster and the others still shown.
+//! `-o yaml|json` prints, per cluster, the change and the object the member would hold after
+//! it (the dry run's answer) instead of diffs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,7 +26,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use crate::cli::{DiffArgs, PlanArgs};
+use crate::cli::{DiffArgs, OutputFormat, PlanArgs};
 use crate::error::{Error, Result};
 use crate::kubeconfig::Target;
 use crate::session::Session;
@@ -31,13 +34,16 @@ use crate::template::{FederatedKind, federated_object};
 use crate::types::{hub_object, resolve_enabled};
 
 /// What would happen in one cluster.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Change {
+    /// `after`: the object as the member's dry run returned it.
     Create {
         diff: String,
+        after: Value,
     },
     Update {
         diff: String,
+        after: Value,
     },
     Unchanged,
     Delete,
@@ -50,11 +56,13 @@ pub enum Change {
     },
     /// Nothing would be done there, and why.
     Skipped(String),
+    /// The member refused the dry run (other than for an immutable field): its message.
+    Failed(String),
 }
 
 impl Change {
     fn changes(&self) -> bool {
-        !matches!(self, Self::Unchanged | Self::Skipped(_))
+        !matches!(self, Self::Unchanged | Self::Skipped(_) | Self::Failed(_))
     }
 }
 
@@ -91,7 +99,7 @@ pub async fn plan_file(session: &mut Session<'_>, args: PlanArgs) -> Result<i32>
     let namespace = object_namespace(&federated, &ftc, args.namespace.as_deref(), &hub);
     let contexts = parse_contexts(&args.cluster_context)?;
     let changes = evaluate(session, &hub, &ftc, federated, namespace, &contexts).await?;
-    report(session, &changes)
+    report(session, &changes, args.output)
 }
 
 pub async fn diff(session: &mut Session<'_>, args: DiffArgs) -> Result<i32> {
@@ -109,7 +117,7 @@ pub async fn diff(session: &mut Session<'_>, args: DiffArgs) -> Result<i32> {
         &contexts,
     )
     .await?;
-    report(session, &changes)
+    report(session, &changes, args.output)
 }
 
 fn read_object(path: &Path) -> Result<Value> {
@@ -481,9 +489,10 @@ async fn dry_run(
                 annotated,
             });
         }
-        Err(e) => return Err(member.target.err(e)),
+        Err(e) => return Ok(Change::Failed(member.target.err(e).to_string())),
     };
-    let after = normalized(&serde_json::to_value(applied).unwrap_or_default());
+    let applied = serde_json::to_value(applied).unwrap_or_default();
+    let after = normalized(&applied);
     let before = member.live.as_ref().map(normalized).unwrap_or_default();
     if !creates && before == after {
         return Ok(Change::Unchanged);
@@ -494,9 +503,15 @@ async fn dry_run(
         .header("live", "after apply")
         .to_string();
     Ok(if creates {
-        Change::Create { diff }
+        Change::Create {
+            diff,
+            after: applied,
+        }
     } else {
-        Change::Update { diff }
+        Change::Update {
+            diff,
+            after: applied,
+        }
     })
 }
 
@@ -521,12 +536,37 @@ fn normalized(object: &Value) -> String {
     serde_yaml_ng::to_string(&object).unwrap_or_default()
 }
 
-fn report(session: &mut Session<'_>, changes: &[(String, Change)]) -> Result<i32> {
+fn report(
+    session: &mut Session<'_>,
+    changes: &[(String, Change)],
+    output: Option<OutputFormat>,
+) -> Result<i32> {
+    let out = match output {
+        None => text(changes),
+        Some(format) => crate::ops::render(&[document(changes)], format)?,
+    };
+    session.print(&out)?;
+    Ok(exit_code(changes))
+}
+
+/// `kubectl diff`'s error code: 1 means changes.
+const EXIT_DIFF_ERROR: i32 = 2;
+
+/// 2 when a member refused a dry run, else 1 when something would change, else 0.
+fn exit_code(changes: &[(String, Change)]) -> i32 {
+    if changes.iter().any(|(_, c)| matches!(c, Change::Failed(_))) {
+        EXIT_DIFF_ERROR
+    } else {
+        i32::from(changes.iter().any(|(_, c)| c.changes()))
+    }
+}
+
+fn text(changes: &[(String, Change)]) -> String {
     let mut out = String::new();
     for (cluster, change) in changes {
         match change {
-            Change::Create { diff } => out.push_str(&format!("{cluster}: create\n{diff}")),
-            Change::Update { diff } => out.push_str(&format!("{cluster}: update\n{diff}")),
+            Change::Create { diff, .. } => out.push_str(&format!("{cluster}: create\n{diff}")),
+            Change::Update { diff, .. } => out.push_str(&format!("{cluster}: update\n{diff}")),
             Change::Unchanged => out.push_str(&format!("{cluster}: unchanged\n")),
             Change::Delete => out.push_str(&format!("{cluster}: delete (no longer placed)\n")),
             Change::Unlabel => out.push_str(&format!("{cluster}: unlabel (orphaned: kept, no longer managed)\n")),
@@ -537,8 +577,87 @@ fn report(session: &mut Session<'_>, changes: &[(String, Change)]) -> Result<i32
                 "{cluster}: needs recreation (an immutable field changes; the update would fail unless the object is annotated hubfed.io/recreate-on-immutable-change: \"true\"): {why}\n"
             )),
             Change::Skipped(why) => out.push_str(&format!("{cluster}: skipped ({why})\n")),
+            Change::Failed(why) => out.push_str(&format!("{cluster}: error ({why})\n")),
         }
     }
-    session.print(&out)?;
-    Ok(i32::from(changes.iter().any(|(_, c)| c.changes())))
+    out
+}
+
+/// `-o yaml|json`: `{clusters: [{cluster, change, after?, message?}]}`.
+fn document(changes: &[(String, Change)]) -> Value {
+    let entries: Vec<Value> = changes
+        .iter()
+        .map(|(cluster, change)| {
+            let (kind, after, message) = match change {
+                Change::Create { after, .. } => ("create", Some(after), None),
+                Change::Update { after, .. } => ("update", Some(after), None),
+                Change::Unchanged => ("unchanged", None, None),
+                Change::Delete => ("delete", None, None),
+                Change::Unlabel => ("unlabel", None, None),
+                Change::Recreate { why, annotated } => (
+                    if *annotated {
+                        "recreate"
+                    } else {
+                        "needs-recreation"
+                    },
+                    None,
+                    Some(why),
+                ),
+                Change::Skipped(why) => ("skipped", None, Some(why)),
+                Change::Failed(why) => ("error", None, Some(why)),
+            };
+            let mut entry = serde_json::json!({"cluster": cluster, "change": kind});
+            if let Some(after) = after {
+                entry["after"] = after.clone();
+            }
+            if let Some(message) = message {
+                entry["message"] = Value::from(message.as_str());
+            }
+            entry
+        })
+        .collect();
+    serde_json::json!({ "clusters": entries })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member that refuses one dry run is that cluster's error, not the command's: the other
+    /// clusters are shown, and the exit code is 2 at the end.
+    #[test]
+    fn a_refused_dry_run_is_its_clusters_error() {
+        let changes = vec![
+            (
+                "member1".to_owned(),
+                Change::Create {
+                    diff: "+a\n".to_owned(),
+                    after: serde_json::json!({"kind": "ConfigMap"}),
+                },
+            ),
+            (
+                "member2".to_owned(),
+                Change::Failed("member2: ConfigMap \"x\" is invalid".to_owned()),
+            ),
+            (
+                "member3".to_owned(),
+                Change::Skipped("not placed".to_owned()),
+            ),
+        ];
+        assert_eq!(
+            text(&changes),
+            "member1: create\n+a\nmember2: error (member2: ConfigMap \"x\" is invalid)\nmember3: skipped (not placed)\n"
+        );
+        assert_eq!(exit_code(&changes), EXIT_DIFF_ERROR);
+        assert_eq!(exit_code(&changes[..1]), 1);
+        assert_eq!(exit_code(&changes[2..]), 0);
+        assert_eq!(
+            document(&changes),
+            serde_json::json!({"clusters": [
+                {"cluster": "member1", "change": "create", "after": {"kind": "ConfigMap"}},
+                {"cluster": "member2", "change": "error", "message": "member2: ConfigMap \"x\" is invalid"},
+                {"cluster": "member3", "change": "skipped", "message": "not placed"},
+            ]})
+        );
+    }
 }

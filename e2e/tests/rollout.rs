@@ -1,23 +1,35 @@
 //! Staged rollouts on three members that schedule pods: a bad revision (a CPU request no node
-//! fits: its pods stay Unschedulable, never Ready) stops after the first stage and the other
-//! clusters keep the previous revision; the fixed template goes stage by stage in order;
-//! pause holds, resume continues, abort sends the changed clusters back.
+//! fits: its pods stay Unschedulable, never Ready) stops after the first stage, the other
+//! clusters keep the previous revision and say so (`RolloutPending`), and the fixed template
+//! goes stage by stage — order and soaks measured from watches on the members; an apply the
+//! member refuses halts its revision only, not the fix; pause freezes everything, abort sends
+//! the changed clusters back and the next revision rolls out although the abort was never
+//! lifted; a cluster-scoped object with a 240-character name has its state stored and deleted
+//! with it.
 //!
 //! The tests run one at a time (they share the members' capacity and the strategy).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, dynamic_api, federated, report,
-    target, unique_name, unique_ns, wait_event, wait_for,
+    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, cluster_status, create_federated, dynamic_api,
+    federated, get_value, report, target, unique_name, unique_ns, wait_event, wait_for,
 };
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, OnceCell};
 
 const CLUSTERS: [&str; 3] = ["member1", "member2", "member3"];
 const STRATEGY: &str = "one-by-one";
+const SOAK: Duration = Duration::from_secs(2);
+/// How much later our own watch may see a copy Ready than the controller's watch did.
+const WATCH_SLACK: Duration = Duration::from_millis(250);
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 static SETUP: OnceCell<()> = OnceCell::const_new();
 
@@ -45,7 +57,7 @@ async fn fed() -> anyhow::Result<&'static Federation> {
                         {"name": "second", "clusters": ["member2"]},
                         {"name": "rest"},
                     ],
-                    "soakSeconds": 2,
+                    "soakSeconds": SOAK.as_secs(),
                     "readyDeadlineSeconds": 20,
                 },
             }))?;
@@ -68,7 +80,7 @@ fn spec(app: &str, image: &str, cpu: &str) -> Value {
             "template": {
                 "metadata": {"labels": {"app": app}},
                 "spec": {"containers": [{
-                    "name": app,
+                    "name": "app",
                     "image": image,
                     "resources": {"requests": {"cpu": cpu}},
                 }]},
@@ -123,21 +135,210 @@ async fn wait_images(
     .await
 }
 
-async fn change(
-    fed: &Federation,
-    namespace: &str,
-    name: &str,
-    image: &str,
-    cpu: &str,
-) -> anyhow::Result<()> {
+fn everywhere(image: &str) -> [(&'static str, &str, i64); 3] {
+    CLUSTERS.map(|c| (c, image, 1))
+}
+
+/// When each member's Deployment first held an image, and first was Ready on it, as seen by a
+/// watch per member (started before the change, so nothing is missed between polls).
+#[derive(Default, Debug)]
+struct Timeline {
+    first: BTreeMap<(String, String), Instant>,
+    ready: BTreeMap<(String, String), Instant>,
+}
+
+struct Watches {
+    timeline: Arc<StdMutex<Timeline>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    started: Instant,
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Watches {
+    async fn start(fed: &Federation, namespace: &str, name: &str) -> anyhow::Result<Self> {
+        let timeline = Arc::new(StdMutex::new(Timeline::default()));
+        let mut tasks = Vec::new();
+        let mut synced = Vec::new();
+        for cluster in CLUSTERS {
+            let api: Api<Deployment> = Api::namespaced(fed.client(cluster).await?, namespace);
+            let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+            let timeline = timeline.clone();
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            synced.push(rx);
+            tasks.push(tokio::spawn(async move {
+                let mut tx = Some(tx);
+                let mut events = watcher(api, config).default_backoff().boxed();
+                while let Some(event) = events.next().await {
+                    let seen = Instant::now();
+                    let deployment = match event {
+                        Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => d,
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(tx) = tx.take() {
+                                let _ = tx.send(());
+                            }
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    let image = deployment
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.template.spec.as_ref())
+                        .and_then(|s| s.containers.first())
+                        .and_then(|c| c.image.clone())
+                        .unwrap_or_default();
+                    let status = deployment.status.clone().unwrap_or_default();
+                    let ready = status.observed_generation == deployment.metadata.generation
+                        && status.updated_replicas == Some(1)
+                        && status.ready_replicas == Some(1)
+                        && status.replicas == Some(1);
+                    let key = (cluster.to_owned(), image);
+                    let mut timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
+                    timeline.first.entry(key.clone()).or_insert(seen);
+                    if ready {
+                        timeline.ready.entry(key).or_insert(seen);
+                    }
+                }
+            }));
+        }
+        for rx in synced {
+            tokio::time::timeout(TIMEOUT, rx).await??;
+        }
+        Ok(Self {
+            timeline,
+            tasks,
+            started: Instant::now(),
+        })
+    }
+
+    /// When `cluster` first held `image`, and first was Ready on it.
+    fn times(&self, cluster: &str, image: &str) -> (Option<Instant>, Option<Instant>) {
+        let timeline = self.timeline.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (cluster.to_owned(), image.to_owned());
+        (
+            timeline.first.get(&key).copied(),
+            timeline.ready.get(&key).copied(),
+        )
+    }
+
+    /// Which clusters ever held `image`.
+    fn holders(&self, image: &str) -> Vec<String> {
+        let timeline = self.timeline.lock().unwrap_or_else(|e| e.into_inner());
+        timeline
+            .first
+            .keys()
+            .filter(|(_, i)| i == image)
+            .map(|(c, _)| c.clone())
+            .collect()
+    }
+
+    /// Asserts that `image` reached the members stage by stage: each one only after the one
+    /// before was Ready on it and had stayed so for the soak. Returns a line for the report.
+    fn assert_in_order(&self, image: &str) -> anyhow::Result<String> {
+        let mut line = Vec::new();
+        for pair in CLUSTERS.windows(2) {
+            let (_, ready) = self.times(pair[0], image);
+            let (next, _) = self.times(pair[1], image);
+            let (Some(ready), Some(next)) = (ready, next) else {
+                anyhow::bail!(
+                    "{image}: {} Ready at {ready:?}, {} first at {next:?}",
+                    pair[0],
+                    pair[1]
+                );
+            };
+            anyhow::ensure!(
+                next + WATCH_SLACK >= ready + SOAK,
+                "{image}: {} got it {:?} after {} was Ready (soak {SOAK:?})",
+                pair[1],
+                next.saturating_duration_since(ready),
+                pair[0]
+            );
+            line.push(format!(
+                "{} Ready at {:.2}s, {} given it at {:.2}s",
+                pair[0],
+                ready.duration_since(self.started).as_secs_f64(),
+                pair[1],
+                next.duration_since(self.started).as_secs_f64()
+            ));
+        }
+        Ok(line.join("; "))
+    }
+}
+
+async fn change(fed: &Federation, namespace: &str, name: &str, spec: Value) -> anyhow::Result<()> {
     let api = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(namespace));
     api.patch(
         name,
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec(name, image, cpu)})),
+        &Patch::Merge(json!({ "spec": spec })),
     )
     .await?;
     Ok(())
+}
+
+/// The federated object's `status.clusters[]` entry of each member: `(status, message)`.
+async fn statuses(
+    fed: &Federation,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<BTreeMap<String, (String, String)>> {
+    let api = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(namespace));
+    let object = get_value(&api, name).await?.unwrap_or_default();
+    Ok(CLUSTERS
+        .iter()
+        .map(|c| {
+            let entry = cluster_status(&object, c).cloned().unwrap_or_default();
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                (*c).to_owned(),
+                (text(&entry["status"]), text(&entry["message"])),
+            )
+        })
+        .collect())
+}
+
+async fn wait_statuses(
+    fed: &Federation,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    check: impl Fn(&BTreeMap<String, (String, String)>) -> bool,
+) -> anyhow::Result<()> {
+    wait_for(what, TIMEOUT, async || {
+        let found = statuses(fed, namespace, name).await?;
+        Ok(if check(&found) {
+            Wait::Done(())
+        } else {
+            Wait::Pending(format!("{found:?}"))
+        })
+    })
+    .await
+}
+
+async fn rollout_status(namespace: &str, name: &str) -> String {
+    let target = format!("deployments/{name}");
+    let (code, out, err) = hubfedctl(&["rollout", "status", &target, "-n", namespace]).await;
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+async fn wait_phase(namespace: &str, name: &str, phase: &str) -> anyhow::Result<()> {
+    wait_for(&format!("rollout {phase}"), TIMEOUT, async || {
+        let status = rollout_status(namespace, name).await;
+        Ok(if status.contains(&format!("({phase})")) {
+            Wait::Done(())
+        } else {
+            Wait::Pending(status)
+        })
+    })
+    .await
 }
 
 /// A federated Deployment under the strategy, first revision everywhere and Ready.
@@ -160,18 +361,14 @@ async fn setup(fed: &Federation, namespace: &str, name: &str) -> anyhow::Result<
         ),
     )
     .await?;
-    wait_images(
-        fed,
-        namespace,
-        name,
-        &[
-            ("member1", "app:v1", 1),
-            ("member2", "app:v1", 1),
-            ("member3", "app:v1", 1),
-        ],
-        TIMEOUT,
-    )
-    .await
+    wait_images(fed, namespace, name, &everywhere("app:v1"), TIMEOUT).await
+}
+
+async fn control(namespace: &str, name: &str, verb: &str) -> String {
+    let target = format!("deployments/{name}");
+    let (code, out, err) = hubfedctl(&["rollout", verb, &target, "-n", namespace]).await;
+    assert_eq!(code, 0, "{err}");
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,7 +382,7 @@ async fn a_bad_revision_stops_after_the_first_stage_and_the_fix_goes_in_order() 
     setup(fed, &namespace, &name).await?;
 
     // 100 CPUs: no node fits, the canary's pod stays Unschedulable.
-    change(fed, &namespace, &name, "app:v2", "100").await?;
+    change(fed, &namespace, &name, spec(&name, "app:v2", "100")).await?;
     wait_event(
         &hub,
         &namespace,
@@ -197,160 +394,289 @@ async fn a_bad_revision_stops_after_the_first_stage_and_the_fix_goes_in_order() 
     assert_eq!(found["member1"].0, "app:v2", "{found:?}");
     assert_eq!(found["member2"], ("app:v1".to_owned(), 1), "{found:?}");
     assert_eq!(found["member3"], ("app:v1".to_owned(), 1), "{found:?}");
-    let (code, status, err) = hubfedctl(&[
-        "rollout",
-        "status",
-        &format!("deployments/{name}"),
-        "-n",
+    // The clusters held back say so; they were reported Ok.
+    wait_statuses(
+        fed,
         &namespace,
-    ])
-    .await;
-    assert_eq!(code, 0, "{err}");
+        &name,
+        "held clusters RolloutPending",
+        |s| {
+            ["member2", "member3"].iter().all(|c| {
+                s[*c].0 == "RolloutPending" && s[*c].1.contains("halted (member1: not Ready")
+            })
+        },
+    )
+    .await?;
+    let status = rollout_status(&namespace, &name).await;
     assert!(
         status.contains("(Halted)") && status.contains("halted: member1: not Ready"),
         "{status}"
     );
 
-    // The fix goes stage by stage; record when each member first shows it.
-    change(fed, &namespace, &name, "app:v3", "10m").await?;
-    let began = Instant::now();
-    let mut first_seen: BTreeMap<String, Duration> = BTreeMap::new();
-    wait_for(
-        "the fix everywhere, Ready",
+    // The fix goes stage by stage; the members' watches say when each got it and was Ready.
+    let watches = Watches::start(fed, &namespace, &name).await?;
+    change(fed, &namespace, &name, spec(&name, "app:v3", "10m")).await?;
+    wait_images(
+        fed,
+        &namespace,
+        &name,
+        &everywhere("app:v3"),
         Duration::from_secs(120),
-        async || {
-            let found = images(fed, &namespace, &name).await?;
-            for (cluster, (image, _)) in &found {
-                if image == "app:v3" {
-                    first_seen
-                        .entry(cluster.clone())
-                        .or_insert_with(|| began.elapsed());
-                }
-            }
-            Ok(
-                if found.values().all(|(i, r)| i == "app:v3" && *r == 1) && found.len() == 3 {
-                    Wait::Done(())
-                } else {
-                    Wait::Pending(format!("(image, ready): {found:?}"))
-                },
-            )
+    )
+    .await?;
+    let order = watches.assert_in_order("app:v3")?;
+    report(format_args!("rollout of the fix: {order}"));
+    wait_event(&hub, &namespace, "RolloutCompleted", &[]).await?;
+    wait_statuses(fed, &namespace, &name, "every cluster Ok", |s| {
+        s.values().all(|(status, _)| status.is_empty())
+    })
+    .await?;
+    Ok(())
+}
+
+/// A revision the canary's API server refuses halts at once; the fix is not halted by that
+/// failure (it was: the failure was read from the status the bad revision left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_apply_halts_its_revision_but_not_the_fix() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("rollout-refused");
+    let name = unique_name("web");
+    setup(fed, &namespace, &name).await?;
+
+    // A container name the member's API server refuses (not a DNS label).
+    let mut refused = spec(&name, "app:v2", "10m");
+    refused["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = json!("Bad_Name");
+    change(fed, &namespace, &name, refused).await?;
+    wait_event(
+        &hub,
+        &namespace,
+        "RolloutHalted",
+        &["stage canary", "member1: apply failed: UpdateFailed"],
+    )
+    .await?;
+    wait_statuses(
+        fed,
+        &namespace,
+        &name,
+        "member1 UpdateFailed, the rest pending",
+        |s| {
+            s["member1"].0 == "UpdateFailed"
+                && s["member2"].0 == "RolloutPending"
+                && s["member3"].0 == "RolloutPending"
         },
     )
     .await?;
-    let order: Vec<&String> = {
-        let mut by_time: Vec<(&String, &Duration)> = first_seen.iter().collect();
-        by_time.sort_by_key(|(_, t)| **t);
-        by_time.into_iter().map(|(c, _)| c).collect()
-    };
-    assert_eq!(order, ["member1", "member2", "member3"], "{first_seen:?}");
-    // Each stage soaks 2 s after its cluster is Ready before the next starts.
-    assert!(
-        first_seen["member2"] >= first_seen["member1"] + Duration::from_secs(2),
-        "{first_seen:?}"
+    assert_eq!(
+        images(fed, &namespace, &name).await?,
+        everywhere("app:v1")
+            .iter()
+            .map(|(c, i, r)| ((*c).to_owned(), ((*i).to_owned(), *r)))
+            .collect::<BTreeMap<_, _>>()
     );
-    assert!(
-        first_seen["member3"] >= first_seen["member2"] + Duration::from_secs(2),
-        "{first_seen:?}"
-    );
+
+    let watches = Watches::start(fed, &namespace, &name).await?;
+    change(fed, &namespace, &name, spec(&name, "app:v3", "10m")).await?;
+    wait_images(fed, &namespace, &name, &everywhere("app:v3"), TIMEOUT).await?;
+    let order = watches.assert_in_order("app:v3")?;
     report(format_args!(
-        "rollout of the fix: first seen {first_seen:?}"
+        "rollout of the fix after a refused apply: {order}"
     ));
-    wait_event(&hub, &namespace, "RolloutCompleted", &[]).await?;
+    wait_phase(&namespace, &name, "Completed").await?;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pause_resume_and_abort() -> anyhow::Result<()> {
+async fn pause_freezes_abort_goes_back_and_the_next_revision_rolls_out() -> anyhow::Result<()> {
     let fed = fed().await?;
     let _one = ONE_AT_A_TIME.lock().await;
     let namespace = unique_ns("rollout-control");
     let name = unique_name("web");
     setup(fed, &namespace, &name).await?;
-    let target_arg = format!("deployments/{name}");
 
-    let (code, out, err) = hubfedctl(&["rollout", "pause", &target_arg, "-n", &namespace]).await;
-    assert_eq!(code, 0, "{err}");
+    // Paused: a new revision reaches no cluster at all, well past a soak.
+    let watches = Watches::start(fed, &namespace, &name).await?;
+    let out = control(&namespace, &name, "pause").await;
     assert!(out.contains("rollout paused"), "{out}");
-    change(fed, &namespace, &name, "app:v2", "10m").await?;
-    // Paused: the first stage has it, the others do not, well past the soak.
-    wait_images(
+    change(fed, &namespace, &name, spec(&name, "app:v2", "10m")).await?;
+    wait_statuses(
         fed,
         &namespace,
         &name,
-        &[
-            ("member1", "app:v2", 1),
-            ("member2", "app:v1", 1),
-            ("member3", "app:v1", 1),
-        ],
-        TIMEOUT,
+        "every cluster pending: paused",
+        |s| {
+            s.values()
+                .all(|(status, message)| status == "RolloutPending" && message.contains("paused"))
+        },
     )
     .await?;
-    let until = Instant::now() + Duration::from_secs(8);
-    while Instant::now() < until {
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        watches.holders("app:v2"),
+        Vec::<String>::new(),
+        "given while paused"
+    );
+    control(&namespace, &name, "resume").await;
+    wait_images(fed, &namespace, &name, &everywhere("app:v2"), TIMEOUT).await?;
+    let order = watches.assert_in_order("app:v2")?;
+    report(format_args!("rollout after resume: {order}"));
+    wait_phase(&namespace, &name, "Completed").await?;
+
+    // A bad revision reaches the canary; abort sends it back to v2, the stable revision.
+    change(fed, &namespace, &name, spec(&name, "app:v3", "100")).await?;
+    wait_for("the canary on v3", TIMEOUT, async || {
         let found = images(fed, &namespace, &name).await?;
-        anyhow::ensure!(
-            found["member2"].0 == "app:v1",
-            "moved on while paused: {found:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    let (code, _, err) = hubfedctl(&["rollout", "resume", &target_arg, "-n", &namespace]).await;
-    assert_eq!(code, 0, "{err}");
-    wait_images(
-        fed,
-        &namespace,
-        &name,
-        &[
-            ("member1", "app:v2", 1),
-            ("member2", "app:v2", 1),
-            ("member3", "app:v2", 1),
-        ],
-        TIMEOUT,
-    )
-    .await?;
-    wait_for("the v2 rollout completed", TIMEOUT, async || {
-        let (_, status, _) = hubfedctl(&["rollout", "status", &target_arg, "-n", &namespace]).await;
-        Ok(if status.contains("(Completed)") {
+        Ok(if found["member1"].0 == "app:v3" {
             Wait::Done(())
         } else {
-            Wait::Pending(status)
+            Wait::Pending(format!("{found:?}"))
+        })
+    })
+    .await?;
+    let out = control(&namespace, &name, "abort").await;
+    assert!(out.contains("rollout aborted"), "{out}");
+    wait_images(fed, &namespace, &name, &everywhere("app:v2"), TIMEOUT).await?;
+    assert!(
+        rollout_status(&namespace, &name)
+            .await
+            .contains("(Aborted)")
+    );
+
+    // The fix, with the abort still asked for: a fresh rollout, stage by stage; the abort
+    // that belonged to v3 is removed.
+    let watches = Watches::start(fed, &namespace, &name).await?;
+    change(fed, &namespace, &name, spec(&name, "app:v4", "10m")).await?;
+    wait_images(fed, &namespace, &name, &everywhere("app:v4"), TIMEOUT).await?;
+    let order = watches.assert_in_order("app:v4")?;
+    report(format_args!("rollout of the fix after an abort: {order}"));
+    wait_phase(&namespace, &name, "Completed").await?;
+    let api = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(&namespace));
+    let object = get_value(&api, &name).await?.unwrap_or_default();
+    assert!(
+        object["metadata"]["annotations"]["hubfed.io/rollout"].is_null(),
+        "{}",
+        object["metadata"]["annotations"]
+    );
+    Ok(())
+}
+
+/// A cluster-scoped object (no namespace: its state's name had an invalid `-` label) with a
+/// name too long to be part of a ConfigMap name: its rollout state is stored (under a valid
+/// name, the full key in an annotation, owned by the object) and goes with the object; the
+/// same name created again starts afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_scoped_object_stores_its_state_and_takes_it_along() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    // 240 characters: with the kind and namespace around it, too long for a ConfigMap name.
+    let name = format!("{}.{}", unique_name("reader"), "a".repeat(200));
+    let name = format!("{name}{}", "b".repeat(240 - name.len()));
+    let rules = |verbs: &[&str]| {
+        json!({
+            "template": {"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": verbs}]},
+            "placement": {"clusters": CLUSTERS.iter().map(|c| json!({"name": c})).collect::<Vec<_>>()},
+        })
+    };
+    let create = async |verbs: &[&str]| -> anyhow::Result<Api<DynamicObject>> {
+        let api = create_federated(&hub, "ClusterRole", None, &name, rules(verbs)).await?;
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"hubfed.io/rollout-strategy": STRATEGY}}}),
+            ),
+        )
+        .await?;
+        Ok(api)
+    };
+    let wait_verbs = async |verbs: &[&str]| {
+        wait_for(&format!("{name} with {verbs:?}"), TIMEOUT, async || {
+            let mut pending = Vec::new();
+            for cluster in CLUSTERS {
+                let role = fed
+                    .member_object(cluster, &target("ClusterRole"), None, &name)
+                    .await?;
+                let found = role.map(|r| r["rules"][0]["verbs"].clone());
+                if found != Some(json!(verbs)) {
+                    pending.push(format!("{cluster}: {found:?}"));
+                }
+            }
+            Ok(Wait::all_or_pending(pending))
+        })
+        .await
+    };
+    let api = create(&["get"]).await?;
+    wait_verbs(&["get"]).await?;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": rules(&["get", "list"])})),
+    )
+    .await?;
+    wait_verbs(&["get", "list"]).await?;
+    let target = format!("clusterroles/{name}");
+    wait_for("the rollout completed", TIMEOUT, async || {
+        let (_, out, err) = hubfedctl(&["rollout", "status", &target]).await;
+        Ok(if out.contains("(Completed)") {
+            Wait::Done(())
+        } else {
+            Wait::Pending(format!("{out}{err}"))
         })
     })
     .await?;
 
-    // Abort: (paused, so it stays there) a new revision reaches the canary; abort sends it
-    // back to v2, the stable revision.
-    let (code, _, err) = hubfedctl(&["rollout", "pause", &target_arg, "-n", &namespace]).await;
-    assert_eq!(code, 0, "{err}");
-    change(fed, &namespace, &name, "app:v3", "10m").await?;
-    wait_images(
-        fed,
-        &namespace,
-        &name,
-        &[
-            ("member1", "app:v3", 1),
-            ("member2", "app:v2", 1),
-            ("member3", "app:v2", 1),
-        ],
-        TIMEOUT,
-    )
+    let state_name = hubfed_core::rollout::state_name("FederatedClusterRole", None, &name);
+    let maps: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let map = maps.get(&state_name).await?;
+    let uid = api.get(&name).await?.metadata.uid.unwrap_or_default();
+    let annotations = map.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("hubfed.io/rollout-object")
+            .map(String::as_str),
+        Some(format!("FederatedClusterRole/{name}").as_str())
+    );
+    assert_eq!(annotations.get("hubfed.io/rollout-object-uid"), Some(&uid));
+    let owners = map.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0].uid, uid);
+
+    // Deleted with its object.
+    api.delete(&name, &DeleteParams::default()).await?;
+    wait_for("the rollout state gone", TIMEOUT, async || {
+        Ok(match maps.get_opt(&state_name).await? {
+            None => Wait::Done(()),
+            Some(_) => Wait::Pending("still there".into()),
+        })
+    })
     .await?;
-    let (code, out, err) = hubfedctl(&["rollout", "abort", &target_arg, "-n", &namespace]).await;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("rollout aborted"), "{out}");
-    wait_images(
-        fed,
-        &namespace,
-        &name,
-        &[
-            ("member1", "app:v2", 1),
-            ("member2", "app:v2", 1),
-            ("member3", "app:v2", 1),
-        ],
-        TIMEOUT,
-    )
+    wait_for("the federated object gone", TIMEOUT, async || {
+        Ok(match api.get_opt(&name).await? {
+            None => Wait::Done(()),
+            Some(_) => Wait::Pending("still there".into()),
+        })
+    })
     .await?;
-    let (_, status, _) = hubfedctl(&["rollout", "status", &target_arg, "-n", &namespace]).await;
-    assert!(status.contains("(Aborted)"), "{status}");
+
+    // The same name again: a new object, a new state — its first revision goes everywhere.
+    let api = create(&["watch"]).await?;
+    wait_verbs(&["watch"]).await?;
+    let uid = api.get(&name).await?.metadata.uid.unwrap_or_default();
+    wait_for("the new object's state", TIMEOUT, async || {
+        let map = maps.get_opt(&state_name).await?;
+        let stored_uid = map
+            .as_ref()
+            .and_then(|m| m.metadata.annotations.as_ref())
+            .and_then(|a| a.get("hubfed.io/rollout-object-uid").cloned());
+        Ok(if stored_uid.as_ref() == Some(&uid) {
+            Wait::Done(map)
+        } else {
+            Wait::Pending(format!("{stored_uid:?}"))
+        })
+    })
+    .await?;
+    api.delete(&name, &DeleteParams::default()).await?;
     Ok(())
 }

@@ -1,8 +1,11 @@
 //! Placement by intent (PlacementPolicy) on three members that schedule pods: at most N
-//! clusters spread over a region label, stable when a cluster joins the candidates, an RSP
-//! spreading replicas over the chosen clusters only, and failover — a frozen member is
-//! replaced after the grace period, the workload reaches Ready elsewhere, and nothing flaps
-//! when the member comes back (it moves back only with `moveBack`).
+//! clusters spread over a region label (shown by `hubfedctl status`), staying put when the
+//! policy changes so that a fresh choice would differ, stable when a cluster joins the
+//! candidates (the policy's `status.candidates` proves it looked again), an RSP spreading
+//! replicas over the chosen clusters only (and leaving the placement to the policy when it
+//! targets another kind), and failover — a frozen member is replaced after the grace period,
+//! the workload reaches Ready elsewhere, and nothing flaps when the member comes back (it
+//! moves back only with `moveBack`).
 //!
 //! The tests run one at a time (one of them freezes member2).
 
@@ -13,8 +16,8 @@ use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::scheduling::PlacementPolicySpec;
 use hubfed_core::intent::{ClusterState, Previous, choose};
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, report, target, unique_name,
-    unique_ns, wait_event, wait_for,
+    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, hubfedctl, report, target,
+    unique_name, unique_ns, wait_event, wait_for,
 };
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -183,7 +186,99 @@ async fn max_clusters_spread_over_regions_and_stay_put() -> anyhow::Result<()> {
         &["FederatedConfigMap", "member3"],
     )
     .await?;
+    // hubfedctl status shows the choice above its table.
+    let (code, stdout, stderr) = hubfedctl(
+        fed.env().kubeconfig_path(),
+        &["status", "configmaps/cfg", "-n", &namespace],
+    )
+    .await;
+    anyhow::ensure!(code == 0, "hubfedctl status: {code} {stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("placed by PlacementPolicy cfg: "))
+        .ok_or_else(|| anyhow::anyhow!("no policy line in:\n{stdout}"))?;
+    for cluster in &clusters {
+        anyhow::ensure!(line.contains(cluster.as_str()), "{cluster} not in {line:?}");
+    }
+
+    // Stay put: a preference for the eu cluster that was not chosen — a fresh choice would
+    // take it now (checked with the same decision function) — changes nothing once the
+    // controller has seen the new spec (observedGeneration).
+    let eu_out = ["member1", "member2"]
+        .into_iter()
+        .find(|c| !clusters.iter().any(|chosen| chosen == c))
+        .ok_or_else(|| anyhow::anyhow!("both eu clusters chosen: {clusters:?}"))?;
+    let tier = LABELS
+        .iter()
+        .find(|(name, _, _)| *name == eu_out)
+        .map(|(_, _, tier)| *tier)
+        .unwrap_or_default();
+    let preferred = json!({
+        "targetKind": "FederatedConfigMap",
+        "maxClusters": 2,
+        "spread": [{"topologyKey": "region", "maxPerValue": 1}],
+        "preferences": [{"weight": 100, "clusterSelector": {"matchLabels": {"tier": tier}}}],
+    });
+    let fresh = fresh_choice(
+        &serde_json::from_value(preferred.clone())?,
+        &namespace,
+        "cfg",
+    );
+    anyhow::ensure!(
+        fresh.contains(&eu_out.to_owned()),
+        "a fresh choice would not take {eu_out}: {fresh:?} — the test would prove nothing"
+    );
+    let patched = policies(&hub, &namespace)
+        .patch(
+            "cfg",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": preferred})),
+        )
+        .await?;
+    let generation = patched.metadata.generation;
+    wait_for(
+        "the policy reconciled at its new generation",
+        TIMEOUT,
+        async || {
+            let (now, status) = chosen(&hub, &namespace, "cfg").await?;
+            anyhow::ensure!(now == clusters, "the choice moved: {status}");
+            Ok(if status["observedGeneration"].as_i64() == generation {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("status {status}"))
+            })
+        },
+    )
+    .await?;
+    let holding = holders(fed, "ConfigMap", &namespace, "cfg").await?;
+    anyhow::ensure!(holding == clusters, "copies moved to {holding:?}");
     Ok(())
+}
+
+/// The clusters `choose` picks for `namespace/name` among the three members, all Ready and
+/// labelled as in [`LABELS`], with no previous choice.
+fn fresh_choice(spec: &PlacementPolicySpec, namespace: &str, name: &str) -> Vec<String> {
+    let clusters: Vec<ClusterState> = LABELS
+        .iter()
+        .map(|(cluster, region, tier)| ClusterState {
+            name: (*cluster).to_owned(),
+            labels: [("region", *region), ("tier", *tier)]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            ready: true,
+            since: None,
+        })
+        .collect();
+    choose(
+        spec,
+        &format!("{namespace}/{name}"),
+        &clusters,
+        &Previous::default(),
+        0,
+    )
+    .map(|c| c.clusters.into_keys().collect())
+    .unwrap_or_default()
 }
 
 /// An object whose fresh choice among member1..3 (maxClusters 1) is member3 while among
@@ -244,6 +339,11 @@ async fn a_cluster_joining_the_candidates_does_not_reshuffle() -> anyhow::Result
         create_policy(&hub, &namespace, &name, serde_json::to_value(&spec)?).await?;
         let before = wait_chosen(fed, &hub, &namespace, &name, |c| c.len() == 1, TIMEOUT).await?;
         assert_ne!(before, ["member3"]);
+        let (_, status) = chosen(&hub, &namespace, &name).await?;
+        anyhow::ensure!(
+            status["candidates"] == json!(["member1", "member2"]),
+            "candidates before: {status}"
+        );
         clusters
             .patch(
                 "member3",
@@ -252,13 +352,27 @@ async fn a_cluster_joining_the_candidates_does_not_reshuffle() -> anyhow::Result
             )
             .await?;
         // The registry publishes the label; the policy is looked at again (a registry change
-        // wakes every policy). Its choice must not move, during and after.
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            let (now, _) = chosen(&hub, &namespace, &name).await?;
-            anyhow::ensure!(now == before, "the choice moved from {before:?} to {now:?}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        // wakes every policy): its status lists member3 among the candidates once it has
+        // decided with member3 a candidate — in the same write as the choice, which must not
+        // have moved, nor the copy.
+        wait_for(
+            "member3 among the policy's candidates",
+            TIMEOUT,
+            async || {
+                let (now, status) = chosen(&hub, &namespace, &name).await?;
+                anyhow::ensure!(now == before, "the choice moved from {before:?}: {status}");
+                Ok(
+                    if status["candidates"] == json!(["member1", "member2", "member3"]) {
+                        Wait::Done(())
+                    } else {
+                        Wait::Pending(format!("status {status}"))
+                    },
+                )
+            },
+        )
+        .await?;
+        let holding = holders(fed, "ConfigMap", &namespace, &name).await?;
+        anyhow::ensure!(holding == before, "the copy moved to {holding:?}");
         anyhow::Ok(())
     }
     .await;
@@ -310,6 +424,47 @@ async fn an_rsp_spreads_over_the_chosen_clusters() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An RSP of the same name that targets another kind does not schedule the policy's target:
+/// the policy writes its placement itself (it used to leave it to the RSP, and the object was
+/// placed nowhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rsp_of_another_kind_leaves_the_placement_to_the_policy() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    let namespace = unique_ns("policy-rsp-kind");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        "web",
+        deployment("web"),
+    )
+    .await?;
+    create_rsp_for(&hub, &namespace, "web", "FederatedReplicaSet", 6, false).await?;
+    create_policy(
+        &hub,
+        &namespace,
+        "web",
+        json!({
+            "targetKind": "FederatedDeployment",
+            "clusterSelector": {"matchLabels": {"region": "eu"}},
+        }),
+    )
+    .await?;
+    wait_replicas(
+        fed,
+        &namespace,
+        "web",
+        &[("member1", 2), ("member2", 2)],
+        TIMEOUT,
+    )
+    .await?;
+    Ok(())
+}
+
 fn deployment(app: &str) -> Value {
     json!({"template": {"spec": {
         "replicas": 2,
@@ -328,6 +483,25 @@ async fn create_rsp(
     total: i64,
     rebalance: bool,
 ) -> anyhow::Result<()> {
+    create_rsp_for(
+        hub,
+        namespace,
+        name,
+        "FederatedDeployment",
+        total,
+        rebalance,
+    )
+    .await
+}
+
+async fn create_rsp_for(
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    target_kind: &str,
+    total: i64,
+    rebalance: bool,
+) -> anyhow::Result<()> {
     let resource = ApiResource {
         group: "scheduling.kubefed.io".into(),
         version: "v1alpha1".into(),
@@ -340,7 +514,7 @@ async fn create_rsp(
         "apiVersion": "scheduling.kubefed.io/v1alpha1",
         "kind": "ReplicaSchedulingPreference",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"targetKind": "FederatedDeployment", "totalReplicas": total, "rebalance": rebalance},
+        "spec": {"targetKind": target_kind, "totalReplicas": total, "rebalance": rebalance},
     }))?;
     api.create(&PostParams::default(), &object).await?;
     Ok(())

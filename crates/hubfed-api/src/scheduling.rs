@@ -167,6 +167,10 @@ pub struct PlacementPolicyStatus {
     /// `member1, member2` (the printer column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// Every candidate cluster (joined, selected by `clusterSelector`, carrying the spread
+    /// keys) when the choice was made, sorted by name: what it was chosen from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<String>,
     /// `Placed`: whether the choice is written and met every constraint.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<PolicyCondition>,

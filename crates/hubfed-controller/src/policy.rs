@@ -42,11 +42,12 @@ pub const TARGET_WAIT: Duration = Duration::from_secs(5);
 /// The field manager of the policy controller's writes.
 pub const FIELD_MANAGER: &str = "hubfed-placement";
 /// Every field of a policy's status (see [`patch_status`]).
-const STATUS_FIELDS: [&str; 5] = [
+const STATUS_FIELDS: [&str; 6] = [
     "observedGeneration",
     "clusters",
     "failedOver",
     "summary",
+    "candidates",
     "conditions",
 ];
 /// The condition type of a policy's status.
@@ -431,6 +432,7 @@ fn status_of(policy: &PlacementPolicy, choice: &Choice, now: i64) -> PlacementPo
             })
             .collect(),
         summary: Some(summary(choice)),
+        candidates: choice.candidates.clone(),
         conditions: vec![condition(
             policy.status.as_ref(),
             placed,
@@ -543,6 +545,7 @@ mod tests {
                 replaced_by: Some("a".into()),
                 time: 1_800_000_000,
             }],
+            candidates: vec!["a".into(), "b".into()],
             ..Choice::default()
         };
         let mut policy = PlacementPolicy::new("web", PlacementPolicySpec::default());

@@ -169,6 +169,8 @@ impl Change {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Choice {
     pub clusters: BTreeMap<String, Chosen>,
+    /// Every candidate, sorted by name (whether chosen or not).
+    pub candidates: Vec<String>,
     pub failed_over: Vec<FailedOver>,
     /// What changed and why (for Events).
     pub changes: Vec<Change>,
@@ -368,7 +370,10 @@ pub fn choose(
         .iter()
         .map(|r| (r.cluster.name.as_str(), r.cluster))
         .collect();
-    let mut choice = Choice::default();
+    let mut choice = Choice {
+        candidates: by_name.keys().map(|name| (*name).to_owned()).collect(),
+        ..Choice::default()
+    };
     let mut picks = Picks::new(&ctx);
 
     // Failed-over clusters: still recorded unless gone; back once Ready for the grace period.

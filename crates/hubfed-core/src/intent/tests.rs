@@ -107,6 +107,9 @@ fn the_selector_limits_candidates_and_absent_means_all() {
     };
     let choice = choose(&spec, KEY, &clusters, &Previous::default(), NOW).expect("valid");
     assert_eq!(names(&choice), ["a"]);
+    assert_eq!(choice.candidates, ["a"]);
+    let all = choose(&policy(), KEY, &clusters, &Previous::default(), NOW).expect("valid");
+    assert_eq!(all.candidates, ["a", "b"]);
 }
 
 #[test]

@@ -577,3 +577,45 @@ fn pods_are_selected_by_match_labels_and_match_expressions() {
     .expect("a selector");
     assert!(PodSelector::new(&invalid).is_err());
 }
+
+/// The user guide's RSP example (docs/user-guide.md, Scheduling): 6 and 4 over member1 and
+/// member2; with a third cluster its minimum first, then 5, 3 and 2. A cluster back from
+/// NotReady gets its share again only with `rebalance`.
+#[test]
+fn the_user_guide_example_gives_what_the_guide_says() {
+    let mut spec = rsp(
+        10,
+        true,
+        &[
+            ("member1", 3, 0, None),
+            ("member2", 2, 0, Some(8)),
+            ("*", 1, 1, None),
+        ],
+    );
+    let two = names(&["member1", "member2"]);
+    let three = names(&["member1", "member2", "member3"]);
+    let none = ReplicaState::default();
+    assert_eq!(
+        decide(&spec, &two, &none, "shop/web"),
+        counts(&[("member1", 6), ("member2", 4)])
+    );
+    assert_eq!(
+        decide(&spec, &three, &none, "shop/web"),
+        counts(&[("member1", 5), ("member2", 3), ("member3", 2)])
+    );
+    // member2 was NotReady: member1 took all 10. Back, with rebalance: 6/4 again.
+    let running = ReplicaState {
+        current: counts(&[("member1", 10)]),
+        ..ReplicaState::default()
+    };
+    assert_eq!(
+        decide(&spec, &two, &running, "shop/web"),
+        counts(&[("member1", 6), ("member2", 4)])
+    );
+    // Without rebalance the replicas stay in member1.
+    spec.rebalance = false;
+    assert_eq!(
+        decide(&spec, &two, &running, "shop/web"),
+        counts(&[("member1", 10), ("member2", 0)])
+    );
+}

@@ -73,6 +73,10 @@ async fn hubfedctl(args: &[&str]) -> (i32, String, String) {
 }
 
 fn spec(app: &str, image: &str, cpu: &str) -> Value {
+    spec_on(app, image, cpu, &CLUSTERS)
+}
+
+fn spec_on(app: &str, image: &str, cpu: &str, clusters: &[&str]) -> Value {
     json!({
         "template": {"spec": {
             "replicas": 1,
@@ -86,7 +90,7 @@ fn spec(app: &str, image: &str, cpu: &str) -> Value {
                 }]},
             },
         }},
-        "placement": {"clusters": CLUSTERS.iter().map(|c| json!({"name": c})).collect::<Vec<_>>()},
+        "placement": {"clusters": clusters.iter().map(|c| json!({"name": c})).collect::<Vec<_>>()},
     })
 }
 
@@ -145,6 +149,7 @@ fn everywhere(image: &str) -> [(&'static str, &str, i64); 3] {
 struct Timeline {
     first: BTreeMap<(String, String), Instant>,
     ready: BTreeMap<(String, String), Instant>,
+    deleted: BTreeMap<String, Instant>,
 }
 
 struct Watches {
@@ -179,6 +184,11 @@ impl Watches {
                     let seen = Instant::now();
                     let deployment = match event {
                         Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => d,
+                        Ok(watcher::Event::Delete(_)) => {
+                            let mut timeline = timeline.lock().unwrap_or_else(|e| e.into_inner());
+                            timeline.deleted.entry(cluster.to_owned()).or_insert(seen);
+                            continue;
+                        }
                         Ok(watcher::Event::InitDone) => {
                             if let Some(tx) = tx.take() {
                                 let _ = tx.send(());
@@ -226,6 +236,12 @@ impl Watches {
             timeline.first.get(&key).copied(),
             timeline.ready.get(&key).copied(),
         )
+    }
+
+    /// When `cluster`'s Deployment was deleted.
+    fn deleted(&self, cluster: &str) -> Option<Instant> {
+        let timeline = self.timeline.lock().unwrap_or_else(|e| e.into_inner());
+        timeline.deleted.get(cluster).copied()
     }
 
     /// Which clusters ever held `image`.
@@ -678,5 +694,67 @@ async fn a_cluster_scoped_object_stores_its_state_and_takes_it_along() -> anyhow
     })
     .await?;
     api.delete(&name, &DeleteParams::default()).await?;
+    Ok(())
+}
+
+/// A placement change is rolled out stage by stage like a template change: the canary loses
+/// its copy first, the member of the last stage gets its copy only after the stages before
+/// were done and soaked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placement_change_goes_stage_by_stage() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let namespace = unique_ns("rollout-placement");
+    let name = unique_name("web");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    let hub = fed.hub().await?;
+    let api = create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        &name,
+        spec_on(&name, "app:v1", "10m", &["member1", "member2"]),
+    )
+    .await?;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"hubfed.io/rollout-strategy": STRATEGY}}}),
+        ),
+    )
+    .await?;
+    let two = [("member1", "app:v1", 1), ("member2", "app:v1", 1)];
+    wait_images(fed, &namespace, &name, &two, TIMEOUT).await?;
+
+    // From member1 + member2 to member2 + member3.
+    let watches = Watches::start(fed, &namespace, &name).await?;
+    change(
+        fed,
+        &namespace,
+        &name,
+        spec_on(&name, "app:v1", "10m", &["member2", "member3"]),
+    )
+    .await?;
+    let moved = [("member2", "app:v1", 1), ("member3", "app:v1", 1)];
+    wait_images(fed, &namespace, &name, &moved, TIMEOUT).await?;
+    let removed = watches.deleted("member1");
+    let (added, _) = watches.times("member3", "app:v1");
+    let (Some(removed), Some(added)) = (removed, added) else {
+        anyhow::bail!("member1 deleted at {removed:?}, member3 created at {added:?}");
+    };
+    // canary (member1 removed), soak, second (member2, unchanged), soak, rest (member3).
+    anyhow::ensure!(
+        added + WATCH_SLACK >= removed + SOAK * 2,
+        "member3 got its copy {:?} after member1 lost its copy",
+        added.saturating_duration_since(removed)
+    );
+    report(format_args!(
+        "placement change: member1 removed at {:.2}s, member3 created at {:.2}s",
+        removed.duration_since(watches.started).as_secs_f64(),
+        added.duration_since(watches.started).as_secs_f64()
+    ));
+    wait_phase(&namespace, &name, "Completed").await?;
     Ok(())
 }

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::placement::ClusterInfo;
-use crate::plan::ClusterAction;
+use crate::plan::{ClusterAction, ClusterPlan};
 use crate::selector::Selector;
 use crate::status::{ClusterOutcome, PropagationStatus};
 
@@ -569,26 +569,78 @@ fn advance(
     }
 }
 
-/// The action for a placed cluster the rollout does not give the current revision (yet),
-/// instead of `action`, the plan's for that revision: nothing is written there. What the plan
-/// found wrong there (not ready, a cache that could not be read, ...) is reported as it is;
-/// an apply it would have made is reported as `RolloutPending`, with why — also for a cluster
-/// placed mid-rollout that has no copy yet. A cluster already up to date stays so. `why` is
-/// the message ([`pending_message`]).
-pub fn held_action(action: ClusterAction, why: impl FnOnce() -> String) -> ClusterAction {
-    match action {
-        ClusterAction::Apply(_) => ClusterAction::Blocked {
-            status: PropagationStatus::RolloutPending,
-            message: why(),
-        },
-        other => other,
+/// The revision of a federated object under a strategy — what a rollout carries, stage by
+/// stage: its template and overrides (KubeFed's versions) and the clusters it is placed in,
+/// each shortened: `<template>-<overrides>-<placement>`. A placement change is a new revision
+/// like a template change: the clusters it adds get their copy, and those it drops lose theirs,
+/// when their stage comes.
+pub fn revision(
+    template_version: &str,
+    overrides_version: &str,
+    placed: &std::collections::BTreeSet<String>,
+) -> String {
+    use md5::{Digest, Md5};
+    let short = |v: &str| v.chars().take(10).collect::<String>();
+    let clusters = placed.iter().cloned().collect::<Vec<_>>().join(",");
+    let placement = hex::encode(Md5::digest(clusters.as_bytes()));
+    format!(
+        "{}-{}-{}",
+        short(template_version),
+        short(overrides_version),
+        &placement[..8]
+    )
+}
+
+/// The clusters, besides the placed ones, that a rollout covers: those no longer placed whose
+/// copy the plan removes (deletes, unlabels, or waits to see gone), so that a removal waits for
+/// its stage too. Such a cluster has the revision once its copy is gone. `clusters` and
+/// `placed` are a plan's.
+pub fn removals(
+    clusters: &[ClusterPlan],
+    placed: &std::collections::BTreeSet<String>,
+) -> Vec<String> {
+    clusters
+        .iter()
+        .filter(|c| !placed.contains(&c.cluster))
+        .filter(|c| {
+            matches!(
+                c.action,
+                ClusterAction::Delete(_)
+                    | ClusterAction::RemoveManagedLabel
+                    | ClusterAction::WaitForRemoval
+            )
+        })
+        .map(|c| c.cluster.clone())
+        .collect()
+}
+
+/// The action for a cluster the rollout does not give the current revision (yet), instead of
+/// `action`, the plan's for that revision: nothing is written there. What the plan found
+/// wrong there (not ready, a cache that could not be read, ...) is reported as it is; an
+/// apply it would have made — a newly placed cluster's creation too — and the removal of a
+/// copy no longer placed are reported as `RolloutPending`, with why. A cluster already up to
+/// date stays so. `why(removal)` is the message ([`pending_message`]).
+pub fn held_action(action: ClusterAction, why: impl FnOnce(bool) -> String) -> ClusterAction {
+    let removal = match action {
+        ClusterAction::Apply(_) => false,
+        ClusterAction::Delete(_) | ClusterAction::RemoveManagedLabel => true,
+        other => return other,
+    };
+    ClusterAction::Blocked {
+        status: PropagationStatus::RolloutPending,
+        message: why(removal),
     }
 }
 
-/// Why a cluster does not have the revision being rolled out.
-pub fn pending_message(state: &RolloutState, cluster: &str) -> String {
+/// Why a cluster does not have the revision being rolled out: its change, or — `removal` —
+/// the removal of its copy, waits.
+pub fn pending_message(state: &RolloutState, cluster: &str, removal: bool) -> String {
     let revision = &state.revision;
-    let keeps = "this cluster keeps what it runs";
+    let keeps = if removal {
+        "the copy here stays until then"
+    } else {
+        "this cluster keeps what it runs"
+    };
     match state.phase {
         Phase::Paused => format!("the rollout of {revision} is paused; {keeps}"),
         Phase::Halted => format!(

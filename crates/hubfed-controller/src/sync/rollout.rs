@@ -18,8 +18,8 @@ use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, pla
 use hubfed_core::rollout::{
     CONTROL_ANNOTATION, ClusterReport, Controls, Decision, Phase, RolloutState,
     STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches,
-    decide, held_action, pending_message, record_failures, state_belongs, state_key, state_name,
-    state_owned_by_object,
+    decide, held_action, pending_message, record_failures, removals, revision, state_belongs,
+    state_key, state_name, state_owned_by_object,
 };
 use hubfed_core::status::ClusterOutcome;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -43,12 +43,6 @@ struct Stored {
     /// The spec of `state.stable`.
     stable: Option<FederatedSpec>,
     exists: bool,
-}
-
-/// The revision of a spec: its template and overrides versions (KubeFed's hashes), shortened.
-fn revision(template_version: &str, overrides_version: &str) -> String {
-    let short = |v: &str| v.chars().take(10).collect::<String>();
-    format!("{}-{}", short(template_version), short(overrides_version))
 }
 
 fn strategy_name(ctx: &TypeContext, obj: &DynamicObject) -> Option<String> {
@@ -159,14 +153,21 @@ pub async fn staged(
     };
     let state_ref = StateRef::new(ctx, obj);
     let stored = load(ctx, &state_ref).await?;
-    let new = revision(&observed.template_version, &observed.overrides_version);
-    let placed: Vec<ClusterInfo> = observed
+    let placed = &planned.placement.clusters;
+    let new = revision(
+        &observed.template_version,
+        &observed.overrides_version,
+        placed,
+    );
+    // Placed clusters, and those whose copy goes: removals wait for their stage too.
+    let removing = removals(&planned.clusters, placed);
+    let covered: Vec<ClusterInfo> = observed
         .infos()
         .iter()
-        .filter(|c| planned.placement.clusters.contains(&c.name))
+        .filter(|c| placed.contains(&c.name) || removing.contains(&c.name))
         .cloned()
         .collect();
-    let batches = match batches(&strategy, &placed) {
+    let batches = match batches(&strategy, &covered) {
         Ok(batches) => batches,
         Err(e) => {
             let message = format!("RolloutStrategy {strategy_name}: {e}; changes are held back");
@@ -180,7 +181,7 @@ pub async fn staged(
             return hold_everything(ctx, obj, planned, &message).await;
         }
     };
-    let reports = reports(observed, &planned);
+    let reports = reports(observed, &planned, &new, &removing);
     let controls = controls(obj);
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let decision = decide(
@@ -309,7 +310,7 @@ async fn hold_everything(
     let mut held = planned;
     for cluster_plan in &mut held.clusters {
         let action = std::mem::replace(&mut cluster_plan.action, ClusterAction::UpToDate);
-        cluster_plan.action = held_action(action, || why.to_owned());
+        cluster_plan.action = held_action(action, |_| why.to_owned());
     }
     Ok(Staged {
         plan: held,
@@ -329,32 +330,36 @@ fn stable_spec(stored: &Stored, decision: &Decision) -> Option<FederatedSpec> {
     }
 }
 
-/// What each placed cluster reports: on the new revision when the new plan has nothing to do
-/// there; Ready from its copy.
-fn reports(observed: &Observed, planned: &Plan) -> BTreeMap<String, ClusterReport> {
-    planned
-        .placement
-        .clusters
+/// What each cluster the rollout covers reports: a placed one is on the new revision when the
+/// new plan has nothing to do there, Ready from its copy; one whose copy goes (`removing`) is
+/// not on it while the copy is there (once gone, it is no longer covered).
+fn reports(
+    observed: &Observed,
+    planned: &Plan,
+    new: &str,
+    removing: &[String],
+) -> BTreeMap<String, ClusterReport> {
+    let placed = planned.placement.clusters.iter().map(|cluster| {
+        let action = planned
+            .clusters
+            .iter()
+            .find(|c| &c.cluster == cluster)
+            .map(|c| &c.action);
+        let current = matches!(action, Some(ClusterAction::UpToDate));
+        let ready = match observed.members.get(cluster) {
+            Some(MemberObservation::Present(member)) => member.readiness.is_ready(),
+            _ => false,
+        };
+        let report = ClusterReport {
+            revision: current.then(|| new.to_owned()),
+            ready,
+        };
+        (cluster.clone(), report)
+    });
+    let removing = removing
         .iter()
-        .map(|cluster| {
-            let action = planned
-                .clusters
-                .iter()
-                .find(|c| &c.cluster == cluster)
-                .map(|c| &c.action);
-            let current = matches!(action, Some(ClusterAction::UpToDate));
-            let ready = match observed.members.get(cluster) {
-                Some(MemberObservation::Present(member)) => member.readiness.is_ready(),
-                _ => false,
-            };
-            let report = ClusterReport {
-                revision: current
-                    .then(|| revision(&observed.template_version, &observed.overrides_version)),
-                ready,
-            };
-            (cluster.clone(), report)
-        })
-        .collect()
+        .map(|cluster| (cluster.clone(), ClusterReport::default()));
+    placed.chain(removing).collect()
 }
 
 fn controls(obj: &DynamicObject) -> Controls {
@@ -414,10 +419,20 @@ fn combine(
         let action = std::mem::replace(&mut cluster_plan.action, ClusterAction::UpToDate);
         cluster_plan.action = match stable_action {
             Some(action) => action,
-            None => held_action(action, || {
-                pending_message(&decision.state, &cluster_plan.cluster)
+            None => held_action(action, |removal| {
+                pending_message(&decision.state, &cluster_plan.cluster, removal)
             }),
         };
+    }
+    // An abort also gives back the copies the rollout removed.
+    if let Some(stable_plan) = stable_plan {
+        for stable in stable_plan.clusters {
+            let missing = !planned.clusters.iter().any(|c| c.cluster == stable.cluster);
+            if missing && matches!(stable.action, ClusterAction::Apply(_)) {
+                planned.clusters.push(stable);
+            }
+        }
+        planned.clusters.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     }
     planned
 }

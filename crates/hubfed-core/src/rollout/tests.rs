@@ -765,7 +765,7 @@ fn held_clusters_report_what_holds_them() {
     });
     let why = |state: &RolloutState, cluster: &str| {
         let (state, cluster) = (state.clone(), cluster.to_owned());
-        move || pending_message(&state, &cluster)
+        move |removal| pending_message(&state, &cluster, removal)
     };
     match held_action(apply.clone(), why(&start.state, "eu1")) {
         ClusterAction::Blocked { status, message } => {
@@ -802,6 +802,63 @@ fn held_clusters_report_what_holds_them() {
         }
         other => panic!("{other:?}"),
     }
+    // The removal of a copy no longer placed waits too.
+    let delete = ClusterAction::Delete(crate::plan::DeleteAction {
+        options: None,
+        uid: None,
+    });
+    match held_action(delete, why(&start.state, "us1")) {
+        ClusterAction::Blocked { status, message } => {
+            assert_eq!(status, PropagationStatus::RolloutPending);
+            assert_eq!(
+                message,
+                "the rollout of v2 has not reached stage rest; the copy here stays until then"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The revision covers template, overrides and placement: a placement change is rolled out
+/// like a template change.
+#[test]
+fn placement_is_part_of_the_revision() {
+    let placed = |names: &[&str]| -> std::collections::BTreeSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    };
+    let (template, overrides) = ("0123456789abcdef", "fedcba9876543210");
+    let both = revision(template, overrides, &placed(&["m1", "m2"]));
+    assert!(both.starts_with("0123456789-fedcba9876-"), "{both}");
+    assert_eq!(both.len(), 10 + 1 + 10 + 1 + 8);
+    assert_eq!(both, revision(template, overrides, &placed(&["m2", "m1"])));
+    assert_ne!(both, revision(template, overrides, &placed(&["m1"])));
+    assert_ne!(both, revision("abc", overrides, &placed(&["m1", "m2"])));
+    // Removals: the clusters no longer placed whose copy goes.
+    let plan = |cluster: &str, action: ClusterAction| crate::plan::ClusterPlan {
+        cluster: cluster.to_owned(),
+        action,
+    };
+    let delete = ClusterAction::Delete(crate::plan::DeleteAction {
+        options: None,
+        uid: None,
+    });
+    let clusters = [
+        plan("m1", ClusterAction::UpToDate),
+        plan("m3", delete),
+        plan("m4", ClusterAction::RemoveManagedLabel),
+        plan("m5", ClusterAction::WaitForRemoval),
+        plan(
+            "m6",
+            ClusterAction::Blocked {
+                status: PropagationStatus::ClusterNotReady,
+                message: String::new(),
+            },
+        ),
+    ];
+    assert_eq!(
+        removals(&clusters, &placed(&["m1"])),
+        names(&["m3", "m4", "m5"])
+    );
 }
 
 #[test]

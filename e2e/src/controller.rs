@@ -1,5 +1,11 @@
-//! `hubfed-controller` as a process against a test environment's hub: what a test needs to
-//! start, signal, kill and watch one (failover, shutdown and fault-injection tests).
+//! A controller a test starts itself, beside [`crate::Federation::shared`]'s (which runs for
+//! the whole test binary):
+//!
+//! - [`ControllerTask`]: `hubfed_controller::run` as a task of the test's runtime, with a
+//!   client and configuration of the test's choosing, stopped by the test;
+//! - [`ControllerProcess`]: `hubfed-controller` as a process against a test environment's
+//!   hub: what a test needs to start, signal, kill and watch one (failover, shutdown and
+//!   fault-injection tests).
 //!
 //! Each process runs under a [`GuardedProcess`]: it cannot outlive the test. Its log is in
 //! the environment's `logs/controller-<name>.log`; `HUBFED_E2E_CONTROLLER_LOG` sets its
@@ -11,10 +17,63 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
+use hubfed_controller::ControllerConfig;
 use hubfed_testenv::TestEnv;
 use hubfed_testenv::process::{GuardedProcess, Spawn, alive};
+use kube::Client;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
-use crate::http_get;
+use crate::{http_get, report};
+
+/// How long [`ControllerTask::stop`] waits for the controller to stop.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// `hubfed_controller::run` as a task of the calling runtime.
+pub struct ControllerTask {
+    what: String,
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl ControllerTask {
+    /// Runs the controller with `hub` (its client: an admin's, or a ServiceAccount's) and
+    /// `config`; `what` names it in messages ("the controller running as ...").
+    pub fn spawn(what: &str, hub: Client, config: ControllerConfig) -> Self {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(hubfed_controller::run(hub, config, shutdown.clone()));
+        Self {
+            what: what.to_owned(),
+            shutdown,
+            task,
+        }
+    }
+
+    /// Awaits `wait`, failing at once if the controller stops first.
+    pub async fn while_running<T>(
+        &mut self,
+        wait: impl Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T> {
+        tokio::select! {
+            result = wait => result,
+            exit = &mut self.task => bail!("{} stopped: {exit:?}", self.what),
+        }
+    }
+
+    /// Asks the controller to stop and waits for it: fails if it runs on for 30 s; else what
+    /// it returned (a panic as an error).
+    pub async fn stop(mut self) -> anyhow::Result<anyhow::Result<()>> {
+        self.shutdown.cancel();
+        match tokio::time::timeout(STOP_WAIT, &mut self.task).await {
+            Ok(exit) => Ok(exit.unwrap_or_else(|e| Err(e.into()))),
+            Err(_) => bail!(
+                "{} did not stop within {}s of being asked to",
+                self.what,
+                STOP_WAIT.as_secs()
+            ),
+        }
+    }
+}
 
 /// How a controller process is started.
 #[derive(Clone, Debug)]
@@ -115,7 +174,7 @@ impl ControllerProcess {
                 ("NO_COLOR", "1".to_owned()),
             ],
             pid_dir: &pid_dir,
-            log_file: env.dir().join(format!("logs/controller-{identity}.log")),
+            log_file: log_path(env, identity),
             grace_seconds: options.grace_seconds,
             outlive_others: false,
             remove_dir_after: None,
@@ -210,6 +269,28 @@ impl ControllerProcess {
                 })
                 .sum(),
         )
+    }
+}
+
+/// The log file of controller process `identity` in `env`.
+fn log_path(env: &TestEnv, identity: &str) -> PathBuf {
+    env.dir().join(format!("logs/controller-{identity}.log"))
+}
+
+/// The end of each named controller process's log in `env`, to stderr (the test log is all
+/// CI keeps): for a test that failed.
+pub fn print_logs(env: &TestEnv, identities: &[&str]) {
+    for identity in identities {
+        let path = log_path(env, identity);
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
+        report(format_args!(
+            "--- last {} lines of {} ---\n{}",
+            tail.len(),
+            path.display(),
+            tail.join("\n")
+        ));
     }
 }
 

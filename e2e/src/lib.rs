@@ -53,7 +53,10 @@ use tokio_util::sync::CancellationToken;
 
 pub mod controller;
 pub mod fault_proxy;
+mod private;
 pub mod webhooks;
+
+pub use private::{PrivateFederation, fast_health_checks};
 
 /// Namespace of the control plane: FTCs, KubeFedClusters, their Secrets, the KubeFedConfig.
 pub const KUBEFED_NAMESPACE: &str = DEFAULT_KUBEFED_NAMESPACE;
@@ -82,10 +85,7 @@ impl Federation {
     /// The federation of this test binary, set up on first use (blocking). Panics when it
     /// cannot be set up; every later call panics with the same message.
     pub fn shared() -> &'static Federation {
-        match FEDERATION.get_or_init(|| start(Ok(hubfed_testenv::shared()))) {
-            Ok(federation) => federation,
-            Err(e) => panic!("cannot start the federation: {e}"),
-        }
+        Self::shared_by(|| start(hubfed_testenv::shared(), None, &MEMBERS))
     }
 
     /// Like [`Federation::shared`], on members that schedule pods: a kube-scheduler each, one
@@ -99,7 +99,22 @@ impl Federation {
     /// [`Federation::shared_scheduling`] with `members` members: `member1` and `member2`
     /// joined, the others (`member3`, ...) left for the test to join.
     pub fn shared_on(members: usize) -> &'static Federation {
-        match FEDERATION.get_or_init(|| start(scheduling_env(members))) {
+        PrivateFederation::new()
+            .members(members.max(MEMBERS.len()))
+            .scheduling(hubfed_testenv::Scheduling {
+                nodes_per_member: 1,
+                pods_per_node: SCHEDULING_PODS_PER_NODE,
+                ..Default::default()
+            })
+            .join(&MEMBERS)
+            .shared()
+    }
+
+    /// The federation of this test binary, set up by `init` on first use.
+    pub(crate) fn shared_by(
+        init: impl FnOnce() -> Result<Federation, String>,
+    ) -> &'static Federation {
+        match FEDERATION.get_or_init(init) {
             Ok(federation) => federation,
             Err(e) => panic!("cannot start the federation: {e}"),
         }
@@ -108,6 +123,11 @@ impl Federation {
     /// The test clusters underneath.
     pub fn env(&self) -> &'static TestEnv {
         self.env
+    }
+
+    /// The kubeconfig of the test clusters (one admin context each: `hub`, `member1`, ...).
+    pub fn kubeconfig(&self) -> &'static std::path::Path {
+        self.env.kubeconfig_path()
     }
 
     /// A test cluster by kubeconfig context (`hub`, `member1`, ...).
@@ -694,9 +714,20 @@ fn secret_name(cluster: &str) -> String {
 /// Everything but the controller: CRDs, the KubeFed namespace, the default FTCs, and
 /// `member1` and `member2` registered.
 pub async fn bootstrap(env: &TestEnv) -> anyhow::Result<()> {
+    set_up_federation(env, None, &MEMBERS).await
+}
+
+/// Everything but the controller in `env`: [`install_control_plane`] with `config`, and the
+/// clusters `joined` registered ([`register_cluster`]; not waited for, as no controller runs
+/// yet).
+pub async fn set_up_federation(
+    env: &TestEnv,
+    config: Option<KubeFedConfigSpec>,
+    joined: &[&str],
+) -> anyhow::Result<()> {
     let hub = env.hub().client().await?;
-    install_control_plane(&hub, None).await?;
-    for name in MEMBERS {
+    install_control_plane(&hub, config).await?;
+    for name in joined {
         let cluster = env
             .cluster(name)
             .with_context(|| format!("the test environment has no {name}"))?;
@@ -970,41 +1001,32 @@ pub async fn wait_clusters_ready(hub: &Client, names: &[&str]) -> anyhow::Result
 /// Pods one Node of [`Federation::shared_scheduling`] holds.
 pub const SCHEDULING_PODS_PER_NODE: u32 = 40;
 
-fn scheduling_env(members: usize) -> Result<&'static TestEnv, String> {
-    let env = TestEnv::start(hubfed_testenv::TestEnvConfig {
-        members: members.max(MEMBERS.len()),
-        scheduling: Some(hubfed_testenv::Scheduling {
-            nodes_per_member: 1,
-            pods_per_node: SCHEDULING_PODS_PER_NODE,
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .map_err(|e| format!("cannot start the test clusters: {e}"))?;
-    report(format_args!(
-        "hubfed-testenv: hub + {} members with schedulers and nodes ready in {:.1}s, kubeconfig {}",
-        env.members().len(),
-        env.startup_time().as_secs_f64(),
-        env.kubeconfig_path().display()
-    ));
-    // Never dropped, as hubfed_testenv::shared(): the guardians stop the servers when the
-    // test binary exits.
-    Ok(Box::leak(Box::new(env)))
-}
-
-fn start(env: Result<&'static TestEnv, String>) -> Result<Federation, String> {
-    let env = env?;
+/// Sets the federation up in `env` ([`set_up_federation`] with `config` and `joined`) and
+/// runs the controller on a thread of its own until the test binary exits; returns once the
+/// `joined` members are `Ready`.
+pub(crate) fn start(
+    env: &'static TestEnv,
+    config: Option<KubeFedConfigSpec>,
+    joined: &[&str],
+) -> Result<Federation, String> {
     let began = Instant::now();
     let (ready_tx, ready_rx) = mpsc::channel();
+    let set_up = SetUp {
+        config,
+        joined: joined.iter().map(|name| (*name).to_owned()).collect(),
+    };
+    let joined = match joined {
+        [] => "nothing joined".to_owned(),
+        names => format!("{} joined and Ready", names.join(" + ")),
+    };
     std::thread::Builder::new()
         .name("hubfed-controller".to_owned())
-        .spawn(move || controller_thread(env, ready_tx))
+        .spawn(move || controller_thread(env, set_up, ready_tx))
         .map_err(|e| format!("cannot start the controller thread: {e}"))?;
     match ready_rx.recv() {
         Ok(Ok(())) => {
             report(format_args!(
-                "federation (CRDs, FTCs, {} joined and Ready) set up in {:.1}s",
-                MEMBERS.join(" + "),
+                "federation (CRDs, FTCs, {joined}) set up in {:.1}s",
                 began.elapsed().as_secs_f64()
             ));
             Ok(Federation { env })
@@ -1019,7 +1041,11 @@ fn start(env: Result<&'static TestEnv, String>) -> Result<Federation, String> {
 
 /// Runs set-up, then the controller until the test binary exits. Reports set-up success or
 /// failure on `ready`, and records in [`CONTROLLER_EXIT`] why the controller stopped.
-fn controller_thread(env: &'static TestEnv, ready: mpsc::Sender<Result<(), String>>) {
+fn controller_thread(
+    env: &'static TestEnv,
+    set_up: SetUp,
+    ready: mpsc::Sender<Result<(), String>>,
+) {
     init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -1034,7 +1060,7 @@ fn controller_thread(env: &'static TestEnv, ready: mpsc::Sender<Result<(), Strin
         }
     };
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        runtime.block_on(run_federation(env, ready.clone()))
+        runtime.block_on(run_federation(env, set_up, ready.clone()))
     }));
     let exit = match outcome {
         Ok(exit) => exit,
@@ -1052,8 +1078,19 @@ fn controller_thread(env: &'static TestEnv, ready: mpsc::Sender<Result<(), Strin
     let _ = ready.send(Err(exit));
 }
 
-async fn run_federation(env: &'static TestEnv, ready: mpsc::Sender<Result<(), String>>) -> String {
-    if let Err(e) = bootstrap(env).await {
+/// What [`controller_thread`] sets up before the controller starts.
+struct SetUp {
+    config: Option<KubeFedConfigSpec>,
+    joined: Vec<String>,
+}
+
+async fn run_federation(
+    env: &'static TestEnv,
+    set_up: SetUp,
+    ready: mpsc::Sender<Result<(), String>>,
+) -> String {
+    let joined: Vec<&str> = set_up.joined.iter().map(String::as_str).collect();
+    if let Err(e) = set_up_federation(env, set_up.config, &joined).await {
         return format!("federation set-up failed: {e:#}");
     }
     let hub = match env.hub().client().await {
@@ -1070,7 +1107,7 @@ async fn run_federation(env: &'static TestEnv, ready: mpsc::Sender<Result<(), St
     tokio::pin!(controller);
     tokio::select! {
         result = &mut controller => return describe_exit(result),
-        result = wait_clusters_ready(&hub, &MEMBERS) => {
+        result = wait_clusters_ready(&hub, &joined) => {
             if let Err(e) = result {
                 return format!("the members did not become Ready: {e:#}");
             }
@@ -1109,15 +1146,17 @@ fn init_logging() {
 /// A private environment of the test's own (a hub and `members` members, with or without
 /// kube-controller-manager), started off the async runtime.
 pub async fn private_env(members: usize, controller_manager: bool) -> anyhow::Result<TestEnv> {
-    let env = tokio::task::spawn_blocking(move || {
-        TestEnv::start(hubfed_testenv::TestEnvConfig {
-            members,
-            controller_manager,
-            ..Default::default()
-        })
+    start_env(hubfed_testenv::TestEnvConfig {
+        members,
+        controller_manager,
+        ..Default::default()
     })
-    .await??;
-    Ok(env)
+    .await
+}
+
+/// A private environment as `config` says, started off the async runtime.
+pub(crate) async fn start_env(config: hubfed_testenv::TestEnvConfig) -> anyhow::Result<TestEnv> {
+    Ok(tokio::task::spawn_blocking(move || TestEnv::start(config)).await??)
 }
 
 /// A KubeFedConfig spec (cluster-scoped control plane) with a short leader election:

@@ -10,27 +10,21 @@
 //! made here are the only credentials the controller has.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{Context as _, bail, ensure};
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
-use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::KubeFedCluster;
-use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, dynamic_api, federated, get_value, install_control_plane,
-    install_crds, is_managed, member_mismatch, propagated_ok, report, target, unique_name,
-    unique_ns, wait_for,
+    Federation, KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, create_hub_namespace,
+    dynamic_api, fast_health_checks, federated, get_value, install_crds, is_managed,
+    member_mismatch, propagated_ok, report, target, unique_name, unique_ns, wait_for,
 };
-use hubfed_testenv::{TestEnv, TestEnvConfig};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{
@@ -38,137 +32,14 @@ use kube::config::{
 };
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-/// A private hub + 2 members with the CRDs, the default FTCs and a running controller, and
-/// nothing joined.
-struct CliEnv {
-    env: TestEnv,
-}
-
-static CLI_ENV: OnceLock<Result<CliEnv, String>> = OnceLock::new();
-
-fn cli_env() -> &'static CliEnv {
-    match CLI_ENV.get_or_init(start) {
-        Ok(env) => env,
-        Err(e) => panic!("cannot start the CLI test federation: {e}"),
-    }
-}
-
-impl CliEnv {
-    fn kubeconfig(&self) -> &Path {
-        self.env.kubeconfig_path()
-    }
-
-    async fn client(&self, cluster: &str) -> anyhow::Result<Client> {
-        self.env
-            .cluster(cluster)
-            .with_context(|| format!("no cluster {cluster}"))?
-            .client()
-            .await
-    }
-}
-
-fn start() -> Result<CliEnv, String> {
-    let env = TestEnv::start(TestEnvConfig {
-        members: 2,
-        ..TestEnvConfig::default()
-    })
-    .map_err(|e| e.to_string())?;
-    let kubeconfig = env.kubeconfig_path().to_owned();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("hubfed-controller".to_owned())
-        .spawn(move || run_controller(&kubeconfig, &ready_tx))
-        .map_err(|e| e.to_string())?;
-    match ready_rx.recv() {
-        Ok(Ok(())) => Ok(CliEnv { env }),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err("the controller thread ended during set-up".to_owned()),
-    }
-}
-
-/// Set-up, then the controller for the rest of the test binary, on its own runtime (clients
-/// are bound to the runtime that made them).
-fn run_controller(kubeconfig: &Path, ready: &mpsc::Sender<Result<(), String>>) {
-    init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            let _ = ready.send(Err(e.to_string()));
-            return;
-        }
-    };
-    runtime.block_on(async {
-        let hub = match bootstrap(kubeconfig).await {
-            Ok(hub) => hub,
-            Err(e) => {
-                let _ = ready.send(Err(format!("set-up failed: {e:#}")));
-                return;
-            }
-        };
-        let _ = ready.send(Ok(()));
-        let outcome = hubfed_controller::run(
-            hub,
-            hubfed_controller::ControllerConfig::default(),
-            CancellationToken::new(),
-        )
-        .await;
-        report(format_args!(
-            "the CLI tests' controller stopped: {outcome:?}"
-        ));
-    });
-}
-
-async fn hub_client(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let options = kube::config::KubeConfigOptions {
-        context: Some("hub".to_owned()),
-        ..Default::default()
-    };
-    let config =
-        kube::Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &options).await?;
-    Ok(Client::try_from(config)?)
-}
-
-/// CRDs, the control-plane namespace, a KubeFedConfig probing health every second (so joins
-/// are Ready quickly), the default FTCs.
-async fn bootstrap(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let hub = hub_client(kubeconfig).await?;
-    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
-    spec.cluster_health_check = Some(ClusterHealthCheckConfig {
-        period: Some("1s".to_owned()),
-        failure_threshold: Some(2),
-        success_threshold: Some(1),
-        timeout: Some("1s".to_owned()),
-    });
-    install_control_plane(&hub, Some(spec)).await?;
-    Ok(hub)
-}
-
-fn init_logging() {
-    let Ok(filter) = std::env::var("HUBFED_E2E_LOG") else {
-        return;
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-fn namespace_object(name: &str) -> Namespace {
-    Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    }
+/// A private hub + 2 members with the CRDs, the default FTCs, a KubeFedConfig probing health
+/// every second (so joins are Ready quickly) and a running controller, and nothing joined.
+fn cli_env() -> &'static Federation {
+    PrivateFederation::new()
+        .config(fast_health_checks())
+        .unjoined()
+        .shared()
 }
 
 /// What one hubfedctl run printed and returned.
@@ -232,14 +103,6 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
         kind: kind.to_owned(),
         plural: plural.to_owned(),
     }
-}
-
-async fn create_hub_namespace(hub: &Client, name: &str) -> anyhow::Result<()> {
-    Api::<Namespace>::all(hub.clone())
-        .create(&PostParams::default(), &namespace_object(name))
-        .await
-        .with_context(|| format!("creating namespace {name}"))?;
-    Ok(())
 }
 
 async fn create_configmap(
@@ -318,7 +181,7 @@ async fn join_artifacts(member: &Client, sa: &str) -> anyhow::Result<Vec<String>
 
 /// A client of `cluster` that authenticates with the token join stored in the hub.
 async fn client_with_joined_token(
-    fixture: &CliEnv,
+    fixture: &Federation,
     hub: &Client,
     cluster: &str,
 ) -> anyhow::Result<Client> {
@@ -333,7 +196,7 @@ async fn client_with_joined_token(
         .and_then(|d| d.get("token").cloned())
         .context("the hub secret has no token")?;
     let token = String::from_utf8(token.0)?;
-    let member = fixture.env.cluster(cluster).context("no such cluster")?;
+    let member = fixture.cluster(cluster)?;
     let ca = registered.spec.ca_bundle.context("no caBundle")?;
     ensure!(
         ca.0 == member.ca_pem().as_bytes(),
@@ -1245,7 +1108,7 @@ rules: [{apiGroups: [""], resources: [pods], verbs: [get]}]
 /// `nobody` (a token without rights on the hub), `bogus` (a token the hub rejects), and
 /// `no-list` (may change FederatedTypeConfigs and delete CRDs, but not list federated
 /// objects).
-async fn troubled_kubeconfig(fixture: &CliEnv, hub: &Client) -> anyhow::Result<PathBuf> {
+async fn troubled_kubeconfig(fixture: &Federation, hub: &Client) -> anyhow::Result<PathBuf> {
     let name = unique_name("nobody");
     let token = hub_token(hub, &name).await?;
     let no_list = unique_name("no-list");
@@ -1315,7 +1178,7 @@ async fn troubled_kubeconfig(fixture: &CliEnv, hub: &Client) -> anyhow::Result<P
             other: Default::default(),
         });
     }
-    let path = fixture.env.dir().join(format!("{name}.kubeconfig"));
+    let path = fixture.env().dir().join(format!("{name}.kubeconfig"));
     std::fs::write(&path, serde_json::to_string(&config)?)?;
     Ok(path)
 }

@@ -6,111 +6,18 @@
 //! Its own clusters and controller: freezing a member would disturb every other test, and the
 //! KubeFedConfig's health settings must be in place before the controller starts.
 
-use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::{ClusterConditionType, KubeFedCluster};
-use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, cluster_status, dynamic_api, federated, federated_object,
-    get_value, install_control_plane, member_mismatch, modify, propagated_ok,
-    propagation_condition, report, show, target, wait_for,
+    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, cluster_status, create_hub_namespace,
+    dynamic_api, fast_health_checks, federated, federated_object, get_value, hubfedctl,
+    member_mismatch, modify, propagated_ok, propagation_condition, report, show, target, wait_for,
 };
-use hubfed_testenv::{Cluster, TestEnv, TestEnvConfig};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Client;
+use hubfed_testenv::Cluster;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
-
-/// Probe every second, fail after 2 missed probes of 1s: Offline within a few seconds.
-fn health_check() -> ClusterHealthCheckConfig {
-    ClusterHealthCheckConfig {
-        period: Some("1s".to_owned()),
-        failure_threshold: Some(2),
-        success_threshold: Some(1),
-        timeout: Some("1s".to_owned()),
-    }
-}
-
-async fn hub_client(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let options = KubeConfigOptions {
-        context: Some("hub".to_owned()),
-        ..Default::default()
-    };
-    let config =
-        kube::Config::from_custom_kubeconfig(Kubeconfig::read_from(kubeconfig)?, &options).await?;
-    Ok(Client::try_from(config)?)
-}
-
-fn namespace_object(name: &str) -> Namespace {
-    Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    }
-}
-
-/// CRDs, the control-plane namespace, the KubeFedConfig with fast health checks, the default
-/// FTCs; then the controller on its own thread for the rest of the test binary.
-fn start_controller(env: &TestEnv) -> anyhow::Result<()> {
-    let kubeconfig = env.kubeconfig_path().to_owned();
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    std::thread::Builder::new()
-        .name("hubfed-controller".to_owned())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return;
-                }
-            };
-            runtime.block_on(async {
-                let hub = match bootstrap(&kubeconfig).await {
-                    Ok(hub) => hub,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(format!("set-up failed: {e:#}")));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                let outcome = hubfed_controller::run(
-                    hub,
-                    hubfed_controller::ControllerConfig::default(),
-                    CancellationToken::new(),
-                )
-                .await;
-                report(format_args!(
-                    "the outage test's controller stopped: {outcome:?}"
-                ));
-            });
-        })?;
-    match ready_rx.recv() {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => anyhow::bail!(e),
-        Err(_) => anyhow::bail!("the controller thread ended during set-up"),
-    }
-}
-
-async fn bootstrap(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let hub = hub_client(kubeconfig).await?;
-    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
-    spec.cluster_health_check = Some(health_check());
-    install_control_plane(&hub, Some(spec)).await?;
-    Ok(hub)
-}
 
 /// Resumes a frozen API server when dropped, so a failing test never leaves it stopped.
 struct Frozen<'a>(&'a Cluster);
@@ -119,10 +26,6 @@ impl Drop for Frozen<'_> {
     fn drop(&mut self) {
         let _ = self.0.resume();
     }
-}
-
-async fn hubfedctl(kubeconfig: &Path, args: &[&str]) -> (i32, String, String) {
-    hubfed_e2e::hubfedctl(kubeconfig, args).await
 }
 
 /// The KubeFedCluster's conditions as `type=status` pairs.
@@ -137,11 +40,11 @@ fn conditions(cluster: &KubeFedCluster) -> Vec<String> {
 
 #[tokio::test]
 async fn a_member_outage_marks_only_that_member_and_heals() -> anyhow::Result<()> {
-    let env = TestEnv::start(TestEnvConfig {
-        members: 2,
-        ..TestEnvConfig::default()
-    })?;
-    start_controller(&env)?;
+    let env = PrivateFederation::new()
+        .config(fast_health_checks())
+        .unjoined()
+        .shared()
+        .env();
     let kubeconfig = env.kubeconfig_path();
     let hub = env.hub().client().await?;
     for member in ["member1", "member2"] {
@@ -154,9 +57,7 @@ async fn a_member_outage_marks_only_that_member_and_heals() -> anyhow::Result<()
 
     // A ConfigMap in a federated namespace, on both members.
     let ns = "outage";
-    Api::<Namespace>::all(hub.clone())
-        .create(&PostParams::default(), &namespace_object(ns))
-        .await?;
+    create_hub_namespace(&hub, ns).await?;
     let both = json!({ "clusterSelector": { "matchLabels": {} } });
     let fns = dynamic_api(hub.clone(), &federated("Namespace"), Some(ns));
     fns.create(

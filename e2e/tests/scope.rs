@@ -7,39 +7,27 @@
 use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::ResourceScope;
-use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
-use hubfed_api::names::{KUBEFED_CONFIG_NAME, MANAGED_LABEL};
+use hubfed_api::kubefedconfig::KubeFedConfigSpec;
+use hubfed_api::names::MANAGED_LABEL;
+use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, bootstrap, dynamic_api, federated, federated_object,
-    get_value, member_mismatch, placement, propagated_ok, register_cluster, target,
-    wait_clusters_ready, wait_for,
+    KUBEFED_NAMESPACE, MEMBERS, PrivateFederation, TIMEOUT, Wait, dynamic_api, federated,
+    federated_object, get_value, hubfedctl, member_mismatch, placement, propagated_ok,
+    register_cluster, target, wait_clusters_ready, wait_for,
 };
-use hubfed_testenv::{TestEnv, TestEnvConfig};
+use hubfed_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt as _};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyhow::Result<()> {
-    let env = tokio::task::spawn_blocking(|| {
-        TestEnv::start(TestEnvConfig {
-            members: 2,
-            ..Default::default()
-        })
-    })
-    .await??;
-    bootstrap(&env).await?;
-    let hub = env.hub().client().await?;
-    let mut config = KubeFedConfig::new(
-        KUBEFED_CONFIG_NAME,
-        KubeFedConfigSpec::with_defaults(ResourceScope::Namespaced),
-    );
-    config.metadata.namespace = Some(KUBEFED_NAMESPACE.to_owned());
-    Api::<KubeFedConfig>::namespaced(hub.clone(), KUBEFED_NAMESPACE)
-        .create(&PostParams::default(), &config)
+    let env = PrivateFederation::new()
+        .config(KubeFedConfigSpec::with_defaults(ResourceScope::Namespaced))
+        .start()
         .await?;
+    let hub = env.hub().client().await?;
 
     // Objects outside the control plane's namespace come first: a controller that ignored
     // the scope would have propagated them by the time the inside object converges.
@@ -74,12 +62,7 @@ async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyho
         )
         .await?;
 
-    let stop = CancellationToken::new();
-    let controller = tokio::spawn(hubfed_controller::run(
-        hub.clone(),
-        hubfed_controller::ControllerConfig::default(),
-        stop.clone(),
-    ));
+    let controller = ControllerTask::spawn("the controller", hub.clone(), Default::default());
     wait_clusters_ready(&hub, &MEMBERS).await?;
 
     let inside_cms = dynamic_api(
@@ -154,8 +137,7 @@ async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyho
     hub_as_member_is_protected(&env, &hub).await?;
     unjoin_keeps_the_namespace(&env).await?;
 
-    stop.cancel();
-    controller.await??;
+    controller.stop().await??;
     Ok(())
 }
 
@@ -280,23 +262,7 @@ async fn hub_as_member_is_protected(env: &TestEnv, hub: &kube::Client) -> anyhow
 /// Issue 9 (7): unjoin used to delete the member's control-plane namespace, which in a
 /// namespaced control plane holds every propagated object: it is kept.
 async fn unjoin_keeps_the_namespace(env: &TestEnv) -> anyhow::Result<()> {
-    let args = [
-        "hubfedctl",
-        "--kubeconfig",
-        &env.kubeconfig_path().display().to_string(),
-        "--host-cluster-context",
-        "hub",
-        "unjoin",
-        "member2",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let code = hubfedctl::run_async(args, &mut stdout, &mut stderr).await;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&stdout),
-        String::from_utf8_lossy(&stderr),
-    );
+    let (code, stdout, stderr) = hubfedctl(env.kubeconfig_path(), &["unjoin", "member2"]).await;
     anyhow::ensure!(code == 0, "unjoin failed: {stdout}{stderr}");
     anyhow::ensure!(
         format!("{stdout}{stderr}").contains(

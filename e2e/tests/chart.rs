@@ -15,7 +15,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use base64::Engine as _;
@@ -24,6 +23,7 @@ use hubfed_api::kubefedconfig::KubeFedConfig;
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_controller::ControllerConfig;
+use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::{
     FIELD_MANAGER, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, dynamic_api, federated,
     federated_object, get_value, install_crds, member_mismatch, placement, propagated_ok, report,
@@ -44,8 +44,6 @@ use kube::discovery::Scope;
 use kube::{Client, ResourceExt as _};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// Release name of every render: objects are then named `hubfed`.
 const RELEASE: &str = "hubfed";
@@ -714,17 +712,6 @@ async fn client_with_token(token: String) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// Awaits `wait`, failing at once if the controller stops first.
-async fn while_running<T>(
-    controller: &mut JoinHandle<anyhow::Result<()>>,
-    wait: impl Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<T> {
-    tokio::select! {
-        result = wait => result,
-        exit = controller => bail!("the controller running as the chart's ServiceAccount stopped: {exit:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
     let env = hubfed_testenv::shared();
@@ -784,42 +771,41 @@ async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
     let namespace = unique_ns("chart");
     check_accesses(&controller_client, &namespace).await?;
 
-    let shutdown = CancellationToken::new();
     let config = ControllerConfig {
         leader_elect: true,
         ..ControllerConfig::default()
     };
-    let mut controller = tokio::spawn(hubfed_controller::run(
+    let mut controller = ControllerTask::spawn(
+        "the controller running as the chart's ServiceAccount",
         controller_client,
         config,
-        shutdown.clone(),
-    ));
+    );
 
     // Health probes (Secrets, KubeFedCluster status) work.
-    while_running(
-        &mut controller,
-        hubfed_e2e::wait_clusters_ready(&admin, &MEMBERS),
-    )
-    .await?;
+    controller
+        .while_running(hubfed_e2e::wait_clusters_ready(&admin, &MEMBERS))
+        .await?;
     // Leader election works.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), KUBEFED_NAMESPACE);
-    while_running(
-        &mut controller,
-        wait_for(&format!("Lease {LEASE} to be held"), TIMEOUT, async || {
-            let holder = leases
-                .get_opt(LEASE)
-                .await?
-                .and_then(|lease| lease.spec)
-                .and_then(|spec| spec.holder_identity)
-                .unwrap_or_default();
-            Ok(if holder.is_empty() {
-                Wait::Pending("no holder".into())
-            } else {
-                Wait::Done(())
-            })
-        }),
-    )
-    .await?;
+    controller
+        .while_running(wait_for(
+            &format!("Lease {LEASE} to be held"),
+            TIMEOUT,
+            async || {
+                let holder = leases
+                    .get_opt(LEASE)
+                    .await?
+                    .and_then(|lease| lease.spec)
+                    .and_then(|spec| spec.holder_identity)
+                    .unwrap_or_default();
+                Ok(if holder.is_empty() {
+                    Wait::Pending("no holder".into())
+                } else {
+                    Wait::Done(())
+                })
+            },
+        ))
+        .await?;
 
     // Propagation: a federated namespace, then a FederatedConfigMap in it, to both members.
     let namespaces: Api<Namespace> = Api::all(admin.clone());
@@ -864,39 +850,38 @@ async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
         member_apis.push((member, dynamic_api(client, &configmap, Some(&namespace))));
     }
     let wanted = json!("federated");
-    while_running(
-        &mut controller,
-        wait_for("the ConfigMap in both members", TIMEOUT, async || {
-            let mut problems = Vec::new();
-            for (member, api) in &member_apis {
-                let found = get_value(api, "settings").await?;
-                if let Some(problem) =
-                    member_mismatch(member, found.as_ref(), &[("/data/mode", Some(&wanted))])
-                {
-                    problems.push(problem);
+    controller
+        .while_running(wait_for(
+            "the ConfigMap in both members",
+            TIMEOUT,
+            async || {
+                let mut problems = Vec::new();
+                for (member, api) in &member_apis {
+                    let found = get_value(api, "settings").await?;
+                    if let Some(problem) =
+                        member_mismatch(member, found.as_ref(), &[("/data/mode", Some(&wanted))])
+                    {
+                        problems.push(problem);
+                    }
                 }
-            }
-            Ok(Wait::all_or_pending(problems))
-        }),
-    )
-    .await?;
+                Ok(Wait::all_or_pending(problems))
+            },
+        ))
+        .await?;
     // Status, finalizer and PropagatedVersion writes work too.
-    while_running(
-        &mut controller,
-        wait_for(
+    controller
+        .while_running(wait_for(
             "the FederatedConfigMap's status",
             TIMEOUT,
             async || match get_value(&hub_configmaps, "settings").await? {
                 Some(object) => Ok(propagated_ok(&object, &MEMBERS)),
                 None => bail!("the FederatedConfigMap is gone"),
             },
-        ),
-    )
-    .await?;
+        ))
+        .await?;
     let versions: Api<PropagatedVersion> = Api::namespaced(admin.clone(), &namespace);
-    while_running(
-        &mut controller,
-        wait_for(
+    controller
+        .while_running(wait_for(
             "PropagatedVersion configmap-settings",
             TIMEOUT,
             async || {
@@ -911,9 +896,8 @@ async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
                     Wait::Pending(format!("cluster versions recorded: {recorded:?}"))
                 })
             },
-        ),
-    )
-    .await?;
+        ))
+        .await?;
     for (member, api) in &member_apis {
         let object = get_value(api, "settings").await?.context("member copy")?;
         assert_eq!(
@@ -922,13 +906,10 @@ async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
         );
     }
 
-    shutdown.cancel();
-    match tokio::time::timeout(Duration::from_secs(30), &mut controller).await {
-        Ok(exit) => report(format_args!(
-            "controller as the chart's ServiceAccount stopped: {exit:?}"
-        )),
-        Err(_) => bail!("the controller did not stop within 30s of being asked to"),
-    }
+    let exit = controller.stop().await?;
+    report(format_args!(
+        "controller as the chart's ServiceAccount stopped: {exit:?}"
+    ));
     Ok(())
 }
 

@@ -8,16 +8,14 @@ use std::time::Duration;
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use hubfed_api::federatedtypeconfig::ResourceScope;
-use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec, LeaderElectConfig};
-use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, sample, scrape};
+use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
+use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, print_logs, sample};
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, bootstrap, federated, federated_object,
-    install_control_plane, leader_election_spec, placement, private_env, report,
-    service_account_token, wait_clusters_ready, wait_for,
+    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, federated, federated_object,
+    leader_election_spec, placement, report, service_account_token, wait_clusters_ready, wait_for,
 };
-use hubfed_testenv::{TestEnv, TestEnvConfig};
+use hubfed_testenv::TestEnv;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
@@ -28,21 +26,20 @@ use serde_json::json;
 /// renewals on a loaded machine.
 const LEASE_SECONDS: i32 = 6;
 
-async fn leader_flag(port: u16) -> Option<f64> {
-    scrape(port)
-        .await
-        .and_then(|m| sample(&m, "hubfed_leader", &[]))
+/// Short leases so failover is quick to observe.
+fn short_leases() -> KubeFedConfigSpec {
+    leader_election_spec(LEASE_SECONDS as u64, LEASE_SECONDS as u64 - 2)
 }
 
-/// Waits until the replica on `port` reports `hubfed_leader` = `wanted`.
+/// Waits until `replica` reports `hubfed_leader` = `wanted`.
 async fn wait_leader_flag(
     what: &str,
-    port: u16,
+    replica: &ControllerProcess,
     wanted: f64,
     limit: Duration,
 ) -> anyhow::Result<()> {
-    wait_for(what, limit, || async move {
-        Ok(match leader_flag(port).await {
+    wait_for(what, limit, async || {
+        Ok(match replica.leader_flag().await {
             Some(flag) if flag == wanted => Wait::Done(()),
             other => Wait::Pending(format!("hubfed_leader {other:?}")),
         })
@@ -50,56 +47,21 @@ async fn wait_leader_flag(
     .await
 }
 
-/// On failure, the end of each controller's log goes to stderr (the test log is all CI keeps).
-fn print_controller_logs(env: &TestEnv) {
-    for identity in ["replica-a", "replica-b"] {
-        let path = env.dir().join(format!("logs/controller-{identity}.log"));
-        let log = std::fs::read_to_string(&path).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        let tail = &lines[lines.len().saturating_sub(60)..];
-        let _ = writeln!(
-            std::io::stderr(),
-            "--- last {} lines of {} ---\n{}",
-            tail.len(),
-            path.display(),
-            tail.join("\n")
-        );
-    }
-}
-
 #[tokio::test]
 async fn one_leader_fails_over_and_exposes_metrics() -> anyhow::Result<()> {
-    let env = tokio::task::spawn_blocking(|| {
-        TestEnv::start(TestEnvConfig {
-            members: 2,
-            ..Default::default()
-        })
-    })
-    .await??;
+    let env = PrivateFederation::new()
+        .config(short_leases())
+        .start()
+        .await?;
     let outcome = failover(&env).await;
     if outcome.is_err() {
-        print_controller_logs(&env);
+        print_logs(&env, &["replica-a", "replica-b"]);
     }
     outcome
 }
 
 async fn failover(env: &TestEnv) -> anyhow::Result<()> {
-    bootstrap(env).await?;
     let hub = env.hub().client().await?;
-
-    // Short leases so failover is quick to observe.
-    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
-    spec.leader_elect = Some(LeaderElectConfig {
-        lease_duration: Some(format!("{LEASE_SECONDS}s")),
-        renew_deadline: Some(format!("{}s", LEASE_SECONDS - 2)),
-        retry_period: Some("1s".into()),
-        ..spec.leader_elect.clone().unwrap_or_default()
-    });
-    let mut kubefed = KubeFedConfig::new(hubfed_api::names::KUBEFED_CONFIG_NAME, spec);
-    kubefed.metadata.namespace = Some(KUBEFED_NAMESPACE.into());
-    Api::<KubeFedConfig>::namespaced(hub.clone(), KUBEFED_NAMESPACE)
-        .create(&PostParams::default(), &kubefed)
-        .await?;
 
     let mut controllers = vec![
         ControllerProcess::start(env, &ControllerOptions::replica("replica-a"))?,
@@ -109,34 +71,29 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
 
     // Exactly one leads, and the Lease names it.
     let leases: Api<Lease> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    let ports: Vec<u16> = controllers.iter().map(|c| c.admin_port()).collect();
     let leader = wait_for(
         "exactly one replica leading",
         Duration::from_secs(180),
-        || {
-            let leases = leases.clone();
-            let ports = ports.clone();
-            async move {
-                let mut flags = Vec::new();
-                for port in &ports {
-                    flags.push(leader_flag(*port).await);
-                }
-                let leading: Vec<usize> = (0..flags.len())
-                    .filter(|i| flags[*i] == Some(1.0))
-                    .collect();
-                let holder = leases
-                    .get_opt(hubfed_controller::LEASE_NAME)
-                    .await?
-                    .and_then(|l| l.spec.and_then(|s| s.holder_identity));
-                Ok(
-                    match (leading.as_slice(), flags.iter().all(Option::is_some)) {
-                        ([one], true) => Wait::Done((*one, holder)),
-                        _ => Wait::Pending(format!(
-                            "hubfed_leader per replica: {flags:?}; lease holder {holder:?}"
-                        )),
-                    },
-                )
+        async || {
+            let mut flags = Vec::new();
+            for controller in &controllers {
+                flags.push(controller.leader_flag().await);
             }
+            let leading: Vec<usize> = (0..flags.len())
+                .filter(|i| flags[*i] == Some(1.0))
+                .collect();
+            let holder = leases
+                .get_opt(hubfed_controller::LEASE_NAME)
+                .await?
+                .and_then(|l| l.spec.and_then(|s| s.holder_identity));
+            Ok(
+                match (leading.as_slice(), flags.iter().all(Option::is_some)) {
+                    ([one], true) => Wait::Done((*one, holder)),
+                    _ => Wait::Pending(format!(
+                        "hubfed_leader per replica: {flags:?}; lease holder {holder:?}"
+                    )),
+                },
+            )
         },
     )
     .await?;
@@ -233,7 +190,8 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
 
     // The standby wrote nothing to the members; the leader did.
     let standby_index = 1 - leader_index;
-    let standby_metrics = scrape(controllers[standby_index].admin_port())
+    let standby_metrics = controllers[standby_index]
+        .metrics()
         .await
         .unwrap_or_default();
     assert_eq!(
@@ -243,12 +201,12 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     );
     // The member objects can be in place a moment before the reconcile that wrote them ends
     // and records its metrics: wait for the series rather than read them once.
-    let leader_port = controllers[leader_index].admin_port();
+    let leader = &controllers[leader_index];
     let leader_metrics = wait_for(
         "the leader's metrics of the propagation",
         Duration::from_secs(30),
-        || async move {
-            let metrics = scrape(leader_port).await.unwrap_or_default();
+        async || {
+            let metrics = leader.metrics().await.unwrap_or_default();
             let missing: Vec<String> = [
                 (
                     "hubfed_member_operations_total",
@@ -287,10 +245,9 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     let leader_process = controllers.remove(leader_index);
     leader_process.kill().await?;
     let survivor = &controllers[0];
-    let port = survivor.admin_port();
     wait_leader_flag(
         "the standby to take over",
-        port,
+        survivor,
         1.0,
         Duration::from_secs(180),
     )
@@ -338,11 +295,10 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
             }})),
         )
         .await?;
-    let survivor = &mut controllers[0];
-    let port = survivor.admin_port();
+    let survivor = &controllers[0];
     wait_leader_flag(
         "the replica to step down",
-        port,
+        survivor,
         0.0,
         Duration::from_secs(60),
     )
@@ -354,7 +310,7 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     );
     wait_leader_flag(
         "the replica to lead again",
-        port,
+        survivor,
         1.0,
         Duration::from_secs(60),
     )
@@ -444,10 +400,14 @@ fn promtool_check_metrics(metrics: &str) -> anyhow::Result<()> {
 /// leaders. (Before, it went on "leading" for as long as the cut lasted.)
 #[tokio::test]
 async fn a_leader_cut_off_from_the_hub_steps_down_before_the_standby_leads() -> anyhow::Result<()> {
-    let env = private_env(1, false).await?;
+    let env = PrivateFederation::new()
+        .members(1)
+        .without_controller_manager()
+        .config(short_leases())
+        .unjoined()
+        .start()
+        .await?;
     let hub = env.hub().client().await?;
-    let spec = leader_election_spec(LEASE_SECONDS as u64, LEASE_SECONDS as u64 - 2);
-    install_control_plane(&hub, Some(spec)).await?;
 
     // replica-a reaches the hub through a proxy that can cut it off; replica-b directly.
     let proxy = FaultProxy::start(&env.hub().server_url(), env.hub().ca_pem(), None).await?;
@@ -472,15 +432,9 @@ async fn a_leader_cut_off_from_the_hub_steps_down_before_the_standby_leads() -> 
             ..ControllerOptions::replica("replica-a")
         },
     )?;
-    wait_leader_flag("replica-a to lead", a.admin_port(), 1.0, TIMEOUT).await?;
+    wait_leader_flag("replica-a to lead", &a, 1.0, TIMEOUT).await?;
     let b = ControllerProcess::start(&env, &ControllerOptions::replica("replica-b"))?;
-    wait_for("replica-b to stand by", TIMEOUT, async || {
-        Ok(match b.leader_flag().await {
-            Some(0.0) => Wait::Done(()),
-            other => Wait::Pending(format!("hubfed_leader {other:?}")),
-        })
-    })
-    .await?;
+    wait_leader_flag("replica-b to stand by", &b, 0.0, TIMEOUT).await?;
 
     proxy.partition();
     let cut = std::time::Instant::now();

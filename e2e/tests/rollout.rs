@@ -758,3 +758,61 @@ async fn a_placement_change_goes_stage_by_stage() -> anyhow::Result<()> {
     wait_phase(&namespace, &name, "Completed").await?;
     Ok(())
 }
+
+/// Deleting the federated object deletes its copies stage by stage, then the object and its
+/// rollout state go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_goes_stage_by_stage() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let namespace = unique_ns("rollout-delete");
+    let name = unique_name("web");
+    setup(fed, &namespace, &name).await?;
+    let hub = fed.hub().await?;
+    let state_name =
+        hubfed_core::rollout::state_name("FederatedDeployment", Some(&namespace), &name);
+    let maps: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    anyhow::ensure!(
+        maps.get_opt(&state_name).await?.is_some(),
+        "no state stored"
+    );
+
+    let watches = Watches::start(fed, &namespace, &name).await?;
+    let api = dynamic_api(hub.clone(), &federated("Deployment"), Some(&namespace));
+    api.delete(&name, &DeleteParams::default()).await?;
+    wait_for("the federated object gone", TIMEOUT, async || {
+        Ok(match api.get_opt(&name).await? {
+            None => Wait::Done(()),
+            Some(_) => Wait::Pending(format!("{:?}", watches.timeline)),
+        })
+    })
+    .await?;
+    let mut line = Vec::new();
+    for pair in CLUSTERS.windows(2) {
+        let (Some(before), Some(after)) = (watches.deleted(pair[0]), watches.deleted(pair[1]))
+        else {
+            anyhow::bail!("deletions: {:?}", watches.timeline);
+        };
+        anyhow::ensure!(
+            after + WATCH_SLACK >= before + SOAK,
+            "{} deleted {:?} after {}",
+            pair[1],
+            after.saturating_duration_since(before),
+            pair[0]
+        );
+        line.push(format!(
+            "{} at {:.2}s",
+            pair[1],
+            after.duration_since(watches.started).as_secs_f64()
+        ));
+    }
+    report(format_args!(
+        "staged deletion: member1 at {:.2}s, {}",
+        watches
+            .deleted("member1")
+            .map_or(0.0, |t| t.duration_since(watches.started).as_secs_f64()),
+        line.join(", ")
+    ));
+    anyhow::ensure!(maps.get_opt(&state_name).await?.is_none(), "state left");
+    Ok(())
+}

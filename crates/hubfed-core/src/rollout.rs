@@ -556,12 +556,16 @@ fn advance(
         }
         decision.events.push((
             "StageCompleted",
-            format!(
-                "stage {} ({}) Ready on {}",
-                batch.stage,
-                batch.clusters.join(", "),
-                state.revision
-            ),
+            match (state.revision.as_str(), batch.clusters.is_empty()) {
+                (DELETED_REVISION, _) => format!("stage {}: its copies are deleted", batch.stage),
+                (_, true) => format!("stage {} done on {}", batch.stage, state.revision),
+                (_, false) => format!(
+                    "stage {} ({}) Ready on {}",
+                    batch.stage,
+                    batch.clusters.join(", "),
+                    state.revision
+                ),
+            },
         ));
         state.batch += 1;
         state.batch_started = now;
@@ -589,6 +593,22 @@ pub fn revision(
         short(overrides_version),
         &placement[..8]
     )
+}
+
+/// The revision of a federated object being deleted: its copies go stage by stage.
+pub const DELETED_REVISION: &str = "deleted";
+
+/// The strategy a deletion is staged by (revision [`DELETED_REVISION`], covering the clusters
+/// that hold a copy, [`removals`]): the object's, without a ready deadline — a deletion never
+/// halts, since a halted deletion would keep the object and its finalizer for good; a copy
+/// slow to go holds up the next stage until it is gone (a cluster that is not ready holds up
+/// nothing: its copy is left to garbage collection, as without a strategy). Pause holds a
+/// deletion like any rollout; abort does not apply (nothing to go back to).
+pub fn deletion_strategy(strategy: &RolloutStrategy) -> RolloutStrategy {
+    RolloutStrategy {
+        ready_deadline_seconds: Some(u32::MAX),
+        ..strategy.clone()
+    }
 }
 
 /// The clusters, besides the placed ones, that a rollout covers: those no longer placed whose

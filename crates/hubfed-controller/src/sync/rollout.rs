@@ -14,12 +14,12 @@ use std::time::Duration;
 use hubfed_api::federated::FederatedSpec;
 use hubfed_api::scheduling::RolloutStrategy;
 use hubfed_core::placement::ClusterInfo;
-use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, plan};
+use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, is_orphaning, plan};
 use hubfed_core::rollout::{
-    CONTROL_ANNOTATION, ClusterReport, Controls, Decision, Phase, RolloutState,
+    CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION, Decision, Phase, RolloutState,
     STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches,
-    decide, held_action, pending_message, record_failures, removals, revision, state_belongs,
-    state_key, state_name, state_owned_by_object,
+    decide, deletion_strategy, held_action, pending_message, record_failures, removals, revision,
+    state_belongs, state_key, state_name, state_owned_by_object,
 };
 use hubfed_core::status::ClusterOutcome;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -122,8 +122,7 @@ pub async fn staged(
     planned: Plan,
 ) -> Result<Staged, Error> {
     if planned.disposition == Disposition::Delete {
-        // The object goes: so does its rollout state (owned ones go with it anyway).
-        delete_state(ctx, &StateRef::new(ctx, obj)).await?;
+        return staged_deletion(ctx, obj, observed, planned).await;
     }
     if planned.disposition != Disposition::Sync {
         return Ok(Staged::unstaged(planned));
@@ -132,10 +131,8 @@ pub async fn staged(
         return Ok(Staged::unstaged(planned));
     };
     let shared = &ctx.shared;
-    let strategies: Api<RolloutStrategy> =
-        Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
-    let strategy = match bounded(strategies.get_opt(&strategy_name)).await?? {
-        Some(strategy) => strategy.spec,
+    let strategy = match fetch_strategy(ctx, &strategy_name).await? {
+        Some(strategy) => strategy,
         None => {
             let message = format!(
                 "RolloutStrategy {}/{strategy_name} not found: changes are held back",
@@ -231,6 +228,107 @@ pub async fn staged(
             stored: saved,
             applied,
         }),
+    })
+}
+
+async fn fetch_strategy(
+    ctx: &TypeContext,
+    name: &str,
+) -> Result<Option<hubfed_core::rollout::RolloutStrategy>, Error> {
+    let shared = &ctx.shared;
+    let strategies: Api<RolloutStrategy> =
+        Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
+    Ok(bounded(strategies.get_opt(name)).await??.map(|s| s.spec))
+}
+
+/// The deletion of an object under a strategy that has rolled out before: its copies are
+/// deleted stage by stage ([`deletion_strategy`]), the finalizer staying until the last is
+/// gone; then its state goes too. Not staged: an orphaning deletion (the copies stay), an
+/// object that never rolled out (nothing to protect), a strategy that is missing or invalid
+/// (a deletion is never held up for it).
+async fn staged_deletion(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    observed: &Observed,
+    planned: Plan,
+) -> Result<Staged, Error> {
+    let state_ref = StateRef::new(ctx, obj);
+    let removing = removals(&planned.clusters, &Default::default());
+    let strategy = match strategy_name(ctx, obj) {
+        Some(name) if !removing.is_empty() && !is_orphaning(&observed.federated.annotations) => {
+            fetch_strategy(ctx, &name).await?
+        }
+        _ => None,
+    };
+    let stored = match &strategy {
+        Some(_) => load(ctx, &state_ref).await?,
+        None => Stored::default(),
+    };
+    let covered: Vec<ClusterInfo> = observed
+        .infos()
+        .iter()
+        .filter(|c| removing.contains(&c.name))
+        .cloned()
+        .collect();
+    let staging = strategy
+        .zip(stored.state.as_ref())
+        .and_then(|(strategy, _)| {
+            let strategy = deletion_strategy(&strategy);
+            batches(&strategy, &covered).ok().map(|b| (strategy, b))
+        });
+    let Some((strategy, batches)) = staging else {
+        // The object goes: so does its rollout state (owned ones go with it anyway).
+        delete_state(ctx, &state_ref).await?;
+        return Ok(Staged::unstaged(planned));
+    };
+    let reports: BTreeMap<String, ClusterReport> = removing
+        .iter()
+        .map(|c| (c.clone(), ClusterReport::default()))
+        .collect();
+    let controls = Controls {
+        paused: controls(obj).paused,
+        aborted: false,
+    };
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let decision = decide(
+        &strategy,
+        &batches,
+        DELETED_REVISION,
+        stored.state.as_ref(),
+        &reports,
+        controls,
+        now,
+    );
+    publish_events(ctx, observed, &decision.events);
+    let saved = Stored {
+        state: Some(decision.state.clone()),
+        current: stored.current.clone(),
+        stable: stable_spec(&stored, &decision),
+        exists: true,
+    };
+    save(ctx, &state_ref, &stored, &saved).await?;
+    let mut held = planned;
+    for cluster_plan in &mut held.clusters {
+        if decision
+            .allowed
+            .get(&cluster_plan.cluster)
+            .map(String::as_str)
+            == Some(DELETED_REVISION)
+        {
+            continue;
+        }
+        let action = std::mem::replace(&mut cluster_plan.action, ClusterAction::UpToDate);
+        cluster_plan.action = held_action(action, |removal| {
+            pending_message(&decision.state, &cluster_plan.cluster, removal)
+        });
+    }
+    let recheck = decision
+        .recheck_in
+        .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(1).max(1)));
+    Ok(Staged {
+        plan: held,
+        recheck,
+        rollout: None,
     })
 }
 

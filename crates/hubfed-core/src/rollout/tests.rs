@@ -1063,3 +1063,71 @@ fn state_belongs_to_one_object() {
         "kube-federation-system"
     ));
 }
+
+/// A deletion goes stage by stage and never halts, however long a copy takes to go.
+#[test]
+fn a_deletion_goes_by_stages_and_never_halts() {
+    let strategy = deletion_strategy(&canary_then_eu_then_rest());
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let start = decide(
+        &strategy,
+        &batches,
+        DELETED_REVISION,
+        Some(&completed("v1")),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW,
+    );
+    assert_eq!(
+        allowed(&start),
+        [
+            ("c1", DELETED_REVISION),
+            ("eu1", "v1"),
+            ("eu2", "v1"),
+            ("us1", "v1")
+        ]
+    );
+    // The canary's copy stays for a year: no halt, nothing else deleted.
+    let stuck = decide(
+        &strategy,
+        &batches,
+        DELETED_REVISION,
+        Some(&start.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 365 * 24 * 3600,
+    );
+    assert_eq!(stuck.state.phase, Phase::Progressing);
+    assert_eq!(stuck.allowed["eu1"], "v1");
+    // Gone (no longer covered): after the soak, eu.
+    let mut rest = fleet();
+    rest.retain(|c| c.name != "c1");
+    let rest_batches = super::batches(&strategy, &rest).expect("valid");
+    let gone = decide(
+        &strategy,
+        &rest_batches,
+        DELETED_REVISION,
+        Some(&stuck.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 365 * 24 * 3600 + 1,
+    );
+    let eu = decide(
+        &strategy,
+        &rest_batches,
+        DELETED_REVISION,
+        Some(&gone.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 365 * 24 * 3600 + 40,
+    );
+    assert_eq!(eu.allowed["eu1"], DELETED_REVISION);
+    assert_eq!(eu.allowed["us1"], "v1");
+    assert_eq!(
+        eu.events,
+        [(
+            "StageCompleted",
+            "stage canary: its copies are deleted".to_owned()
+        )]
+    );
+}

@@ -94,6 +94,47 @@ fn render(shown: &str, strategy: &str, state: &Value, control: &str) -> String {
     if let Some(why) = state["halted"].as_str() {
         out.push_str(&format!("halted: {why}\n"));
     }
+    // The stored membership: which clusters each batch holds and whether they have it.
+    let completed = state["phase"] == "Completed";
+    let reached: Vec<&str> = state["reached"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    for (i, batch) in state["batches"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let clusters: Vec<&str> = batch["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let given = clusters.iter().filter(|c| reached.contains(c)).count();
+        let how = match given {
+            _ if completed => "given the revision",
+            0 => "waiting",
+            n if n == clusters.len() => "given the revision",
+            _ => "partly given the revision",
+        };
+        out.push_str(&format!(
+            "  batch {} ({}): {} - {how}\n",
+            i + 1,
+            text(&batch["stage"]),
+            if clusters.is_empty() {
+                "-".to_owned()
+            } else {
+                clusters.join(", ")
+            }
+        ));
+    }
+    for (cluster, error) in state["failures"].as_object().into_iter().flatten() {
+        out.push_str(&format!("apply failed in {cluster}: {}\n", text(error)));
+    }
     if !control.is_empty() {
         out.push_str(&format!("{CONTROL_ANNOTATION}: {control}\n"));
     }
@@ -112,5 +153,24 @@ mod tests {
             "FederatedDeployment shop/web: strategy canary, revision abc-def (Halted), batch 1, stable revision 123-456\nhalted: member1: not Ready on abc-def within 60s\n"
         );
         assert!(render("x", "s", &Value::Null, "").contains("no rollout yet"));
+        let state = json!({
+            "revision": "abc-def-123", "stable": "123-456-789", "batch": 1, "phase": "Paused",
+            "batches": [
+                {"stage": "canary", "clusters": ["member1"]},
+                {"stage": "eu", "clusters": ["eu1", "eu2"]},
+                {"stage": "rest", "clusters": ["us1"]},
+            ],
+            "reached": ["member1", "eu1"],
+            "failures": {"eu1": "UpdateFailed: denied"},
+        });
+        assert_eq!(
+            render("FederatedDeployment shop/web", "canary", &state, "paused"),
+            "FederatedDeployment shop/web: strategy canary, revision abc-def-123 (Paused), batch 2, stable revision 123-456-789\n\
+             \x20 batch 1 (canary): member1 - given the revision\n\
+             \x20 batch 2 (eu): eu1, eu2 - partly given the revision\n\
+             \x20 batch 3 (rest): us1 - waiting\n\
+             apply failed in eu1: UpdateFailed: denied\n\
+             hubfed.io/rollout: paused\n"
+        );
     }
 }

@@ -34,6 +34,10 @@
 //!   stage), or — when that stage is the current one or already done — the current batch,
 //!   whose gate then waits for it too (its deadline counts from the join). A cluster no longer
 //!   placed leaves its batch.
+//! - **Placement and deletion**: the placement is part of the revision ([`revision`]), so a
+//!   placement change is rolled out like a template change; a cluster whose copy goes is
+//!   covered until it is gone ([`removals`]). Deleting the object deletes its copies by the
+//!   same stages ([`DELETED_REVISION`], [`deletion_strategy`]).
 
 use std::collections::BTreeMap;
 

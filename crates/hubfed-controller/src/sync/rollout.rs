@@ -1,12 +1,15 @@
 //! Staged rollouts in the sync path: for an object under a RolloutStrategy, the plan of the
-//! new revision is carried out only where [`hubfed_core::rollout::decide`] allows it; the
-//! other placed clusters are left as they are (an abort applies the stable revision there). The state and both revisions' specs
-//! are stored in a ConfigMap of the control plane's namespace
+//! new revision (template, overrides and placement: [`hubfed_core::rollout::revision`]) is
+//! carried out only where [`hubfed_core::rollout::decide`] allows it; the other clusters are
+//! left as they are and report `RolloutPending` (an abort applies the stable revision there).
+//! A deletion of such an object deletes its copies stage by stage (`staged_deletion`). The
+//! state and both revisions' specs are stored in a ConfigMap of the control plane's namespace
 //! ([`hubfed_core::rollout::state_name`]), so a restarted (or newly elected) controller
-//! continues at the same stage.
+//! continues at the same stage; it is deleted with its object. Applies of the revision that
+//! fail are recorded in it right after the member writes ([`after_dispatch`]).
 //!
 //! Objects without a strategy (no `hubfed.io/rollout-strategy` annotation on the object or its
-//! FederatedTypeConfig) never come here: KubeFed's behaviour, every cluster at once.
+//! FederatedTypeConfig) are not staged: KubeFed's behaviour, every cluster at once.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

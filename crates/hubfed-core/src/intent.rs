@@ -18,8 +18,9 @@
 //!    the grace period is replaced by the best Ready candidate that fits in its place (one
 //!    with its value of a spread key whose `minPerValue` would go unmet first) and recorded in
 //!    `failedOver`. When none fits — every candidate chosen already, or none Ready, as when
-//!    the hub is cut off from its members — it stays chosen (reason `Kept`): failures alone
-//!    never make the choice smaller, so a member that comes back never loses its copy.
+//!    the hub is cut off from its members — it stays chosen (reason `Kept`, until it recovers):
+//!    failures alone never make the choice smaller, so a member that comes back never loses
+//!    its copy.
 //! 7. **Hysteresis**: a replaced cluster is picked again only after it has been Ready for the
 //!    grace period. It takes its place back (giving up its replacement) only when
 //!    `failover.moveBack` is true; otherwise it is an ordinary candidate again.
@@ -38,7 +39,8 @@ pub enum Reason {
     /// A candidate, no limit applies.
     Selected,
     /// Kept through a failure: unready past the grace period with no Ready candidate to
-    /// replace it (its message says so while that lasts).
+    /// replace it. Only while that lasts: no longer failing, it is chosen for what a fresh
+    /// choice would choose it for again (`Selected`, `Preferred`, `Spread`, `Replacement`).
     Kept,
     /// Chosen by rank (a preference matched).
     Preferred,
@@ -441,13 +443,14 @@ pub fn choose(
             continue;
         }
         if ctx.keepable(r.cluster) {
-            // A cluster kept through a failure says so only while it lasts.
-            let message = if before.reason == Reason::Kept {
-                String::new()
+            // A cluster kept through a failure says so only while it lasts: healthy again, it
+            // is chosen for what a fresh choice would choose it for.
+            let (reason, message) = if before.reason == Reason::Kept {
+                recovered(&ctx, &ranked, r, &failed_over)
             } else {
-                before.message.clone()
+                (before.reason, before.message.clone())
             };
-            picks.add(r.cluster, before.reason, message);
+            picks.add(r.cluster, reason, message);
         } else {
             picks.add(r.cluster, before.reason, before.message.clone());
             failing.push(r);
@@ -559,6 +562,48 @@ pub fn choose(
     choice.clusters = picks.chosen;
     choice.failed_over = failed_over;
     Ok(choice)
+}
+
+/// The reason (and message) of a cluster kept through a failure (`Kept`) once it is no
+/// longer failing: what it was chosen for is not remembered past `Kept`, so it is what a
+/// fresh choice would say — `Replacement` while the cluster it replaced is still recorded as
+/// failed over, `Spread` when it is among the first `minPerValue` of its value by rank,
+/// `Preferred` with a preference score, `Selected` otherwise.
+fn recovered(
+    ctx: &Context<'_>,
+    ranked: &[Ranked<'_>],
+    r: &Ranked<'_>,
+    failed_over: &[FailedOver],
+) -> (Reason, String) {
+    let name = r.cluster.name.as_str();
+    if let Some(entry) = failed_over
+        .iter()
+        .find(|f| f.replaced_by.as_deref() == Some(name))
+    {
+        return (Reason::Replacement, format!("replaces {}", entry.cluster));
+    }
+    for spread in &ctx.spec.spread {
+        let Some(min) = spread.min_per_value.filter(|m| *m > 0) else {
+            continue;
+        };
+        let Some(value) = r.cluster.labels.get(&spread.topology_key) else {
+            continue;
+        };
+        let ahead = ranked
+            .iter()
+            .filter(|o| o.cluster.labels.get(&spread.topology_key) == Some(value))
+            .take_while(|o| o.cluster.name != name)
+            .count();
+        if ahead < min as usize {
+            let message = format!("{}={value} needs {min}", spread.topology_key);
+            return (Reason::Spread, message);
+        }
+    }
+    if r.score > 0 {
+        (Reason::Preferred, format!("preference score {}", r.score))
+    } else {
+        (Reason::Selected, String::new())
+    }
 }
 
 fn fill_spread_minimums(

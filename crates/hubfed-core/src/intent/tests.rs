@@ -446,7 +446,7 @@ fn every_chosen_cluster_unreachable_leaves_the_choice_unchanged() {
 }
 
 /// A chosen cluster unready past the grace period with no spare candidate (every candidate
-/// is chosen already) stays chosen; Ready again, it is simply kept.
+/// is chosen already) stays chosen; Ready again, it is chosen for what it was chosen for.
 #[test]
 fn without_a_spare_a_failed_cluster_is_kept() {
     for spec in [
@@ -469,10 +469,84 @@ fn without_a_spare_a_failed_cluster_is_kept() {
             .collect();
         let back = choose(&spec, KEY, &up, &previous_of(&kept), NOW).expect("valid");
         assert_eq!(names(&back), ["a", "b", "c", "d"]);
-        assert_eq!(back.clusters["b"].reason, Reason::Kept);
+        assert_eq!(back.clusters["b"].reason, Reason::Selected);
         assert_eq!(back.clusters["b"].message, "");
+        assert_eq!(back.clusters, first.clusters);
         assert!(back.changes.is_empty(), "{:?}", back.changes);
     }
+}
+
+/// `Kept` lasts only while the cluster fails: Ready again (or failing anew but still within
+/// the grace period), a kept cluster gets back the reason it was chosen for — its preference
+/// score, or the spread minimum it meets — and its message.
+#[test]
+fn a_kept_cluster_gets_its_reason_back_when_it_recovers() {
+    let kept_then_back = |spec: &PlacementPolicySpec, clusters: Vec<ClusterState>, name: &str| {
+        let first = choose(spec, KEY, &clusters, &Previous::default(), NOW).expect("valid");
+        let down: Vec<ClusterState> = clusters
+            .iter()
+            .cloned()
+            .map(|c| if c.name == name { unready(c, 90) } else { c })
+            .collect();
+        let kept = choose(spec, KEY, &down, &previous_of(&first), NOW).expect("valid");
+        assert_eq!(kept.clusters[name].reason, Reason::Kept, "{kept:?}");
+        let recovered: [fn(ClusterState) -> ClusterState; 2] =
+            [|c| ready_since(c, 5), |c| unready(c, 5)];
+        for recover in recovered {
+            let now: Vec<ClusterState> = clusters
+                .iter()
+                .cloned()
+                .map(|c| if c.name == name { recover(c) } else { c })
+                .collect();
+            let after = choose(spec, KEY, &now, &previous_of(&kept), NOW).expect("valid");
+            assert_eq!(after.clusters, first.clusters, "{now:?}");
+            assert!(after.changes.is_empty(), "{:?}", after.changes);
+        }
+        first.clusters[name].clone()
+    };
+    // Preferred, with its score.
+    let spec = failover(
+        PlacementPolicySpec {
+            preferences: vec![WeightedClusterPreference {
+                weight: 50,
+                cluster_selector: selector("tier", "gold"),
+            }],
+            ..policy()
+        },
+        60,
+        false,
+    );
+    let clusters = vec![
+        cluster("a", &[]),
+        cluster("b", &[("tier", "gold")]),
+        cluster("c", &[]),
+    ];
+    let chosen = kept_then_back(&spec, clusters, "b");
+    assert_eq!(
+        chosen,
+        Chosen {
+            reason: Reason::Preferred,
+            message: "preference score 50".into()
+        }
+    );
+    // Spread: the first of its region by rank.
+    let spec = failover(
+        PlacementPolicySpec {
+            spread: vec![spread(None, Some(1))],
+            ..policy()
+        },
+        60,
+        false,
+    );
+    let first = choose(&spec, KEY, &regions(), &Previous::default(), NOW).expect("valid");
+    let (spread_pick, _) = first
+        .clusters
+        .iter()
+        .find(|(_, c)| c.reason == Reason::Spread)
+        .expect("a Spread pick");
+    let chosen = kept_then_back(&spec, regions(), &spread_pick.clone());
+    assert_eq!(chosen.reason, Reason::Spread);
+    assert!(chosen.message.ends_with(" needs 1"), "{chosen:?}");
 }
 
 /// A replacement exists whenever some Ready candidate fits in the failed cluster's place —

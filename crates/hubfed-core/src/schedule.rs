@@ -172,21 +172,34 @@ impl PodSelector {
             CoreError::InvalidSelector(message) => message,
             other => other.to_string(),
         })?;
-        let query = selector
+        let labels = selector
             .match_labels
             .iter()
             .flatten()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect::<Vec<_>>()
-            .join(",");
+            .map(|(key, value)| format!("{key}={value}"));
+        // Validated above: a known operator, label keys and values (no `,`, `(`, `)` or
+        // spaces), values for `In`/`NotIn` only. An empty value is written as nothing
+        // (`key in (,a)`), which the API server's parser reads back as "".
+        let expressions = selector.match_expressions.iter().flatten().map(|e| {
+            let values = || e.values.as_deref().unwrap_or_default().join(",");
+            match e.operator.as_str() {
+                "In" => format!("{} in ({})", e.key, values()),
+                "NotIn" => format!("{} notin ({})", e.key, values()),
+                "DoesNotExist" => format!("!{}", e.key),
+                _ => e.key.clone(),
+            }
+        });
+        let query = labels.chain(expressions).collect::<Vec<_>>().join(",");
         Ok(Self {
             query,
             selector: validated,
         })
     }
 
-    /// The label query of the list request: the `matchLabels` (`app=web,tier=front`), empty
-    /// when there are none; the listed pods still go through [`PodSelector::matches`].
+    /// The label query of the list request, so that the API server filters: the
+    /// `matchLabels` (`app=web,tier=front`) then the `matchExpressions` in label-selector
+    /// syntax (`track in (a,b)`, `track notin (canary)`, `debug`, `!debug`), empty for an
+    /// empty selector; the listed pods still go through [`PodSelector::matches`].
     pub fn query(&self) -> &str {
         &self.query
     }

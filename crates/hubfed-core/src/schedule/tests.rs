@@ -550,7 +550,7 @@ fn pods_are_selected_by_match_labels_and_match_expressions() {
     }))
     .expect("a selector");
     let pods = PodSelector::new(&selector).expect("valid");
-    assert_eq!(pods.query(), "");
+    assert_eq!(pods.query(), "app in (web,web-canary),!debug");
     assert!(pods.matches(&labelled(&[("app", "web")])));
     assert!(pods.matches(&labelled(&[("app", "web-canary"), ("tier", "front")])));
     assert!(!pods.matches(&labelled(&[("app", "web"), ("debug", "1")])));
@@ -563,13 +563,34 @@ fn pods_are_selected_by_match_labels_and_match_expressions() {
     }))
     .expect("a selector");
     let pods = PodSelector::new(&both).expect("valid");
-    assert_eq!(pods.query(), "app=web,tier=front");
+    assert_eq!(pods.query(), "app=web,tier=front,track notin (canary)");
     assert!(pods.matches(&labelled(&[("app", "web"), ("tier", "front")])));
     assert!(!pods.matches(&labelled(&[
         ("app", "web"),
         ("tier", "front"),
         ("track", "canary")
     ])));
+
+    // Every operator, a prefixed key, an empty value; an empty selector lists every pod.
+    let all: LabelSelector = serde_json::from_value(serde_json::json!({
+        "matchExpressions": [
+            {"key": "example.com/tier", "operator": "Exists"},
+            {"key": "track", "operator": "NotIn", "values": ["canary", "beta"]},
+            {"key": "zone", "operator": "In", "values": ["", "a"]},
+            {"key": "debug", "operator": "DoesNotExist", "values": []},
+        ],
+    }))
+    .expect("a selector");
+    let pods = PodSelector::new(&all).expect("valid");
+    assert_eq!(
+        pods.query(),
+        "example.com/tier,track notin (canary,beta),zone in (,a),!debug"
+    );
+    assert!(pods.matches(&labelled(&[("example.com/tier", "x"), ("zone", "")])));
+    assert!(!pods.matches(&labelled(&[("example.com/tier", "x"), ("zone", "b")])));
+    let empty = PodSelector::new(&LabelSelector::default()).expect("valid");
+    assert_eq!(empty.query(), "");
+    assert!(empty.matches(&running()));
 
     let invalid: LabelSelector = serde_json::from_value(serde_json::json!({
         "matchExpressions": [{"key": "app", "operator": "In"}],

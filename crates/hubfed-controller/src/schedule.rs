@@ -15,7 +15,7 @@
 //! all ready the RSP is looked at again every [`UNSETTLED_RECHECK`] (and exactly when a
 //! recently unschedulable pod passes the threshold), otherwise every [`RESYNC`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
@@ -64,6 +64,9 @@ struct Context {
     recorder: Recorder,
     /// The refusal last reported per RSP (by UID).
     refused: Reported,
+    /// The RSPs the controller knows (its reflector): an RSP deleted while refused is
+    /// forgotten on the next pass.
+    rsps: Store<ReplicaSchedulingPreference>,
 }
 
 /// What was last reported per object, so that a Warning is published once per problem
@@ -88,6 +91,21 @@ impl Reported {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.remove(key);
+    }
+
+    /// Forgets the objects no longer in `live` (deleted ones: nothing reconciles them again).
+    /// `live` is only asked for when something is remembered, which is rare.
+    fn prune(&self, live: impl FnOnce() -> HashSet<String>) {
+        let lock = || {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if lock().is_empty() {
+            return;
+        }
+        let live = live();
+        lock().retain(|key, _| live.contains(key));
     }
 }
 
@@ -195,6 +213,7 @@ impl Scheduler {
             recorder: Recorder::new(hub, reporter),
             scheduler: self,
             refused: Reported::default(),
+            rsps: controller.store(),
         });
         info!("ReplicaSchedulingPreference controller started");
         controller
@@ -222,6 +241,11 @@ fn key(rsp: &ReplicaSchedulingPreference) -> String {
     format!("{}/{}", rsp.namespace().unwrap_or_default(), rsp.name_any())
 }
 
+/// The key of an RSP in [`Reported`]: its UID (a recreated RSP is reported anew).
+fn uid(rsp: &ReplicaSchedulingPreference) -> String {
+    rsp.uid().unwrap_or_else(|| key(rsp))
+}
+
 fn publish(
     ctx: &Context,
     rsp: &ReplicaSchedulingPreference,
@@ -237,7 +261,10 @@ async fn reconcile(
     ctx: Arc<Context>,
 ) -> Result<Action, ScheduleError> {
     let kind = rsp.spec.target_kind.as_str();
-    let uid = rsp.uid().unwrap_or_else(|| key(&rsp));
+    // Deleted RSPs are not reconciled: their refusals are forgotten here.
+    ctx.refused
+        .prune(|| ctx.rsps.state().iter().map(|rsp| uid(rsp)).collect());
+    let uid = uid(&rsp);
     if let Err(refusal) = validate(&rsp.spec) {
         // The federated object is left alone. Said once per problem, not on every wake-up
         // (the registry and the federated object wake every RSP).
@@ -529,6 +556,8 @@ async fn write(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::Reported;
 
     /// A refusal is reported once, again only when it changes or after the RSP was fine.
@@ -542,5 +571,20 @@ mod tests {
         assert!(!reported.first("uid-1", "weight -2"));
         reported.forget("uid-1");
         assert!(reported.first("uid-1", "weight -2"));
+    }
+
+    /// A deleted RSP's refusal is forgotten; `live` is not asked for when nothing is kept.
+    #[test]
+    fn deleted_rsps_are_forgotten() {
+        let reported = Reported::default();
+        reported.prune(|| unreachable!("nothing remembered"));
+        assert!(reported.first("uid-1", "weight -1"));
+        assert!(reported.first("uid-2", "weight -1"));
+        reported.prune(|| ["uid-2".to_owned(), "uid-3".to_owned()].into());
+        assert_eq!(reported.0.lock().expect("unpoisoned").len(), 1);
+        assert!(reported.first("uid-1", "weight -1"));
+        assert!(!reported.first("uid-2", "weight -1"));
+        reported.prune(HashSet::new);
+        reported.prune(|| unreachable!("everything forgotten"));
     }
 }

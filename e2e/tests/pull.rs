@@ -95,7 +95,7 @@ fn is_forbidden<T>(result: &Result<T, kube::Error>) -> bool {
 /// Both pull joins, the hub's admin client and the environment; one controller process.
 struct PullEnv {
     env: TestEnv,
-    _controller: ControllerProcess,
+    controller: ControllerProcess,
 }
 
 async fn start() -> anyhow::Result<PullEnv> {
@@ -131,15 +131,12 @@ async fn start() -> anyhow::Result<PullEnv> {
         );
         ensure!(out.contains("joined in pull mode"), "{out}");
     }
-    Ok(PullEnv {
-        env,
-        _controller: controller,
-    })
+    Ok(PullEnv { env, controller })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
-    let pull = start().await?;
+    let mut pull = start().await?;
     let env = &pull.env;
     let hub = env.hub().client().await?;
 
@@ -401,6 +398,34 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
     let silent = Instant::now();
     wait_cluster(&hub, "pull-a", Health::Offline).await?;
     let offline_after = silent.elapsed();
+    // The Offline condition does not change while the silence lasts (no status write, no
+    // repeated warning per probe).
+    let condition = offline_condition(&clusters, "pull-a").await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(
+        offline_condition(&clusters, "pull-a").await? == condition,
+        "the Offline condition was rewritten while the agent stayed silent"
+    );
+    // A restarted controller finds the dead agent's Lease: it must not take it for a
+    // heartbeat (it did: first sight counted as a renewal).
+    pull.controller.kill().await?;
+    pull.controller = ControllerProcess::start(&pull.env, &ControllerOptions::single("pull-2"))?;
+    let restarted = Instant::now();
+    while restarted.elapsed() < Duration::from_secs(10) {
+        let ready = clusters
+            .get("pull-a")
+            .await?
+            .status
+            .map(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ensure!(
+            !ready,
+            "a restarted controller took a dead agent's Lease for a heartbeat"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let beating = tokio_util::sync::CancellationToken::new();
     let beat = tokio::spawn(renew_until(leases, beating.clone()));
     let back = Instant::now();
@@ -414,6 +439,10 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
         offline_after.as_secs_f64(),
         back_after.as_secs_f64()
     ));
+    // Objects placed on a pull member are not delivered yet, and say so; their deletion does
+    // not wait on it.
+    object_on_pull_member(&hub).await?;
+
     // pull-b never had an agent: still Offline, with the reason.
     let b = clusters.get("pull-b").await?;
     let offline = b
@@ -432,6 +461,21 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
                 .contains("no heartbeat"),
         "{offline:?}"
     );
+
+    // A push join of a pull member is refused, not a silent switch that would put a member
+    // token in the hub.
+    let (code, _, err) = hubfedctl(
+        env.kubeconfig_path(),
+        &[
+            "join",
+            "pull-a",
+            "--cluster-context",
+            "member1",
+            "--error-on-existing=false",
+        ],
+    )
+    .await;
+    ensure!(code != 0 && err.contains("pull mode"), "exit {code}: {err}");
 
     // Unjoin removes both sides; the agent's credentials stop working.
     let (code, out, err) = hubfedctl(
@@ -582,4 +626,69 @@ async fn wait_cluster(hub: &Client, name: &str, health: Health) -> anyhow::Resul
     })
     .await?;
     Ok(started.elapsed())
+}
+
+async fn offline_condition(
+    clusters: &Api<KubeFedCluster>,
+    name: &str,
+) -> anyhow::Result<Option<hubfed_api::kubefedcluster::ClusterCondition>> {
+    Ok(clusters
+        .get(name)
+        .await?
+        .status
+        .map(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Offline")
+        .map(|mut c| {
+            // lastProbeTime is not written again unless something else changes.
+            c.last_probe_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            );
+            c
+        }))
+}
+
+/// A FederatedClusterRole placed on pull-a: not delivered (nothing delivers to a pull member
+/// yet), its status says ClusterNotReady for pull-a; deleting it does not hang.
+async fn object_on_pull_member(hub: &Client) -> anyhow::Result<()> {
+    let federated = hubfed_e2e::federated("ClusterRole");
+    let api: Api<DynamicObject> = Api::all_with(hub.clone(), &federated);
+    let name = hubfed_e2e::unique_name("pull-role");
+    let object = hubfed_e2e::federated_object(
+        &federated,
+        None,
+        &name,
+        json!({
+            "template": {"rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+            "placement": {"clusters": [{"name": "pull-a"}]},
+        }),
+    );
+    api.create(&PostParams::default(), &object).await?;
+    wait_for(
+        &format!("{name}'s status for pull-a"),
+        TIMEOUT,
+        async || {
+            let Some(value) = hubfed_e2e::get_value(&api, &name).await? else {
+                bail!("{name} is gone");
+            };
+            let status = hubfed_e2e::cluster_status(&value, "pull-a")
+                .and_then(|c| c.get("status"))
+                .and_then(|s| s.as_str())
+                .map(str::to_owned);
+            Ok(match status.as_deref() {
+                Some("ClusterNotReady") => Wait::Done(()),
+                other => Wait::Pending(format!("{other:?}")),
+            })
+        },
+    )
+    .await?;
+    api.delete(&name, &Default::default()).await?;
+    wait_for(&format!("{name} to be gone"), TIMEOUT, async || {
+        Ok(match hubfed_e2e::get_value(&api, &name).await? {
+            None => Wait::Done(()),
+            Some(v) => Wait::Pending(format!("finalizers {}", v["metadata"]["finalizers"])),
+        })
+    })
+    .await
 }

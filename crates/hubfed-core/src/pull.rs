@@ -91,6 +91,9 @@ pub struct HeartbeatSeen {
     pub resource_version: String,
     /// Milliseconds on the controller's monotonic clock.
     pub seen_at_ms: u64,
+    /// Whether this version was seen to replace an earlier one. The first version a process
+    /// sees proves nothing: after a restart, a dead agent's Lease is still there.
+    pub renewed: bool,
 }
 
 /// Records a read of the heartbeat Lease at `now_ms`: a new `resourceVersion` is a renewal.
@@ -104,6 +107,7 @@ pub fn observe_heartbeat(
         _ => HeartbeatSeen {
             resource_version: resource_version.to_owned(),
             seen_at_ms: now_ms,
+            renewed: previous.is_some(),
         },
     }
 }
@@ -113,13 +117,17 @@ pub fn observe_heartbeat(
 pub enum HeartbeatVerdict {
     /// Renewed within the Lease's duration.
     Alive,
-    /// Not renewed for longer than the Lease's duration, or never: the reason, for the
-    /// cluster's `Offline` condition.
+    /// Not renewed for longer than the Lease's duration, or there is no Lease: the reason,
+    /// for the cluster's `Offline` condition. The text is stable while the silence lasts (a
+    /// changing text would rewrite the status and repeat the warning at every probe).
     Silent(String),
+    /// Only one version seen so far, less than a Lease duration ago: no verdict yet — what
+    /// was published stands.
+    Unsettled,
 }
 
 /// Whether an agent is alive: its Lease was renewed (a new `resourceVersion` seen) within
-/// `lease_duration` before `now_ms`. `seen` is `None` when there is no Lease yet.
+/// `lease_duration` before `now_ms`. `seen` is `None` when there is no Lease.
 pub fn heartbeat_verdict(
     seen: Option<&HeartbeatSeen>,
     lease_duration: Duration,
@@ -129,14 +137,16 @@ pub fn heartbeat_verdict(
         return HeartbeatVerdict::Silent("no heartbeat from the cluster's agent yet".to_owned());
     };
     let silent_ms = now_ms.saturating_sub(seen.seen_at_ms);
-    if u128::from(silent_ms) <= lease_duration.as_millis() {
-        HeartbeatVerdict::Alive
-    } else {
-        HeartbeatVerdict::Silent(format!(
-            "the cluster's agent has not renewed its heartbeat for {}s (lease duration {}s)",
-            silent_ms / 1000,
+    match (
+        u128::from(silent_ms) <= lease_duration.as_millis(),
+        seen.renewed,
+    ) {
+        (true, true) => HeartbeatVerdict::Alive,
+        (true, false) => HeartbeatVerdict::Unsettled,
+        (false, _) => HeartbeatVerdict::Silent(format!(
+            "the cluster's agent has not renewed its heartbeat within its lease duration ({}s)",
             lease_duration.as_secs()
-        ))
+        )),
     }
 }
 
@@ -222,11 +232,13 @@ mod tests {
     fn a_heartbeat_is_a_new_resource_version_on_the_controllers_clock() {
         let first = observe_heartbeat(None, "10", 1_000);
         assert_eq!(first.seen_at_ms, 1_000);
+        assert!(!first.renewed, "the first version seen is no renewal");
         // The same version read later is no renewal.
         let same = observe_heartbeat(Some(&first), "10", 30_000);
-        assert_eq!(same.seen_at_ms, 1_000);
+        assert_eq!(same, first);
         let renewed = observe_heartbeat(Some(&same), "11", 31_000);
         assert_eq!(renewed.seen_at_ms, 31_000);
+        assert!(renewed.renewed);
     }
 
     #[test]
@@ -235,6 +247,7 @@ mod tests {
         let seen = HeartbeatSeen {
             resource_version: "7".to_owned(),
             seen_at_ms: 10_000,
+            renewed: true,
         };
         assert_eq!(
             heartbeat_verdict(Some(&seen), lease, 50_000),
@@ -244,6 +257,11 @@ mod tests {
             panic!("silent past the lease duration")
         };
         assert!(reason.contains("40s"), "{reason}");
+        // The reason does not change while the silence goes on.
+        assert_eq!(
+            heartbeat_verdict(Some(&seen), lease, 90_000),
+            HeartbeatVerdict::Silent(reason)
+        );
         assert!(matches!(
             heartbeat_verdict(None, lease, 0),
             HeartbeatVerdict::Silent(r) if r.contains("no heartbeat")
@@ -252,6 +270,28 @@ mod tests {
         // silence.
         assert_eq!(
             heartbeat_verdict(Some(&seen), lease, 5_000),
+            HeartbeatVerdict::Alive
+        );
+    }
+
+    #[test]
+    fn a_lease_seen_once_proves_nothing_until_it_changes_or_expires() {
+        // A controller (re)started next to a dead agent's Lease: no verdict for a lease
+        // duration, then silent; never alive.
+        let lease = Duration::from_secs(40);
+        let first = observe_heartbeat(None, "7", 0);
+        assert_eq!(
+            heartbeat_verdict(Some(&first), lease, 1_000),
+            HeartbeatVerdict::Unsettled
+        );
+        assert!(matches!(
+            heartbeat_verdict(Some(&first), lease, 40_001),
+            HeartbeatVerdict::Silent(_)
+        ));
+        // A live agent renews within the duration: alive from its first renewal on.
+        let renewed = observe_heartbeat(Some(&first), "8", 10_000);
+        assert_eq!(
+            heartbeat_verdict(Some(&renewed), lease, 10_000),
             HeartbeatVerdict::Alive
         );
     }

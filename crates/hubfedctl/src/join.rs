@@ -203,6 +203,14 @@ impl PushJoin {
             .get_opt(cluster)
             .await
             .map_err(|e| target.err(e))?;
+        if existing_cluster
+            .as_ref()
+            .is_some_and(|c| c.spec.sync_mode == SyncMode::Pull)
+        {
+            return Err(Error::Refused(format!(
+                "cluster {cluster:?} is joined in pull mode; re-run join with --mode pull, or unjoin it first to join it in push mode"
+            )));
+        }
         if args.error_on_existing {
             if existing_cluster.is_some() {
                 return Err(Error::Refused(format!(

@@ -20,6 +20,7 @@ use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -62,10 +63,18 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
     };
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
     let existing = clusters.get_opt(cluster).await.map_err(|e| hub.err(e))?;
-    if args.error_on_existing && existing.is_some() {
-        return Err(Error::Refused(format!(
-            "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
-        )));
+    match &existing {
+        Some(_) if args.error_on_existing => {
+            return Err(Error::Refused(format!(
+                "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
+            )));
+        }
+        Some(c) if c.spec.sync_mode != SyncMode::Pull => {
+            return Err(Error::Refused(format!(
+                "cluster {cluster:?} is joined in push mode; unjoin it first to join it in pull mode"
+            )));
+        }
+        _ => {}
     }
     let (member, member_endpoint, hub_endpoint) = reach(session, &args, hub).await?;
 
@@ -169,6 +178,19 @@ async fn write_hub_side(
 ) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
     let namespaces: Api<Namespace> = Api::all(hub.client.clone());
     wait_namespace_not_terminating(session, hub, &namespaces, work_ns).await?;
+    // The agent gets rights in this namespace: never in one that is not this cluster's.
+    if let Some(existing) = namespaces.get_opt(work_ns).await.map_err(|e| hub.err(e))?
+        && existing
+            .labels()
+            .get(WORK_CLUSTER_LABEL)
+            .map(String::as_str)
+            != Some(cluster)
+    {
+        return Err(Error::Refused(format!(
+            "{}: namespace {work_ns} exists and is not {cluster:?}'s work namespace (label {WORK_CLUSTER_LABEL}={cluster} missing); remove or relabel it first",
+            hub.subject
+        )));
+    }
     let namespace = Namespace {
         metadata: ObjectMeta {
             name: Some(work_ns.to_owned()),

@@ -8,11 +8,12 @@ use hubfed_api::federatedcrd::{FederatedTypeDescription, federated_crd, target_h
 use hubfed_api::federatedtypeconfig::{
     ApiResource, ControllerStatus, FederatedTypeConfig, PropagationMode, ResourceScope,
 };
-use hubfed_api::kubefedcluster::KubeFedCluster;
+use hubfed_api::kubefedcluster::{KubeFedCluster, SyncMode};
 use hubfed_api::names::{CORE_GROUP, NAMESPACES_FTC_NAME, SCHEDULING_GROUP, TYPES_GROUP};
 use hubfed_core::openapi;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::Value;
@@ -527,19 +528,32 @@ async fn remind_after_enable(
         ))?;
     }
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), ns);
-    let joined: Vec<String> = clusters
-        .list_metadata(&ListParams::default())
+    let joined = clusters
+        .list(&ListParams::default())
         .await
         .map_err(|e| hub.err(e))?
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
-    if !joined.is_empty() {
+        .items;
+    let (pull, push): (Vec<_>, Vec<_>) = joined
+        .iter()
+        .partition(|c| c.spec.sync_mode == SyncMode::Pull);
+    let names = |clusters: &[&KubeFedCluster]| {
+        clusters
+            .iter()
+            .map(|c| c.name_any())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let what = target.group_qualified_name();
+    if !push.is_empty() {
         session.note(format_args!(
-            "clusters joined with least privilege need rights on {}: re-run hubfedctl join CLUSTER --error-on-existing=false for {}",
-            target.group_qualified_name(),
-            joined.join(", ")
+            "clusters joined with least privilege need rights on {what}: re-run hubfedctl join CLUSTER --error-on-existing=false for {}",
+            names(&push)
+        ))?;
+    }
+    if !pull.is_empty() {
+        session.note(format_args!(
+            "pull members' agents need rights on {what}: re-run hubfedctl join CLUSTER --mode pull --error-on-existing=false for {}",
+            names(&pull)
         ))?;
     }
     Ok(())

@@ -13,11 +13,12 @@ use hubfed_api::federatedtypeconfig::{ApiResource, ResourceScope};
 use hubfed_api::kubefedcluster::{KubeFedCluster, SyncMode};
 use hubfed_api::kubefedconfig::KubeFedConfig;
 use hubfed_api::names::{KUBEFED_CONFIG_NAME, MANAGED_LABEL, OWNER_ANNOTATION};
-use hubfed_api::work::AGENT_SERVICE_ACCOUNT;
+use hubfed_api::work::{AGENT_SERVICE_ACCOUNT, WORK_CLUSTER_LABEL};
 use hubfed_core::gc::owned_by;
 use hubfed_core::pull::cluster_namespace;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 
 use crate::cli::UnjoinArgs;
@@ -150,9 +151,23 @@ async fn clean_hub(
         ops::delete(session, place, hub, &secrets, secret, dry_run).await?;
     }
     if registered.spec.sync_mode == SyncMode::Pull {
+        // Only the namespace join made for this cluster (labelled so).
         let namespaces: Api<Namespace> = Api::all(hub.client.clone());
         let work_ns = cluster_namespace(cluster);
-        ops::delete(session, place, hub, &namespaces, &work_ns, dry_run).await?;
+        let ours = namespaces
+            .get_opt(&work_ns)
+            .await
+            .map_err(|e| hub.err(e))?
+            .is_some_and(|n| {
+                n.labels().get(WORK_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+            });
+        if ours {
+            ops::delete(session, place, hub, &namespaces, &work_ns, dry_run).await?;
+        } else {
+            session.warn(format_args!(
+                "hub namespace {work_ns} was not made by join for {cluster:?} ({WORK_CLUSTER_LABEL} differs): kept"
+            ))?;
+        }
     }
     Ok(())
 }
@@ -247,10 +262,14 @@ async fn clean_member(
     }
     ops::delete(session, &place, member, &roles, &names.role(), dry_run).await?;
     let secrets: Api<Secret> = Api::namespaced(member.client.clone(), ns);
-    // A push join's token Secret; a pull join's hub credentials.
-    for secret in [names.service_account.as_str(), AGENT_HUB_SECRET] {
-        ops::delete(session, &place, member, &secrets, secret, dry_run).await?;
-    }
+    // A push join's token Secret; a pull join's hub credentials (only a pull join's: the
+    // member may hold another hub's).
+    let secret = if names.service_account == AGENT_SERVICE_ACCOUNT {
+        AGENT_HUB_SECRET
+    } else {
+        names.service_account.as_str()
+    };
+    ops::delete(session, &place, member, &secrets, secret, dry_run).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), ns);
     ops::delete(
         session,

@@ -538,7 +538,11 @@ impl Registry {
             members.retain(|name, _| self.entries.contains_key(name));
             changed |= members.len() != before;
             for (name, entry) in &self.entries {
-                let ready = entry.ready();
+                // Nothing delivers to a pull member yet (its agent is to come): the
+                // controllers treat it as not ready — placed objects say ClusterNotReady
+                // there, deletions do not wait on it — while its KubeFedCluster shows what
+                // its heartbeat says.
+                let ready = entry.ready() && !matches!(entry.clients, ClientState::Pull);
                 let labels = entry.object.labels();
                 if let Some(member) = members.get(name)
                     && member.ready == ready

@@ -62,19 +62,20 @@ pub(super) async fn read_heartbeat(
 
 /// A pull member's health from its heartbeat ([`heartbeat_verdict`]): renewed within the
 /// Lease's duration (default: four probe periods) is healthy, otherwise unreachable with the
-/// reason. The thresholds then apply as to a push member's probes.
+/// reason; `None` while a Lease has been seen only once (after a restart) — what was
+/// published stands. The thresholds then apply as to a push member's probes.
 pub(super) fn heartbeat_outcome(
     heartbeat: &mut Option<HeartbeatSeen>,
     lease: Result<Option<HeartbeatLease>, String>,
     settings: HealthCheckSettings,
-) -> ProbeOutcome {
+) -> Option<ProbeOutcome> {
     let now_ms = u64::try_from(process_clock().elapsed().as_millis()).unwrap_or(u64::MAX);
     let lease = match lease {
         Ok(lease) => lease,
         Err(error) => {
-            return ProbeOutcome::Unreachable {
+            return Some(ProbeOutcome::Unreachable {
                 error: format!("cannot read the agent's heartbeat in the hub: {error}"),
-            };
+            });
         }
     };
     let duration = lease
@@ -89,10 +90,11 @@ pub(super) fn heartbeat_outcome(
         ));
     }
     match heartbeat_verdict(heartbeat.as_ref(), duration, now_ms) {
-        HeartbeatVerdict::Alive => ProbeOutcome::Healthy {
+        HeartbeatVerdict::Alive => Some(ProbeOutcome::Healthy {
             kubernetes_version: lease.and_then(|l| l.kubernetes_version),
-        },
-        HeartbeatVerdict::Silent(error) => ProbeOutcome::Unreachable { error },
+        }),
+        HeartbeatVerdict::Silent(error) => Some(ProbeOutcome::Unreachable { error }),
+        HeartbeatVerdict::Unsettled => None,
     }
 }
 

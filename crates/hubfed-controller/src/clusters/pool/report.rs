@@ -71,7 +71,17 @@ impl Registry {
         }
         let outcome = match outcome {
             Probed::Member(outcome) => outcome,
-            Probed::Heartbeat(lease) => heartbeat_outcome(&mut entry.heartbeat, lease, settings),
+            Probed::Heartbeat(lease) => {
+                match heartbeat_outcome(&mut entry.heartbeat, lease, settings) {
+                    Some(outcome) => outcome,
+                    None => {
+                        // No verdict yet: the published health (or the stored one) stands.
+                        entry.in_flight = None;
+                        entry.probed = true;
+                        return;
+                    }
+                }
+            }
         };
         debug!(cluster = %cluster, ?outcome, "cluster probed");
         let warning = new_probe_error(cluster, entry, &outcome);

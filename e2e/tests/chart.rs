@@ -25,9 +25,9 @@ use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_controller::ControllerConfig;
 use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::{
-    FIELD_MANAGER, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, dynamic_api, federated,
-    federated_object, get_value, install_crds, member_mismatch, placement, propagated_ok, report,
-    target, unique_ns, wait_for,
+    FIELD_MANAGER, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated,
+    create_hub_namespace, dynamic_api, get_value, install_crds, member_mismatch, placement,
+    propagated_ok, report, target, unique_ns, wait_for,
 };
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
@@ -808,41 +808,15 @@ async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
         .await?;
 
     // Propagation: a federated namespace, then a FederatedConfigMap in it, to both members.
-    let namespaces: Api<Namespace> = Api::all(admin.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": namespace}}))?,
-        )
-        .await?;
-    let fns = federated("Namespace");
-    dynamic_api(admin.clone(), &fns, Some(&namespace))
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &fns,
-                Some(&namespace),
-                &namespace,
-                json!({"placement": placement(&MEMBERS)}),
-            ),
-        )
-        .await?;
-    let fcm = federated("ConfigMap");
-    let hub_configmaps = dynamic_api(admin.clone(), &fcm, Some(&namespace));
-    hub_configmaps
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &fcm,
-                Some(&namespace),
-                "settings",
-                json!({
-                    "template": {"data": {"mode": "federated"}},
-                    "placement": placement(&MEMBERS),
-                }),
-            ),
-        )
-        .await?;
+    create_hub_namespace(&admin, &namespace).await?;
+    let spec = json!({"placement": placement(&MEMBERS)});
+    create_federated(&admin, "Namespace", Some(&namespace), &namespace, spec).await?;
+    let spec = json!({
+        "template": {"data": {"mode": "federated"}},
+        "placement": placement(&MEMBERS),
+    });
+    let hub_configmaps =
+        create_federated(&admin, "ConfigMap", Some(&namespace), "settings", spec).await?;
     let configmap = target("ConfigMap");
     let mut member_apis = Vec::new();
     for member in MEMBERS {

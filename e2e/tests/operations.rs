@@ -12,14 +12,14 @@ use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, print_logs, sample};
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, federated, federated_object,
+    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, create_federated, create_hub_namespace,
     leader_election_spec, placement, report, service_account_token, wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::TestEnv;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 /// The test's lease duration: short, so failover is quick to observe, with 2 s of slack for
@@ -109,34 +109,11 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
 
     // Propagation works under the leader.
     let ns = "ops-failover";
-    let namespaces: Api<Namespace> = Api::all(hub.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-        )
-        .await?;
-    let fns = hubfed_e2e::dynamic_api(hub.clone(), &federated("Namespace"), Some(ns));
-    fns.create(
-        &PostParams::default(),
-        &federated_object(
-            &federated("Namespace"),
-            Some(ns),
-            ns,
-            json!({"template": {}, "placement": placement(&["member1", "member2"])}),
-        ),
-    )
-    .await?;
-    let fcm = hubfed_e2e::dynamic_api(hub.clone(), &federated("ConfigMap"), Some(ns));
-    let settings = |round: &str| {
-        federated_object(
-            &federated("ConfigMap"),
-            Some(ns),
-            "settings",
-            json!({"template": {"data": {"round": round}}, "placement": placement(&["member1", "member2"])}),
-        )
-    };
-    fcm.create(&PostParams::default(), &settings("1")).await?;
+    create_hub_namespace(&hub, ns).await?;
+    let spec = json!({"template": {}, "placement": placement(&["member1", "member2"])});
+    create_federated(&hub, "Namespace", Some(ns), ns, spec).await?;
+    let spec = json!({"template": {"data": {"round": "1"}}, "placement": placement(&["member1", "member2"])});
+    let fcm = create_federated(&hub, "ConfigMap", Some(ns), "settings", spec).await?;
     let members = [
         env.cluster("member1").unwrap(),
         env.cluster("member2").unwrap(),

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use hubfed_api::kubefedcluster::{ClusterConditionType, KubeFedCluster};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, cluster_status, create_hub_namespace,
-    dynamic_api, fast_health_checks, federated, federated_object, get_value, hubfedctl,
-    member_mismatch, modify, propagated_ok, propagation_condition, report, show, target, wait_for,
+    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, cluster_status, create_federated,
+    create_hub_namespace, dynamic_api, fast_health_checks, get_value, hubfedctl, member_mismatch,
+    modify, propagated_ok, propagation_condition, report, show, target, wait_for,
 };
 use hubfed_testenv::Cluster;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::json;
 
 /// Resumes a frozen API server when dropped, so a failing test never leaves it stopped.
@@ -59,26 +59,20 @@ async fn a_member_outage_marks_only_that_member_and_heals() -> anyhow::Result<()
     let ns = "outage";
     create_hub_namespace(&hub, ns).await?;
     let both = json!({ "clusterSelector": { "matchLabels": {} } });
-    let fns = dynamic_api(hub.clone(), &federated("Namespace"), Some(ns));
-    fns.create(
-        &PostParams::default(),
-        &federated_object(
-            &federated("Namespace"),
-            Some(ns),
-            ns,
-            json!({ "placement": both }),
-        ),
+    create_federated(
+        &hub,
+        "Namespace",
+        Some(ns),
+        ns,
+        json!({ "placement": both }),
     )
     .await?;
-    let fcm = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(ns));
-    fcm.create(
-        &PostParams::default(),
-        &federated_object(
-            &federated("ConfigMap"),
-            Some(ns),
-            "settings",
-            json!({ "placement": both, "template": { "data": { "version": "1" } } }),
-        ),
+    let fcm = create_federated(
+        &hub,
+        "ConfigMap",
+        Some(ns),
+        "settings",
+        json!({ "placement": both, "template": { "data": { "version": "1" } } }),
     )
     .await?;
     let configmaps = target("ConfigMap");

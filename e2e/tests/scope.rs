@@ -11,9 +11,10 @@ use hubfed_api::kubefedconfig::KubeFedConfigSpec;
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, MEMBERS, PrivateFederation, TIMEOUT, Wait, dynamic_api, federated,
-    federated_object, get_value, hubfedctl, member_mismatch, placement, propagated_ok,
-    register_cluster, target, wait_clusters_ready, wait_for,
+    KUBEFED_NAMESPACE, MEMBERS, PrivateFederation, TIMEOUT, Wait, create_federated,
+    create_hub_namespace, dynamic_api, federated, federated_object, get_value, hubfedctl,
+    member_mismatch, placement, propagated_ok, register_cluster, target, wait_clusters_ready,
+    wait_for,
 };
 use hubfed_testenv::TestEnv;
 use k8s_openapi::api::core::v1::Namespace;
@@ -32,55 +33,19 @@ async fn a_namespaced_control_plane_propagates_only_its_own_namespace() -> anyho
     // Objects outside the control plane's namespace come first: a controller that ignored
     // the scope would have propagated them by the time the inside object converges.
     let outside = "scope-outside";
-    Api::<Namespace>::all(hub.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": outside}}))?,
-        )
-        .await?;
-    dynamic_api(hub.clone(), &federated("Namespace"), Some(outside))
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &federated("Namespace"),
-                Some(outside),
-                outside,
-                json!({"placement": placement(&MEMBERS)}),
-            ),
-        )
-        .await?;
-    let outside_cms = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(outside));
-    outside_cms
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &federated("ConfigMap"),
-                Some(outside),
-                "elsewhere",
-                json!({"template": {"data": {"where": "outside"}}, "placement": placement(&MEMBERS)}),
-            ),
-        )
-        .await?;
+    create_hub_namespace(&hub, outside).await?;
+    let spec = json!({"placement": placement(&MEMBERS)});
+    create_federated(&hub, "Namespace", Some(outside), outside, spec).await?;
+    let spec =
+        json!({"template": {"data": {"where": "outside"}}, "placement": placement(&MEMBERS)});
+    let outside_cms = create_federated(&hub, "ConfigMap", Some(outside), "elsewhere", spec).await?;
 
     let controller = ControllerTask::spawn("the controller", hub.clone(), Default::default());
     wait_clusters_ready(&hub, &MEMBERS).await?;
 
-    let inside_cms = dynamic_api(
-        hub.clone(),
-        &federated("ConfigMap"),
-        Some(KUBEFED_NAMESPACE),
-    );
-    inside_cms
-        .create(
-            &PostParams::default(),
-            &federated_object(
-                &federated("ConfigMap"),
-                Some(KUBEFED_NAMESPACE),
-                "settings",
-                json!({"template": {"data": {"where": "inside"}}, "placement": placement(&MEMBERS)}),
-            ),
-        )
-        .await?;
+    let spec = json!({"template": {"data": {"where": "inside"}}, "placement": placement(&MEMBERS)});
+    let inside_cms =
+        create_federated(&hub, "ConfigMap", Some(KUBEFED_NAMESPACE), "settings", spec).await?;
     let inside = json!("inside");
     wait_for(
         "the control plane's own namespace propagated",

@@ -14,6 +14,11 @@
 //! objects propagate only inside a federated namespace (cluster-scoped control plane,
 //! docs/kubefed-compatibility.md §1.6): [`Federation::create_federated_namespace`] makes one.
 //!
+//! Tests that need their own clusters — a KubeFedConfig in place before the controller starts,
+//! members they join themselves, a controller they start, stop or kill — set them up with
+//! [`PrivateFederation`] and start a controller with [`controller::ControllerTask`] or
+//! [`controller::ControllerProcess`] (docs/development.md, "Writing an end-to-end test").
+//!
 //! Controller logs: set `HUBFED_E2E_LOG` to a tracing filter (e.g.
 //! `info,hubfed_controller=debug`); they go to stderr, or to `HUBFED_E2E_LOG_FILE`.
 

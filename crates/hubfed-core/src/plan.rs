@@ -38,7 +38,7 @@ use hubfed_api::names::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
 use serde_json::Value;
 
-use crate::desired::{TargetType, WarningEvent, desired_object, template_warnings};
+use crate::desired::{DesiredObject, TargetType, WarningEvent, desired_object, template_warnings};
 use crate::gc::{OWNER_ANNOTATION, owner};
 use crate::hub::{ClusterIdentity, HubNamespace, NamespaceRole, namespace_role};
 use crate::placement::{
@@ -635,56 +635,13 @@ fn sync_action(
         });
     }
     let hub_namespace = is_hub_namespace(input, &cluster.name, member);
-
-    if let Some(member) = member {
-        if member.managed_label.as_deref() == Some("false") {
-            return Some(ClusterAction::Blocked {
-                status: PropagationStatus::ManagedLabelFalse,
-                message: format!(
-                    "Unable to manage the object which has label {MANAGED_LABEL}: false"
-                ),
-            });
-        }
-        if !member.is_managed() && !input.adopt_resources && !hub_namespace {
-            return Some(ClusterAction::Blocked {
-                status: PropagationStatus::AlreadyExists,
-                message: "Resource pre-exist in cluster".to_owned(),
-            });
-        }
-        if member.terminating {
-            return Some(ClusterAction::WaitForRemoval);
-        }
+    if let Some(refusal) = member.and_then(|m| refusal_to_take(input, m, hub_namespace)) {
+        return Some(refusal);
     }
-
-    let object = input.object;
-    let mut desired = match desired_object(
-        input.target,
-        &object.name,
-        object.namespace.as_deref(),
-        &object.spec,
-        &cluster.name,
-        member.is_some(),
-    ) {
+    let (desired, hash) = match desired_for(input, &cluster.name, member.is_some()) {
         Ok(desired) => desired,
-        Err(err @ CoreError::InvalidTemplate { .. }) => {
-            return Some(ClusterAction::Blocked {
-                status: PropagationStatus::ComputeResourceFailed,
-                message: err.to_string(),
-            });
-        }
-        Err(err) => {
-            return Some(ClusterAction::Blocked {
-                status: PropagationStatus::ApplyOverridesFailed,
-                message: err.to_string(),
-            });
-        }
+        Err((status, message)) => return Some(ClusterAction::Blocked { status, message }),
     };
-    if let (Some(plane), Some(uid)) = (input.control_plane, object.uid.as_deref()) {
-        set_annotation(&mut desired.object, OWNER_ANNOTATION, owner(plane, uid));
-    }
-    let hash = desired_hash(&desired.object);
-    set_annotation(&mut desired.object, DESIRED_HASH_ANNOTATION, hash.clone());
-
     let apply = |creates: bool, create_only: bool, adopts: bool| {
         ClusterAction::Apply(ApplyAction {
             object: desired.object.clone(),
@@ -719,6 +676,60 @@ fn sync_action(
     })
 }
 
+/// Why an existing object in a selected cluster cannot be taken or updated now, if so: a
+/// managed label `false`, an unmanaged object without adoption (the hub's own namespace
+/// excepted), or a copy on its way out.
+fn refusal_to_take(
+    input: &PlanInput<'_>,
+    member: &MemberObject,
+    hub_namespace: bool,
+) -> Option<ClusterAction> {
+    if member.managed_label.as_deref() == Some("false") {
+        return Some(ClusterAction::Blocked {
+            status: PropagationStatus::ManagedLabelFalse,
+            message: format!("Unable to manage the object which has label {MANAGED_LABEL}: false"),
+        });
+    }
+    if !member.is_managed() && !input.adopt_resources && !hub_namespace {
+        return Some(ClusterAction::Blocked {
+            status: PropagationStatus::AlreadyExists,
+            message: "Resource pre-exist in cluster".to_owned(),
+        });
+    }
+    member.terminating.then_some(ClusterAction::WaitForRemoval)
+}
+
+/// The object to apply to `cluster` with this control plane's proof of ownership and its
+/// desired hash, or the status and message that say why it cannot be computed.
+fn desired_for(
+    input: &PlanInput<'_>,
+    cluster: &str,
+    exists: bool,
+) -> std::result::Result<(DesiredObject, String), (PropagationStatus, String)> {
+    let object = input.object;
+    let mut desired = desired_object(
+        input.target,
+        &object.name,
+        object.namespace.as_deref(),
+        &object.spec,
+        cluster,
+        exists,
+    )
+    .map_err(|err| {
+        let status = match err {
+            CoreError::InvalidTemplate { .. } => PropagationStatus::ComputeResourceFailed,
+            _ => PropagationStatus::ApplyOverridesFailed,
+        };
+        (status, err.to_string())
+    })?;
+    if let (Some(plane), Some(uid)) = (input.control_plane, object.uid.as_deref()) {
+        set_annotation(&mut desired.object, OWNER_ANNOTATION, owner(plane, uid));
+    }
+    let hash = desired_hash(&desired.object);
+    set_annotation(&mut desired.object, DESIRED_HASH_ANNOTATION, hash.clone());
+    Ok((desired, hash))
+}
+
 fn set_annotation(object: &mut Value, key: &str, value: String) {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         let annotations = metadata
@@ -740,98 +751,19 @@ fn plan_deletion(
 ) -> Plan {
     plan.disposition = Disposition::Delete;
     plan.placement = placement.unwrap_or_default();
-
     if is_orphaning(&input.object.annotations) {
-        plan.finalizer = FinalizerAction::Remove;
-        for cluster in sorted(input.clusters) {
-            let placed = plan.placement.clusters.contains(&cluster.name);
-            if !cluster.ready {
-                if placed {
-                    plan.leftovers.push(cluster.name.clone());
-                }
-                continue;
-            }
-            if protection(input, &cluster.name).is_some()
-                || input.duplicates.contains_key(&cluster.name)
-            {
-                continue;
-            }
-            let action = match observation(input, &cluster.name) {
-                MemberObservation::Present(member)
-                    if member.is_managed() && !member.terminating =>
-                {
-                    ClusterAction::RemoveManagedLabel
-                }
-                // A placed copy not seen yet would keep its managed label: wait for the cache.
-                MemberObservation::RetrievalFailed(message) if placed => {
-                    plan.finalizer = FinalizerAction::Keep;
-                    cache_failed(message.clone())
-                }
-                _ => continue,
-            };
-            plan.clusters.push(ClusterPlan {
-                cluster: cluster.name.clone(),
-                action,
-            });
-        }
-        return plan;
+        return plan_orphaning(input, plan);
     }
-
     let options = delete_options(&input.object.annotations);
     let mut blocked = false;
     let mut remaining = false;
     for cluster in sorted(input.clusters) {
-        let observed = observation(input, &cluster.name);
-        let placed = plan.placement.clusters.contains(&cluster.name);
-        // A cluster whose cache cannot be read blocks only if the object is placed there.
-        let holds_managed = match observed {
-            MemberObservation::Absent
-            | MemberObservation::NotServed
-            | MemberObservation::RetrievalFailed(_) => false,
-            MemberObservation::Present(member) => member.is_managed(),
+        let Some((action, copy_remains)) = removal_action(input, &mut plan, cluster, &options)
+        else {
+            continue;
         };
-        if !placed && !holds_managed {
-            continue;
-        }
-        if cluster.ready && protection(input, &cluster.name).is_some() {
-            // Never deleted; nothing to wait for.
-            continue;
-        }
-        let action = if !cluster.ready || input.duplicates.contains_key(&cluster.name) {
-            // Never wait on an unreachable cluster (nor one joined twice): record it, collect
-            // the copy later.
-            plan.leftovers.push(cluster.name.clone());
-            continue;
-        } else {
-            match observed {
-                MemberObservation::Absent | MemberObservation::NotServed => continue,
-                MemberObservation::RetrievalFailed(message) => {
-                    blocked = true;
-                    cache_failed(message.clone())
-                }
-                MemberObservation::Present(member) if !member.is_managed() => continue,
-                MemberObservation::Present(member) if member.terminating => {
-                    match member_role(input, &cluster.name, member) {
-                        NamespaceRole::Hub => {
-                            // The hub namespace itself is going away; it takes the federated
-                            // object with it, so nothing can be waited for.
-                            plan.hub_namespace_in.push(cluster.name.clone());
-                            continue;
-                        }
-                        NamespaceRole::NeedsHubNamespace => plan.needs_hub_namespace = true,
-                        NamespaceRole::Member | NamespaceRole::Unknown(_) => {}
-                    }
-                    remaining = true;
-                    ClusterAction::WaitForRemoval
-                }
-                MemberObservation::Present(member) => {
-                    remaining = true;
-                    let action = removal(input, &mut plan, &cluster.name, member, &options);
-                    blocked |= matches!(action, ClusterAction::Blocked { .. });
-                    action
-                }
-            }
-        };
+        remaining |= copy_remains;
+        blocked |= matches!(action, ClusterAction::Blocked { .. });
         plan.clusters.push(ClusterPlan {
             cluster: cluster.name.clone(),
             action,
@@ -842,9 +774,105 @@ fn plan_deletion(
     } else {
         FinalizerAction::RemoveAfterVerification
     };
-    // Only where a copy was expected: a cluster the object is not placed on and whose cache
-    // shows no copy is not asked (a slow cluster would hold up unrelated deletions).
-    plan.verify_absent_in = sorted(input.clusters)
+    plan.verify_absent_in = verify_absent_in(input, &plan);
+    plan
+}
+
+/// An orphaning deletion: the managed label comes off every copy a ready cluster holds; the
+/// finalizer goes unless a placed copy has not been seen yet.
+fn plan_orphaning(input: &PlanInput<'_>, mut plan: Plan) -> Plan {
+    plan.finalizer = FinalizerAction::Remove;
+    for cluster in sorted(input.clusters) {
+        let placed = plan.placement.clusters.contains(&cluster.name);
+        if !cluster.ready {
+            if placed {
+                plan.leftovers.push(cluster.name.clone());
+            }
+            continue;
+        }
+        if protection(input, &cluster.name).is_some()
+            || input.duplicates.contains_key(&cluster.name)
+        {
+            continue;
+        }
+        let action = match observation(input, &cluster.name) {
+            MemberObservation::Present(member) if member.is_managed() && !member.terminating => {
+                ClusterAction::RemoveManagedLabel
+            }
+            // A placed copy not seen yet would keep its managed label: wait for the cache.
+            MemberObservation::RetrievalFailed(message) if placed => {
+                plan.finalizer = FinalizerAction::Keep;
+                cache_failed(message.clone())
+            }
+            _ => continue,
+        };
+        plan.clusters.push(ClusterPlan {
+            cluster: cluster.name.clone(),
+            action,
+        });
+    }
+    plan
+}
+
+/// What a deletion does in one cluster, and whether a copy remains there to wait for; `None`
+/// when the cluster has nothing to do with it (not placed and no managed copy, protected,
+/// unreachable — then recorded as a leftover —, or the copy already gone).
+fn removal_action(
+    input: &PlanInput<'_>,
+    plan: &mut Plan,
+    cluster: &ClusterInfo,
+    options: &Result<Option<DeleteOptions>>,
+) -> Option<(ClusterAction, bool)> {
+    let observed = observation(input, &cluster.name);
+    let placed = plan.placement.clusters.contains(&cluster.name);
+    // A cluster whose cache cannot be read blocks only if the object is placed there.
+    let holds_managed = match observed {
+        MemberObservation::Absent
+        | MemberObservation::NotServed
+        | MemberObservation::RetrievalFailed(_) => false,
+        MemberObservation::Present(member) => member.is_managed(),
+    };
+    if !placed && !holds_managed {
+        return None;
+    }
+    if cluster.ready && protection(input, &cluster.name).is_some() {
+        // Never deleted; nothing to wait for.
+        return None;
+    }
+    if !cluster.ready || input.duplicates.contains_key(&cluster.name) {
+        // Never wait on an unreachable cluster (nor one joined twice): record it, collect
+        // the copy later.
+        plan.leftovers.push(cluster.name.clone());
+        return None;
+    }
+    match observed {
+        MemberObservation::Absent | MemberObservation::NotServed => None,
+        MemberObservation::RetrievalFailed(message) => Some((cache_failed(message.clone()), false)),
+        MemberObservation::Present(member) if !member.is_managed() => None,
+        MemberObservation::Present(member) if member.terminating => {
+            match member_role(input, &cluster.name, member) {
+                NamespaceRole::Hub => {
+                    // The hub namespace itself is going away; it takes the federated object
+                    // with it, so nothing can be waited for.
+                    plan.hub_namespace_in.push(cluster.name.clone());
+                    return None;
+                }
+                NamespaceRole::NeedsHubNamespace => plan.needs_hub_namespace = true,
+                NamespaceRole::Member | NamespaceRole::Unknown(_) => {}
+            }
+            Some((ClusterAction::WaitForRemoval, true))
+        }
+        MemberObservation::Present(member) => {
+            Some((removal(input, plan, &cluster.name, member, options), true))
+        }
+    }
+}
+
+/// Where the copy's absence is verified before the finalizer goes: only where a copy was
+/// expected — a cluster the object is not placed on and whose cache shows no copy is not
+/// asked (a slow cluster would hold up unrelated deletions).
+fn verify_absent_in(input: &PlanInput<'_>, plan: &Plan) -> Vec<String> {
+    sorted(input.clusters)
         .into_iter()
         .filter(|c| c.ready && !plan.hub_namespace_in.contains(&c.name))
         .filter(|c| protection(input, &c.name).is_none())
@@ -855,8 +883,7 @@ fn plan_deletion(
             MemberObservation::RetrievalFailed(_) | MemberObservation::NotServed => false,
         })
         .map(|c| c.name.clone())
-        .collect();
-    plan
+        .collect()
 }
 
 #[cfg(test)]

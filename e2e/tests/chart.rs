@@ -458,14 +458,17 @@ fn chart_rbac_grants_no_wildcards() -> anyhow::Result<()> {
                 let what = format!("{variant:?} {kind} rule {rule}");
                 assert!(!verbs.contains(&"*"), "{what}: wildcard verb");
                 assert!(!groups.contains(&"*"), "{what}: wildcard API group");
-                for verb in [
-                    "delete",
-                    "deletecollection",
-                    "escalate",
-                    "bind",
-                    "impersonate",
-                ] {
+                for verb in ["deletecollection", "escalate", "bind", "impersonate"] {
                     assert!(!verbs.contains(&verb), "{what}: {verb}");
+                }
+                // The one delete: the controller's own ConfigMaps (staged rollouts' state,
+                // deleted with their federated object), in the control-plane namespace only.
+                if verbs.contains(&"delete") {
+                    assert_eq!(
+                        (kind, groups.as_slice(), resources.as_slice()),
+                        ("Role", &[""][..], &["configmaps"][..]),
+                        "{what}: delete"
+                    );
                 }
                 if resources.contains(&"*") {
                     assert_eq!(

@@ -10,7 +10,9 @@ pub mod policy;
 pub mod process;
 mod run;
 pub mod schedule;
+mod settings;
 pub mod sync;
 pub mod webhook;
 
-pub use run::{ControllerConfig, LEASE_NAME, run, run_with};
+pub use run::{LEASE_NAME, run, run_with};
+pub use settings::ControllerConfig;

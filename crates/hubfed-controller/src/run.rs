@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use crate::admin::Health;
 use crate::clusters::{HealthCheckSettings, MemberClientPool};
 use crate::metrics::METRICS;
+use crate::settings::ControllerConfig;
 use crate::sync::Shared;
 
 /// Name of the leader-election Lease (KubeFed's lock name).
@@ -35,45 +36,6 @@ pub const LEASE_RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 const LOST_LEASE_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Limit of one attempt to set up leader election (read or create the Lease).
 const ELECTION_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Run-time settings that do not come from KubeFedConfig.
-#[derive(Clone, Debug)]
-pub struct ControllerConfig {
-    /// Elect a leader through a Lease; only the leader runs the controllers and writes.
-    pub leader_elect: bool,
-    /// This replica's identity in the Lease; default `<hostname>_<random>`.
-    pub identity: Option<String>,
-    /// Namespace of FTCs, KubeFedClusters, their Secrets and the KubeFedConfig.
-    pub kubefed_namespace: String,
-    /// Concurrent writes to one member cluster.
-    pub member_write_concurrency: usize,
-    /// Concurrent reconciles per federated type (KubeFedConfig's
-    /// `syncController.maxConcurrentReconciles` raises it, never lowers it).
-    pub reconcile_concurrency: u16,
-    /// Field managers whose changes to member copies are people's, reverted as drift
-    /// (patterns, a trailing `*` matches any suffix; [`hubfed_core::drift`]).
-    pub drift_revert_managers: Vec<String>,
-    /// Seconds a pod must have been unschedulable before an RSP with `rebalance` moves its
-    /// replica ([`hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS`]).
-    pub unschedulable_threshold: i64,
-}
-
-impl Default for ControllerConfig {
-    fn default() -> Self {
-        Self {
-            leader_elect: false,
-            identity: None,
-            kubefed_namespace: hubfed_api::names::DEFAULT_KUBEFED_NAMESPACE.to_string(),
-            member_write_concurrency: 16,
-            reconcile_concurrency: 16,
-            drift_revert_managers: hubfed_core::drift::DEFAULT_PEOPLE
-                .iter()
-                .map(|m| (*m).to_owned())
-                .collect(),
-            unschedulable_threshold: hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS,
-        }
-    }
-}
 
 /// Reads the KubeFedConfig, creating it with defaults when missing (as KubeFed does).
 async fn load_kubefed_config(hub: &Client, namespace: &str) -> anyhow::Result<KubeFedConfigSpec> {

@@ -14,6 +14,7 @@ mod dispatch;
 mod gc;
 mod hub_writes;
 mod identity;
+mod member_io;
 mod members;
 mod memory;
 mod observe;
@@ -39,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::clusters::MemberClientPool;
-use crate::run::ControllerConfig;
+use crate::settings::ControllerConfig;
 pub use controller::run_type;
 use members::MemberWatches;
 pub use memory::{AppliedMap, LatencyTracker, WrittenVersions};

@@ -1,0 +1,41 @@
+//! The controller's run-time settings that do not come from the KubeFedConfig (flags): read by
+//! `run` (wiring) and the sync controllers alike, owned by neither.
+
+/// Run-time settings that do not come from KubeFedConfig.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Elect a leader through a Lease; only the leader runs the controllers and writes.
+    pub leader_elect: bool,
+    /// This replica's identity in the Lease; default `<hostname>_<random>`.
+    pub identity: Option<String>,
+    /// Namespace of FTCs, KubeFedClusters, their Secrets and the KubeFedConfig.
+    pub kubefed_namespace: String,
+    /// Concurrent writes to one member cluster.
+    pub member_write_concurrency: usize,
+    /// Concurrent reconciles per federated type (KubeFedConfig's
+    /// `syncController.maxConcurrentReconciles` raises it, never lowers it).
+    pub reconcile_concurrency: u16,
+    /// Field managers whose changes to member copies are people's, reverted as drift
+    /// (patterns, a trailing `*` matches any suffix; [`hubfed_core::drift`]).
+    pub drift_revert_managers: Vec<String>,
+    /// Seconds a pod must have been unschedulable before an RSP with `rebalance` moves its
+    /// replica ([`hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS`]).
+    pub unschedulable_threshold: i64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            leader_elect: false,
+            identity: None,
+            kubefed_namespace: hubfed_api::names::DEFAULT_KUBEFED_NAMESPACE.to_string(),
+            member_write_concurrency: 16,
+            reconcile_concurrency: 16,
+            drift_revert_managers: hubfed_core::drift::DEFAULT_PEOPLE
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect(),
+            unschedulable_threshold: hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS,
+        }
+    }
+}

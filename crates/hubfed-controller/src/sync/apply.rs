@@ -24,11 +24,11 @@ use crate::metrics::METRICS;
 
 use super::TypeContext;
 use super::create_only::{self, Created};
-use super::dispatch::{
+use super::hub_writes::publish;
+use super::member_io::{
     ClusterResult, RETAINED_FIELD_MANAGER, error_message, federated_reference,
     is_immutable_refusal, is_not_found, kind_and_key, outcome, record,
 };
-use super::hub_writes::publish;
 use super::members::Unmanaged;
 
 /// One apply of `apply` to `cp.cluster` through `api`.

@@ -20,14 +20,14 @@ use serde_json::json;
 use super::TypeContext;
 use super::apply::apply_to_cluster;
 use super::hub_writes::publish;
+use super::member_io::{
+    ClusterResult, error_message, federated_reference, is_not_found, kind_and_key, member_api,
+    outcome, record,
+};
 use crate::clusters::MemberCluster;
-use crate::metrics::METRICS;
 
 /// KubeFed's per-reconcile dispatch deadline.
 const DISPATCH_TIMEOUT: Duration = Duration::from_secs(30);
-/// Field manager that holds fields hubfed hands over to the member (e.g. retained replicas).
-pub(super) const RETAINED_FIELD_MANAGER: &str = "hubfed-retained";
-
 /// What a dispatch achieved.
 #[derive(Default)]
 pub struct DispatchResult {
@@ -41,56 +41,6 @@ pub struct DispatchResult {
     pub recoverable_failure: bool,
     /// Some member object is on its way out.
     pub waiting: bool,
-}
-
-pub(super) struct ClusterResult {
-    pub(super) outcome: Option<ClusterOutcome>,
-    pub(super) version: Option<String>,
-    pub(super) wrote: bool,
-    /// A successful write to report: (event reason, verb). Reported once per reconcile for
-    /// all clusters, not per cluster: at scale one Event per member write doubles the hub's
-    /// write load.
-    pub(super) done: Option<(&'static str, &'static str)>,
-}
-
-pub(super) fn outcome(
-    cluster: &str,
-    status: Option<PropagationStatus>,
-    message: Option<String>,
-) -> Option<ClusterOutcome> {
-    status.map(|status| ClusterOutcome {
-        cluster: cluster.to_string(),
-        status,
-        message,
-        remote_status: None,
-        drift: None,
-    })
-}
-
-pub(super) fn member_api(
-    ctx: &TypeContext,
-    client: kube::Client,
-    namespace: Option<&str>,
-) -> Api<DynamicObject> {
-    match namespace {
-        Some(ns) if ctx.target.namespaced => Api::namespaced_with(client, ns, &ctx.target_resource),
-        _ => Api::all_with(client, &ctx.target_resource),
-    }
-}
-
-pub(super) fn error_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(e) => e.message.clone(),
-        other => other.to_string(),
-    }
-}
-
-pub(super) fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(e) if e.code == 404)
-}
-
-pub(super) fn is_immutable_refusal(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(e) if e.code == 422 && e.message.contains("immutable"))
 }
 
 /// The delete's parameters: the `kubefed.io/deleteoption` options, and the observed copy's
@@ -125,29 +75,6 @@ fn options_params(options: Option<&DeleteOptions>) -> DeleteParams {
             resource_version: p.resource_version.clone(),
             uid: p.uid.clone(),
         }),
-    }
-}
-
-/// Records one member request in the metrics.
-pub(super) fn record(cluster: &str, operation: &str, started: std::time::Instant, ok: bool) {
-    let elapsed = started.elapsed().as_secs_f64();
-    METRICS
-        .member_operations_total
-        .with_label_values(&[cluster, operation, if ok { "success" } else { "error" }])
-        .inc();
-    METRICS
-        .member_operation_duration
-        .with_label_values(&[cluster, operation])
-        .observe(elapsed);
-    let action = match operation {
-        "create" | "update" | "delete" => Some(operation),
-        _ => None,
-    };
-    if let Some(action) = action {
-        METRICS
-            .dispatch_operation_duration
-            .with_label_values(&[action])
-            .observe(elapsed);
     }
 }
 
@@ -270,27 +197,6 @@ async fn dispatch_one(
         ClusterAction::Delete(delete) => delete_in_cluster(ctx, object, cp, &api, delete).await,
         ClusterAction::RemoveManagedLabel => remove_label_in_cluster(object, cp, &api).await,
         other => passive(other),
-    }
-}
-
-pub(super) fn kind_and_key(ctx: &TypeContext, object: &FederatedObject) -> String {
-    let key = match &object.namespace {
-        Some(ns) if ctx.target.namespaced => format!("{ns}/{}", object.name),
-        _ => object.name.clone(),
-    };
-    format!("{} {key:?}", ctx.target.kind)
-}
-
-pub(super) fn federated_reference(
-    ctx: &TypeContext,
-    object: &FederatedObject,
-) -> k8s_openapi::api::core::v1::ObjectReference {
-    k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some(ctx.federated.api_version.clone()),
-        kind: Some(ctx.federated.kind.clone()),
-        name: Some(object.name.clone()),
-        namespace: object.namespace.clone(),
-        ..Default::default()
     }
 }
 

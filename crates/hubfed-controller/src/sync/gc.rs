@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::TypeContext;
-use super::dispatch::member_api;
+use super::member_io::member_api;
 use super::members::ManagedCopy;
 use crate::metrics::METRICS;
 

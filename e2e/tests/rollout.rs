@@ -816,3 +816,50 @@ async fn a_deletion_goes_stage_by_stage() -> anyhow::Result<()> {
     anyhow::ensure!(maps.get_opt(&state_name).await?.is_none(), "state left");
     Ok(())
 }
+
+/// An object without a strategy makes no rollout request when it is deleted (the path
+/// without rollouts): a ConfigMap at its state's name — left by an earlier object of that name
+/// — is not touched, and the deletion completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_without_a_strategy_makes_no_rollout_request() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let namespace = unique_ns("rollout-none");
+    let name = unique_name("web");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    let hub = fed.hub().await?;
+    let state_name =
+        hubfed_core::rollout::state_name("FederatedDeployment", Some(&namespace), &name);
+    let maps: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let leftover: ConfigMap = serde_json::from_value(json!({
+        "metadata": {
+            "name": state_name,
+            "annotations": {"hubfed.io/rollout-object-uid": "an-earlier-object"},
+        },
+    }))?;
+    maps.create(&PostParams::default(), &leftover).await?;
+    let api = create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        &name,
+        spec(&name, "app:v1", "10m"),
+    )
+    .await?;
+    wait_images(fed, &namespace, &name, &everywhere("app:v1"), TIMEOUT).await?;
+    api.delete(&name, &DeleteParams::default()).await?;
+    wait_for("the federated object gone", TIMEOUT, async || {
+        Ok(match api.get_opt(&name).await? {
+            None => Wait::Done(()),
+            Some(_) => Wait::Pending("still there".into()),
+        })
+    })
+    .await?;
+    anyhow::ensure!(
+        maps.get_opt(&state_name).await?.is_some(),
+        "the deletion of an object without a strategy deleted the ConfigMap at its state's name"
+    );
+    maps.delete(&state_name, &DeleteParams::default()).await?;
+    Ok(())
+}

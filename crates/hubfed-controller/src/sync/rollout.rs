@@ -30,7 +30,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::TypeContext;
 use super::hub_writes::Error;
@@ -244,28 +244,32 @@ async fn fetch_strategy(
     Ok(bounded(strategies.get_opt(name)).await??.map(|s| s.spec))
 }
 
-/// The deletion of an object under a strategy that has rolled out before: its copies are
+/// The deletion of an object under a strategy whose rollout state is stored: its copies are
 /// deleted stage by stage ([`deletion_strategy`]), the finalizer staying until the last is
-/// gone; then its state goes too. Not staged: an orphaning deletion (the copies stay), an
-/// object that never rolled out (nothing to protect), a strategy that is missing or invalid
-/// (a deletion is never held up for it).
+/// gone; then its state goes too. An object without a strategy makes no rollout request at
+/// all (KubeFed's path, whatever is stored). Not staged: an orphaning deletion (the copies
+/// stay), an object with no stored state, a strategy that is missing or invalid (a deletion is
+/// never held up for it).
 async fn staged_deletion(
     ctx: &TypeContext,
     obj: &DynamicObject,
     observed: &Observed,
     planned: Plan,
 ) -> Result<Staged, Error> {
+    let Some(strategy_name) = strategy_name(ctx, obj) else {
+        return Ok(Staged::unstaged(planned));
+    };
     let state_ref = StateRef::new(ctx, obj);
+    let stored = load(ctx, &state_ref).await?;
+    if !stored.exists {
+        return Ok(Staged::unstaged(planned));
+    }
     let removing = removals(&planned.clusters, &Default::default());
-    let strategy = match strategy_name(ctx, obj) {
-        Some(name) if !removing.is_empty() && !is_orphaning(&observed.federated.annotations) => {
-            fetch_strategy(ctx, &name).await?
+    let strategy = match stored.state {
+        Some(_) if !removing.is_empty() && !is_orphaning(&observed.federated.annotations) => {
+            fetch_strategy(ctx, &strategy_name).await?
         }
         _ => None,
-    };
-    let stored = match &strategy {
-        Some(_) => load(ctx, &state_ref).await?,
-        None => Stored::default(),
     };
     let covered: Vec<ClusterInfo> = observed
         .infos()
@@ -273,15 +277,15 @@ async fn staged_deletion(
         .filter(|c| removing.contains(&c.name))
         .cloned()
         .collect();
-    let staging = strategy
-        .zip(stored.state.as_ref())
-        .and_then(|(strategy, _)| {
-            let strategy = deletion_strategy(&strategy);
-            batches(&strategy, &covered).ok().map(|b| (strategy, b))
-        });
+    let staging = strategy.and_then(|strategy| {
+        let strategy = deletion_strategy(&strategy);
+        batches(&strategy, &covered).ok().map(|b| (strategy, b))
+    });
     let Some((strategy, batches)) = staging else {
-        // The object goes: so does its rollout state (owned ones go with it anyway).
-        delete_state(ctx, &state_ref).await?;
+        // The object goes: so does its rollout state, once. A state left behind is harmless
+        // (a new object of the same name ignores it: `state_belongs`), so a failure here
+        // never keeps the finalizer.
+        delete_state(ctx, observed, &state_ref).await;
         return Ok(Staged::unstaged(planned));
     };
     let reports: BTreeMap<String, ClusterReport> = removing
@@ -303,10 +307,11 @@ async fn staged_deletion(
         now,
     );
     publish_events(ctx, observed, &decision.events);
+    // A deletion needs no spec: none is kept.
     let saved = Stored {
         state: Some(decision.state.clone()),
-        current: stored.current.clone(),
-        stable: stable_spec(&stored, &decision),
+        current: None,
+        stable: None,
         exists: true,
     };
     save(ctx, &state_ref, &stored, &saved).await?;
@@ -568,17 +573,31 @@ async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, Error> {
     })
 }
 
-/// Deletes the object's state, if there is one.
-async fn delete_state(ctx: &TypeContext, state: &StateRef) -> Result<(), Error> {
+/// Deletes the object's state (known to exist). A failure is a Warning, never an error: the
+/// deletion of the object goes on.
+async fn delete_state(ctx: &TypeContext, observed: &Observed, state: &StateRef) {
     let api: Api<ConfigMap> =
         Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
-    match bounded(api.delete(&state.name, &Default::default())).await? {
-        Ok(_) => {
-            info!(configmap = %state.name, "rollout state deleted with its object");
-            Ok(())
+    let result = bounded(api.delete(&state.name, &Default::default()))
+        .await
+        .and_then(|r| r.map_err(Error::from));
+    match result {
+        Ok(_) => info!(configmap = %state.name, "rollout state deleted with its object"),
+        Err(Error::Hub(kube::Error::Api(e))) if e.code == 404 => {}
+        Err(e) => {
+            warn!(configmap = %state.name, error = %e, "rollout state left behind");
+            publish(
+                ctx,
+                &observed.reference,
+                EventType::Warning,
+                "RolloutStateNotDeleted",
+                &format!(
+                    "the rollout state {}/{} was not deleted ({e}); it is left behind, and a new \
+                     object of the same name ignores it",
+                    ctx.shared.kubefed_namespace, state.name
+                ),
+            );
         }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
     }
 }
 

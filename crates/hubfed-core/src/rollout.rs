@@ -685,8 +685,8 @@ pub fn pending_message(state: &RolloutState, cluster: &str, removal: bool) -> St
     }
 }
 
-/// Whether a failed apply halts a rollout: the member refused the object, or it could not
-/// be computed. A cluster not ready, a cache or client that could not be read, a request that
+/// Whether a failed apply halts a rollout: the member refused the object (a transient failure
+/// with the same status does not: [`apply_failures`]), or it could not be computed. A cluster not ready, a cache or client that could not be read, a request that
 /// timed out are not the revision's fault; they get no halt of their own (the ready deadline
 /// covers a cluster that stays unreachable).
 pub fn halts_rollout(status: PropagationStatus) -> bool {
@@ -701,13 +701,27 @@ pub fn halts_rollout(status: PropagationStatus) -> bool {
     )
 }
 
+/// Whether a member's answer to a write refuses the object itself: an API error of the 4xx
+/// class, except 408 (timeout), 409 (a conflict, retried) and 429 (too many requests). No
+/// answer at all (`None`: a connection reset, a timeout) and 5xx server errors are transient:
+/// they say nothing of the revision.
+pub fn is_refusal(code: Option<u16>) -> bool {
+    matches!(code, Some(c) if (400..500).contains(&c) && !matches!(c, 408 | 409 | 429))
+}
+
 /// The failures, among one reconcile's `outcomes`, of the applies of the revision being rolled
 /// out: clusters in `applied` (the ones the reconcile applied it to) whose outcome
-/// [`halts_rollout`], as `<status>: <message>`.
-pub fn apply_failures(applied: &[String], outcomes: &[ClusterOutcome]) -> BTreeMap<String, String> {
+/// [`halts_rollout`], as `<status>: <message>` — except those in `transient`, whose write
+/// failed without the member refusing it ([`is_refusal`]): retried, never a halt.
+pub fn apply_failures(
+    applied: &[String],
+    outcomes: &[ClusterOutcome],
+    transient: &std::collections::BTreeSet<String>,
+) -> BTreeMap<String, String> {
     outcomes
         .iter()
         .filter(|o| applied.contains(&o.cluster) && halts_rollout(o.status))
+        .filter(|o| !transient.contains(&o.cluster))
         .map(|o| {
             let message = o.message.as_deref().unwrap_or_default();
             (o.cluster.clone(), format!("{}: {message}", o.status))

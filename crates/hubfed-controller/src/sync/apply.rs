@@ -27,7 +27,7 @@ use super::create_only::{self, Created};
 use super::hub_writes::publish;
 use super::member_io::{
     ClusterResult, RETAINED_FIELD_MANAGER, error_message, federated_reference,
-    is_immutable_refusal, is_not_found, kind_and_key, outcome, record,
+    is_immutable_refusal, is_not_found, is_refusal, kind_and_key, outcome, record,
 };
 use super::members::Unmanaged;
 
@@ -99,6 +99,7 @@ impl ApplyStep<'_> {
             version: None,
             wrote: false,
             done: None,
+            transient: false,
         }
     }
 
@@ -186,8 +187,9 @@ impl ApplyStep<'_> {
             )
             .await
             .map(drop)
-            .map_err(|e| {
-                self.fail(
+            .map_err(|e| ClusterResult {
+                transient: !is_refusal(&e),
+                ..self.fail(
                     Some(PropagationStatus::FieldRetentionFailed),
                     error_message(&e),
                 )
@@ -440,6 +442,7 @@ impl ApplyStep<'_> {
             } else {
                 ("UpdateInCluster", "Updating")
             }),
+            transient: false,
         }
     }
 
@@ -523,7 +526,10 @@ impl ApplyStep<'_> {
                 self.cluster()
             ),
         );
-        self.fail(self.cp.action.status_on_failure(), message)
+        ClusterResult {
+            transient: !is_refusal(error),
+            ..self.fail(self.cp.action.status_on_failure(), message)
+        }
     }
 }
 

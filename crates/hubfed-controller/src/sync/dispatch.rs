@@ -41,6 +41,9 @@ pub struct DispatchResult {
     pub recoverable_failure: bool,
     /// Some member object is on its way out.
     pub waiting: bool,
+    /// The clusters whose write failed without the member refusing the object
+    /// (`ClusterResult::transient`): such a failure never halts a rollout.
+    pub transient: std::collections::BTreeSet<String>,
 }
 
 /// The delete's parameters: the `kubefed.io/deleteoption` options, and the observed copy's
@@ -106,6 +109,7 @@ pub async fn execute(
                     version: None,
                     wrote: false,
                     done: None,
+                    transient: false,
                 },
             }
         }
@@ -128,6 +132,9 @@ pub async fn execute(
             result.new_versions.insert(cp.cluster.clone(), v);
         }
         result.wrote |= r.wrote;
+        if r.transient {
+            result.transient.insert(cp.cluster.clone());
+        }
         result.outcomes.extend(r.outcome);
     }
     if !done.is_empty() {
@@ -166,6 +173,7 @@ async fn dispatch_one(
         version: None,
         wrote: false,
         done: None,
+        transient: false,
     };
     let needs_io = matches!(
         cp.action,
@@ -185,6 +193,8 @@ async fn dispatch_one(
             wrote: false,
 
             done: None,
+
+            transient: false,
         };
     };
     let _permit = match cluster {
@@ -227,6 +237,7 @@ async fn delete_in_cluster(
             version: None,
             wrote: true,
             done: Some(("DeleteInCluster", "Deleting")),
+            transient: false,
         },
         Err(e) if is_not_found(&e) => ClusterResult {
             outcome: None,
@@ -234,6 +245,8 @@ async fn delete_in_cluster(
             wrote: false,
 
             done: None,
+
+            transient: false,
         },
         Err(e) => {
             let message = error_message(&e);
@@ -250,6 +263,8 @@ async fn delete_in_cluster(
                 wrote: false,
 
                 done: None,
+
+                transient: false,
             }
         }
     }
@@ -281,6 +296,7 @@ async fn remove_label_in_cluster(
                 "RemoveManagedLabelFromInCluster",
                 "Removing the managed label from",
             )),
+            transient: false,
         },
         Err(e) if is_not_found(&e) => ClusterResult {
             outcome: None,
@@ -288,6 +304,8 @@ async fn remove_label_in_cluster(
             wrote: false,
 
             done: None,
+
+            transient: false,
         },
         Err(e) => ClusterResult {
             outcome: outcome(
@@ -299,6 +317,8 @@ async fn remove_label_in_cluster(
             wrote: false,
 
             done: None,
+
+            transient: false,
         },
     }
 }

@@ -20,6 +20,9 @@ pub(super) struct ClusterResult {
     /// all clusters, not per cluster: at scale one Event per member write doubles the hub's
     /// write load.
     pub(super) done: Option<(&'static str, &'static str)>,
+    /// The write failed without the member refusing the object (no answer, a server error,
+    /// a conflict, throttling: [`hubfed_core::rollout::is_refusal`]): it never halts a rollout.
+    pub(super) transient: bool,
 }
 
 pub(super) fn outcome(
@@ -52,6 +55,15 @@ pub(super) fn error_message(error: &kube::Error) -> String {
         kube::Error::Api(e) => e.message.clone(),
         other => other.to_string(),
     }
+}
+
+/// Whether `error` is a refusal of the object by the member ([`hubfed_core::rollout::is_refusal`]).
+pub(super) fn is_refusal(error: &kube::Error) -> bool {
+    let code = match error {
+        kube::Error::Api(e) => Some(e.code),
+        _ => None,
+    };
+    hubfed_core::rollout::is_refusal(code)
 }
 
 pub(super) fn is_not_found(error: &kube::Error) -> bool {

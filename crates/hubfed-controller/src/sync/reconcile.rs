@@ -116,9 +116,7 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
     let result = dispatch::execute(ctx, &observed.federated, &plan, &observed.clusters).await;
     if let Some(rollout) = staged.rollout {
         // Not recorded now: the retried apply fails again and is recorded then.
-        if let Err(e) =
-            super::rollout::after_dispatch(ctx, &observed, rollout, &result.outcomes).await
-        {
+        if let Err(e) = super::rollout::after_dispatch(ctx, &observed, rollout, &result).await {
             warn!(name = %obj.name_any(), error = %e, "recording the rollout's failed applies failed");
         }
     }

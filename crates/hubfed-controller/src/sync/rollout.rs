@@ -24,7 +24,6 @@ use hubfed_core::rollout::{
     decide, deletion_strategy, held_action, pending_message, record_failures, removals, revision,
     state_belongs, state_key, state_name, state_owned_by_object,
 };
-use hubfed_core::status::ClusterOutcome;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -33,6 +32,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::TypeContext;
+use super::dispatch::DispatchResult;
 use super::hub_writes::Error;
 use super::hub_writes::{bounded, publish};
 use super::observe::Observed;
@@ -340,16 +340,16 @@ async fn staged_deletion(
     })
 }
 
-/// After the member writes: a failed apply of the revision being rolled out is recorded with
-/// it in the stored state and halts the rollout ([`hubfed_core::rollout::record_failures`]);
+/// After the member writes: a failed apply of the revision being rolled out that the member
+/// refused (a transient failure is retried, never a halt) is recorded with it in the stored state and halts the rollout ([`hubfed_core::rollout::record_failures`]);
 /// only this reconcile's applies of this revision count, never an older status.
 pub async fn after_dispatch(
     ctx: &TypeContext,
     observed: &Observed,
     rollout: Rollout,
-    outcomes: &[ClusterOutcome],
+    result: &DispatchResult,
 ) -> Result<(), Error> {
-    let failures = apply_failures(&rollout.applied, outcomes);
+    let failures = apply_failures(&rollout.applied, &result.outcomes, &result.transient);
     let Some(mut state) = rollout
         .stored
         .state

@@ -334,6 +334,7 @@ fn a_failed_apply_halts_at_once_and_only_its_revision() {
         ClusterOutcome::failed("us1", PropagationStatus::CachedRetrievalFailed, "cache"),
     ];
     // Only the canary was applied v2; transient failures never halt.
+    let none = std::collections::BTreeSet::new();
     let transient = apply_failures(
         &names(&["us1"]),
         &[ClusterOutcome::failed(
@@ -341,6 +342,7 @@ fn a_failed_apply_halts_at_once_and_only_its_revision() {
             PropagationStatus::CachedRetrievalFailed,
             "x",
         )],
+        &none,
     );
     assert!(transient.is_empty());
     let timeout = apply_failures(
@@ -350,9 +352,10 @@ fn a_failed_apply_halts_at_once_and_only_its_revision() {
             PropagationStatus::UpdateTimedOut,
             "x",
         )],
+        &none,
     );
     assert!(timeout.is_empty());
-    let failures = apply_failures(&names(&["c1", "us1"]), &outcomes);
+    let failures = apply_failures(&names(&["c1", "us1"]), &outcomes, &none);
     assert_eq!(
         failures,
         BTreeMap::from([(
@@ -1130,4 +1133,36 @@ fn a_deletion_goes_by_stages_and_never_halts() {
             "stage canary: its copies are deleted".to_owned()
         )]
     );
+}
+
+/// Only an apply the member refuses halts: a write that got no answer, a server error, a
+/// conflict or throttling — reported `UpdateFailed` all the same — is retried instead.
+#[test]
+fn a_transient_write_failure_never_halts() {
+    for code in [400, 403, 404, 413, 422] {
+        assert!(is_refusal(Some(code)), "{code}");
+    }
+    for code in [
+        None,
+        Some(408),
+        Some(409),
+        Some(429),
+        Some(500),
+        Some(503),
+        Some(504),
+    ] {
+        assert!(!is_refusal(code), "{code:?}");
+    }
+    let outcomes = [
+        ClusterOutcome::failed("c1", PropagationStatus::UpdateFailed, "connection reset"),
+        ClusterOutcome::failed("eu1", PropagationStatus::CreationFailed, "denied"),
+    ];
+    let transient = std::collections::BTreeSet::from(["c1".to_owned()]);
+    let failures = apply_failures(&names(&["c1", "eu1"]), &outcomes, &transient);
+    assert_eq!(
+        failures,
+        BTreeMap::from([("eu1".to_owned(), "CreationFailed: denied".to_owned())])
+    );
+    let only_transient = apply_failures(&names(&["c1"]), &outcomes[..1], &transient);
+    assert!(only_transient.is_empty());
 }

@@ -863,3 +863,107 @@ async fn a_deletion_without_a_strategy_makes_no_rollout_request() -> anyhow::Res
     maps.delete(&state_name, &DeleteParams::default()).await?;
     Ok(())
 }
+
+/// A strategy that does not exist holds every change from the first one on: the first
+/// revision goes everywhere (nothing to protect), the next is held (`RolloutPending`), the
+/// Warning is published once however often the object is looked at, and once the strategy is
+/// created the held change rolls out stage by stage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_strategy_holds_every_change_until_it_exists() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let namespace = unique_ns("rollout-missing");
+    let name = unique_name("web");
+    let strategy_name = unique_name("late");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    let hub = fed.hub().await?;
+    let resource = federated("Deployment");
+    let api = dynamic_api(hub.clone(), &resource, Some(&namespace));
+    let mut object = hubfed_e2e::federated_object(
+        &resource,
+        Some(&namespace),
+        &name,
+        spec(&name, "app:v1", "10m"),
+    );
+    object.metadata.annotations = Some(BTreeMap::from([(
+        "hubfed.io/rollout-strategy".to_owned(),
+        strategy_name.clone(),
+    )]));
+    api.create(&PostParams::default(), &object).await?;
+    wait_images(fed, &namespace, &name, &everywhere("app:v1"), TIMEOUT).await?;
+
+    change(fed, &namespace, &name, spec(&name, "app:v2", "10m")).await?;
+    wait_statuses(fed, &namespace, &name, "every cluster held", |s| {
+        s.values()
+            .all(|(status, message)| status == "RolloutPending" && message.contains("not found"))
+    })
+    .await?;
+    // Past one recheck (30 s): still held, and said once.
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    let found = images(fed, &namespace, &name).await?;
+    anyhow::ensure!(
+        found.values().all(|(image, _)| image == "app:v1"),
+        "a change went out without its strategy: {found:?}"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(hub.clone(), &namespace);
+    let warnings: Vec<_> = events
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("RolloutStrategyNotFound"))
+        .filter(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
+        .collect();
+    let counts: Vec<_> = warnings
+        .iter()
+        .map(|e| (e.count, e.series.as_ref().and_then(|s| s.count)))
+        .collect();
+    anyhow::ensure!(
+        warnings.len() == 1 && counts[0].0.unwrap_or(1) <= 1 && counts[0].1.unwrap_or(1) <= 1,
+        "RolloutStrategyNotFound said more than once: {counts:?}"
+    );
+
+    // The strategy appears: the held change rolls out, the canary first.
+    let strategies = dynamic_api(
+        hub.clone(),
+        &ApiResource {
+            group: "scheduling.hubfed.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "scheduling.hubfed.io/v1alpha1".into(),
+            kind: "RolloutStrategy".into(),
+            plural: "rolloutstrategies".into(),
+        },
+        Some(KUBEFED_NAMESPACE),
+    );
+    let strategy: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.hubfed.io/v1alpha1",
+        "kind": "RolloutStrategy",
+        "metadata": {"name": strategy_name, "namespace": KUBEFED_NAMESPACE},
+        "spec": {"stages": [{"name": "canary", "clusters": ["member1"]}, {"name": "rest"}]},
+    }))?;
+    let watches = Watches::start(fed, &namespace, &name).await?;
+    strategies.create(&PostParams::default(), &strategy).await?;
+    wait_images(
+        fed,
+        &namespace,
+        &name,
+        &everywhere("app:v2"),
+        Duration::from_secs(120),
+    )
+    .await?;
+    let (canary, _) = watches.times("member1", "app:v2");
+    for cluster in ["member2", "member3"] {
+        let (given, _) = watches.times(cluster, "app:v2");
+        anyhow::ensure!(
+            canary.is_some() && given.is_some() && given >= canary,
+            "{cluster} got app:v2 before the canary: {:?}",
+            watches.timeline
+        );
+    }
+    strategies
+        .delete(&strategy_name, &DeleteParams::default())
+        .await?;
+    api.delete(&name, &DeleteParams::default()).await?;
+    Ok(())
+}

@@ -239,6 +239,10 @@ pub struct RolloutState {
     /// abort this one (until it is lifted and asked for again).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub abort_consumed: bool,
+    /// Why every change is held — the strategy is missing or invalid ([`hold`]) — as last
+    /// published; cleared by the next [`decide`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -309,6 +313,7 @@ pub fn decide(
             ..RolloutState::default()
         },
     };
+    state.held = None;
     let mut decision = Decision::default();
     merge_membership(strategy, &mut state, current, now);
     let stable = state.stable.clone();
@@ -382,6 +387,47 @@ pub fn decide(
     }
     decision.state = state;
     decision
+}
+
+/// What [`hold`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// The state to store.
+    pub state: RolloutState,
+    /// The revision goes to every cluster (the first revision: nothing to protect); otherwise
+    /// every change is held.
+    pub goes_out: bool,
+    /// `why` is news: publish it (a Warning). Known from the stored state, so the same reason
+    /// is said once, not at every reconcile.
+    pub publish: bool,
+}
+
+/// The rollout of `revision` when its strategy cannot be used (missing, invalid: `why`):
+/// every change is held — except the first revision of an object (nothing stored), which has
+/// nothing to protect and goes everywhere; its state is stored all the same (completed), so
+/// that the next change is held, and staged once the strategy is there.
+pub fn hold(previous: Option<&RolloutState>, revision: &str, why: &str, now: i64) -> Hold {
+    match previous {
+        None => Hold {
+            state: RolloutState {
+                revision: revision.to_owned(),
+                batch_started: now,
+                phase: Phase::Completed,
+                held: Some(why.to_owned()),
+                ..RolloutState::default()
+            },
+            goes_out: true,
+            publish: true,
+        },
+        Some(previous) => Hold {
+            state: RolloutState {
+                held: Some(why.to_owned()),
+                ..previous.clone()
+            },
+            goes_out: false,
+            publish: previous.held.as_deref() != Some(why),
+        },
+    }
 }
 
 /// Keeps the stored membership in step with placement: a new rollout takes `current`; a

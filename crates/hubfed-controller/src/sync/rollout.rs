@@ -21,9 +21,10 @@ use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, is_
 use hubfed_core::rollout::{
     CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION, Decision, Phase, RolloutState,
     STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches,
-    decide, deletion_strategy, held_action, pending_message, record_failures, removals, revision,
-    state_belongs, state_key, state_name, state_owned_by_object,
+    decide, deletion_strategy, held_action, hold, pending_message, record_failures, removals,
+    revision, state_belongs, state_key, state_name, state_owned_by_object,
 };
+use hubfed_core::status::PropagationStatus;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -134,23 +135,6 @@ pub async fn staged(
         return Ok(Staged::unstaged(planned));
     };
     let shared = &ctx.shared;
-    let strategy = match fetch_strategy(ctx, &strategy_name).await? {
-        Some(strategy) => strategy,
-        None => {
-            let message = format!(
-                "RolloutStrategy {}/{strategy_name} not found: changes are held back",
-                shared.kubefed_namespace
-            );
-            publish(
-                ctx,
-                &observed.reference,
-                EventType::Warning,
-                "RolloutStrategyNotFound",
-                &message,
-            );
-            return hold_everything(ctx, obj, planned, &message).await;
-        }
-    };
     let state_ref = StateRef::new(ctx, obj);
     let stored = load(ctx, &state_ref).await?;
     let placed = &planned.placement.clusters;
@@ -159,6 +143,14 @@ pub async fn staged(
         &observed.overrides_version,
         placed,
     );
+    let Some(strategy) = fetch_strategy(ctx, &strategy_name).await? else {
+        let message = format!(
+            "RolloutStrategy {}/{strategy_name} not found: changes are held back",
+            shared.kubefed_namespace
+        );
+        let why = ("RolloutStrategyNotFound", message.as_str());
+        return hold_everything(ctx, observed, planned, &state_ref, stored, &new, why).await;
+    };
     // Placed clusters, and those whose copy goes: removals wait for their stage too.
     let removing = removals(&planned.clusters, placed);
     let covered: Vec<ClusterInfo> = observed
@@ -171,14 +163,8 @@ pub async fn staged(
         Ok(batches) => batches,
         Err(e) => {
             let message = format!("RolloutStrategy {strategy_name}: {e}; changes are held back");
-            publish(
-                ctx,
-                &observed.reference,
-                EventType::Warning,
-                "InvalidRolloutStrategy",
-                &message,
-            );
-            return hold_everything(ctx, obj, planned, &message).await;
+            let why = ("InvalidRolloutStrategy", message.as_str());
+            return hold_everything(ctx, observed, planned, &state_ref, stored, &new, why).await;
         }
     };
     let reports = reports(observed, &planned, &new, &removing);
@@ -401,26 +387,54 @@ fn publish_events(ctx: &TypeContext, observed: &Observed, events: &[(&'static st
     }
 }
 
-/// A strategy that cannot be read: no cluster takes the change (nothing is rolled back
-/// either), looked at again in 30 s; the first revision of an object (nothing stored) has
-/// nothing to protect and goes out.
+/// A strategy that cannot be used (`why`: the Warning's reason and message): no cluster takes
+/// the change (nothing is rolled back either) — except the first revision of an object, which
+/// goes out ([`hubfed_core::rollout::hold`]); the state is stored either way, and the Warning
+/// published only when its message is news. Looked at again in 30 s only while a change is
+/// held.
 async fn hold_everything(
     ctx: &TypeContext,
-    obj: &DynamicObject,
+    observed: &Observed,
     planned: Plan,
-    why: &str,
+    state_ref: &StateRef,
+    stored: Stored,
+    new: &str,
+    (reason, why): (&str, &str),
 ) -> Result<Staged, Error> {
-    if load(ctx, &StateRef::new(ctx, obj)).await?.state.is_none() {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let hold = hold(stored.state.as_ref(), new, why, now);
+    let saved = Stored {
+        state: Some(hold.state.clone()),
+        current: if hold.goes_out {
+            Some(observed.federated.spec.clone())
+        } else {
+            stored.current.clone()
+        },
+        ..stored.clone()
+    };
+    save(ctx, state_ref, &stored, &saved).await?;
+    if hold.publish {
+        publish(ctx, &observed.reference, EventType::Warning, reason, why);
+    }
+    if hold.goes_out {
         return Ok(Staged::unstaged(planned));
     }
     let mut held = planned;
+    let mut pending = false;
     for cluster_plan in &mut held.clusters {
         let action = std::mem::replace(&mut cluster_plan.action, ClusterAction::UpToDate);
         cluster_plan.action = held_action(action, |_| why.to_owned());
+        pending |= matches!(
+            cluster_plan.action,
+            ClusterAction::Blocked {
+                status: PropagationStatus::RolloutPending,
+                ..
+            }
+        );
     }
     Ok(Staged {
         plan: held,
-        recheck: Some(Duration::from_secs(30)),
+        recheck: pending.then_some(Duration::from_secs(30)),
         rollout: None,
     })
 }

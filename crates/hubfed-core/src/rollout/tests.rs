@@ -1166,3 +1166,41 @@ fn a_transient_write_failure_never_halts() {
     let only_transient = apply_failures(&names(&["c1"]), &outcomes[..1], &transient);
     assert!(only_transient.is_empty());
 }
+
+/// A strategy that cannot be used holds every change; the first revision of an object goes
+/// out but is stored, so the next change is held, and once the strategy is there it is
+/// staged from it. The reason is news once: stored, not remembered.
+#[test]
+fn a_missing_strategy_holds_and_says_so_once() {
+    let first = hold(None, "v1", "not found", NOW);
+    assert!(first.goes_out && first.publish);
+    assert_eq!(first.state.phase, Phase::Completed);
+    let again = hold(Some(&first.state), "v1", "not found", NOW + 30);
+    assert!(!again.publish);
+    assert_eq!(again.state, first.state);
+    let changed = hold(Some(&again.state), "v2", "not found", NOW + 60);
+    assert!(!changed.goes_out && !changed.publish);
+    assert_eq!(changed.state.revision, "v1");
+    let other = hold(Some(&changed.state), "v2", "invalid", NOW + 90);
+    assert!(other.publish);
+    // The strategy is there: v2 is staged from v1, and the hold is over.
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let staged = decide(
+        &strategy,
+        &batches,
+        "v2",
+        Some(&other.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 120,
+    );
+    assert_eq!(staged.state.stable.as_deref(), Some("v1"));
+    assert_eq!(staged.state.held, None);
+    assert_eq!(
+        allowed(&staged),
+        [("c1", "v2"), ("eu1", "v1"), ("eu2", "v1"), ("us1", "v1")]
+    );
+    // Missing again: said again.
+    assert!(hold(Some(&staged.state), "v2", "not found", NOW + 150).publish);
+}

@@ -3,7 +3,7 @@
 //! policy changes so that a fresh choice would differ, stable when a cluster joins the
 //! candidates (the policy's `status.candidates` proves it looked again), an RSP spreading
 //! replicas over the chosen clusters only (and leaving the placement to the policy when it
-//! targets another kind), and failover — a frozen member is replaced after the grace period,
+//! targets another kind, or handing it back at once when broken or deleted), and failover — a frozen member is replaced after the grace period,
 //! the workload reaches Ready elsewhere, and nothing flaps when the member comes back (it
 //! moves back only with `moveBack`).
 //!
@@ -16,8 +16,8 @@ use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::scheduling::PlacementPolicySpec;
 use hubfed_core::intent::{ClusterState, Previous, choose};
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, hubfedctl, report, target,
-    unique_name, unique_ns, wait_event, wait_for,
+    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, federated, hubfedctl, report,
+    target, unique_name, unique_ns, wait_event, wait_for,
 };
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -502,6 +502,34 @@ async fn create_rsp_for(
     total: i64,
     rebalance: bool,
 ) -> anyhow::Result<()> {
+    create_rsp_spec(
+        hub,
+        namespace,
+        name,
+        json!({"targetKind": target_kind, "totalReplicas": total, "rebalance": rebalance}),
+    )
+    .await
+}
+
+async fn create_rsp_spec(
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<()> {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "scheduling.kubefed.io/v1alpha1",
+        "kind": "ReplicaSchedulingPreference",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }))?;
+    rsps(hub, namespace)
+        .create(&PostParams::default(), &object)
+        .await?;
+    Ok(())
+}
+
+fn rsps(hub: &Client, namespace: &str) -> Api<DynamicObject> {
     let resource = ApiResource {
         group: "scheduling.kubefed.io".into(),
         version: "v1alpha1".into(),
@@ -509,14 +537,115 @@ async fn create_rsp_for(
         kind: "ReplicaSchedulingPreference".into(),
         plural: "replicaschedulingpreferences".into(),
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), namespace, &resource);
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "scheduling.kubefed.io/v1alpha1",
-        "kind": "ReplicaSchedulingPreference",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"targetKind": target_kind, "totalReplicas": total, "rebalance": rebalance},
-    }))?;
-    api.create(&PostParams::default(), &object).await?;
+    Api::namespaced_with(hub.clone(), namespace, &resource)
+}
+
+/// The clusters in the FederatedDeployment's `spec.placement.clusters`, sorted.
+async fn placement(hub: &Client, namespace: &str, name: &str) -> anyhow::Result<Vec<String>> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(hub.clone(), namespace, &federated("Deployment"));
+    let object = api.get(name).await?;
+    let mut clusters: Vec<String> = object.data["spec"]["placement"]["clusters"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    clusters.sort_unstable();
+    Ok(clusters)
+}
+
+/// An RSP that stops scheduling the policy's target — broken (a negative `totalReplicas`) or
+/// deleted — hands the placement back to the policy at once: the policy controller watches
+/// RSPs (it used to notice only on its 30 s resync). The RSP (`intersectWithClusterSelector`,
+/// the Deployment's selector `tier: gold`) placed the object in member2 only of the policy's
+/// member1 and member2; the policy then writes both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rsp_hands_the_placement_back_at_once() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let hub = fed.hub().await?;
+    for deleted in [false, true] {
+        let namespace = unique_ns("policy-rsp-back");
+        fed.create_federated_namespace(&namespace, &CLUSTERS)
+            .await?;
+        // The RSP intersects with the FederatedNamespace's selector too: every cluster.
+        let every = json!({"spec": {"placement": {"clusterSelector": {}}}});
+        Api::<DynamicObject>::namespaced_with(hub.clone(), &namespace, &federated("Namespace"))
+            .patch(&namespace, &PatchParams::default(), &Patch::Merge(&every))
+            .await?;
+        let mut gold = deployment("web");
+        gold["placement"] = json!({"clusterSelector": {"matchLabels": {"tier": "gold"}}});
+        create_federated(&hub, "Deployment", Some(&namespace), "web", gold).await?;
+        // The RSP first: the policy never writes the placement while it schedules.
+        create_rsp_spec(
+            &hub,
+            &namespace,
+            "web",
+            json!({
+                "targetKind": "FederatedDeployment",
+                "totalReplicas": 1,
+                "intersectWithClusterSelector": true,
+            }),
+        )
+        .await?;
+        create_policy(
+            &hub,
+            &namespace,
+            "web",
+            json!({
+                "targetKind": "FederatedDeployment",
+                "clusterSelector": {"matchLabels": {"region": "eu"}},
+            }),
+        )
+        .await?;
+        wait_for("the RSP's placement in member2", TIMEOUT, async || {
+            let clusters = placement(&hub, &namespace, "web").await?;
+            Ok(if clusters == ["member2"] {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("placement {clusters:?}"))
+            })
+        })
+        .await?;
+        // The policy reconciled just now: its next resync is 30 s away.
+        let touch = json!({"metadata": {"annotations": {"e2e/touched": unique_name("t")}}});
+        policies(&hub, &namespace)
+            .patch("web", &PatchParams::default(), &Patch::Merge(&touch))
+            .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let began = Instant::now();
+        if deleted {
+            rsps(&hub, &namespace)
+                .delete("web", &Default::default())
+                .await?;
+        } else {
+            let broken = json!({"spec": {"totalReplicas": -1}});
+            rsps(&hub, &namespace)
+                .patch("web", &PatchParams::default(), &Patch::Merge(&broken))
+                .await?;
+        }
+        let how = if deleted { "deleted" } else { "broken" };
+        wait_for(
+            &format!("the policy's placement once the RSP is {how} (well before the resync)"),
+            Duration::from_secs(10),
+            async || {
+                let clusters = placement(&hub, &namespace, "web").await?;
+                Ok(if clusters == ["member1", "member2"] {
+                    Wait::Done(())
+                } else {
+                    Wait::Pending(format!("placement {clusters:?}"))
+                })
+            },
+        )
+        .await?;
+        report(format!(
+            "RSP {how}: placement handed back to the policy after {:.1}s",
+            began.elapsed().as_secs_f64()
+        ));
+    }
     Ok(())
 }
 

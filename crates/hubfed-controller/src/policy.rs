@@ -9,8 +9,10 @@
 //! the placement) and into the policy's status, with an Event for every change.
 //!
 //! Triggers: the policy, the registry (clusters joining, leaving, turning Ready or not), the
-//! end of a grace period ([`Choice::recheck_in`]), and a resync every [`RESYNC`] (the target
-//! object is not watched: one created after its policy is placed within [`TARGET_WAIT`]).
+//! ReplicaSchedulingPreference of the same name when the RSP scheduler runs (created, fixed,
+//! broken or deleted, it takes the placement over or hands it back), the end of a grace
+//! period ([`Choice::recheck_in`]), and a resync every [`RESYNC`] (the target object is not
+//! watched: one created after its policy is placed within [`TARGET_WAIT`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +30,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder, Reporter};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -95,6 +98,28 @@ impl PolicyController {
             changes.changed().await.ok()?;
             Some(((), changes))
         });
+        let mut controller = Controller::new(policies, watcher::Config::default())
+            .reconcile_all_on(registry)
+            .graceful_shutdown_on(shutdown.cancelled_owned());
+        if self.rsp_scheduler {
+            // Whether an RSP of the same name writes the placement changes with the RSP: one
+            // created, fixed, broken or deleted wakes the policy of its namespace and name (a
+            // policy that does not exist is not reconciled). Only when the RSP scheduler runs:
+            // otherwise RSPs never matter. Backoff: the RSP CRD may not be installed.
+            let rsps: Api<ReplicaSchedulingPreference> =
+                if self.scope == ControlPlaneScope::Namespaced {
+                    Api::namespaced(hub.clone(), &self.kubefed_namespace)
+                } else {
+                    Api::all(hub.clone())
+                };
+            let stream = watcher(rsps, watcher::Config::default())
+                .default_backoff()
+                .touched_objects();
+            controller = controller.watches_stream(stream, |rsp: ReplicaSchedulingPreference| {
+                let namespace = rsp.namespace()?;
+                Some(ObjectRef::<PlacementPolicy>::new(&rsp.name_any()).within(&namespace))
+            });
+        }
         let reporter = Reporter {
             controller: "placementpolicy-controller".to_owned(),
             instance: std::env::var("HOSTNAME").ok(),
@@ -104,9 +129,7 @@ impl PolicyController {
             controller: self,
         });
         info!("PlacementPolicy controller started");
-        Controller::new(policies, watcher::Config::default())
-            .reconcile_all_on(registry)
-            .graceful_shutdown_on(shutdown.cancelled_owned())
+        controller
             .run(reconcile, error_policy, ctx)
             .for_each(|result| async move {
                 if let Err(e) = result {

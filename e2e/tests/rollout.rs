@@ -967,3 +967,76 @@ async fn a_missing_strategy_holds_every_change_until_it_exists() -> anyhow::Resu
     api.delete(&name, &DeleteParams::default()).await?;
     Ok(())
 }
+
+/// The rollout strategy annotated on the FederatedTypeConfig takes effect without a restart
+/// (an annotation leaves the FTC's generation as it is): a change of an object without its
+/// own annotation is then staged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strategy_on_the_type_takes_effect_at_once() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let namespace = unique_ns("rollout-ftc");
+    let name = unique_name("web");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    let hub = fed.hub().await?;
+    let api = create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        &name,
+        spec(&name, "app:v1", "10m"),
+    )
+    .await?;
+    wait_images(fed, &namespace, &name, &everywhere("app:v1"), TIMEOUT).await?;
+    let ftcs: Api<hubfed_api::federatedtypeconfig::FederatedTypeConfig> =
+        Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let annotate = async |strategy: Option<&str>| {
+        ftcs.patch(
+            "deployments.apps",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"hubfed.io/rollout-strategy": strategy}}}),
+            ),
+        )
+        .await
+    };
+    annotate(Some(STRATEGY)).await?;
+    let outcome = async {
+        // The state is stored once the type's controller, restarted, looks at the object.
+        let state_name =
+            hubfed_core::rollout::state_name("FederatedDeployment", Some(&namespace), &name);
+        let maps: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+        wait_for("the object's rollout state", TIMEOUT, async || {
+            Ok(match maps.get_opt(&state_name).await? {
+                Some(_) => Wait::Done(()),
+                None => Wait::Pending("no state yet".into()),
+            })
+        })
+        .await?;
+        // 100 CPUs: the canary never gets Ready, the others are held.
+        change(fed, &namespace, &name, spec(&name, "app:v2", "100")).await?;
+        wait_statuses(fed, &namespace, &name, "member2 and member3 held", |s| {
+            ["member2", "member3"]
+                .iter()
+                .all(|c| s[*c].0 == "RolloutPending")
+        })
+        .await?;
+        let found = images(fed, &namespace, &name).await?;
+        anyhow::ensure!(
+            found["member2"].0 == "app:v1" && found["member3"].0 == "app:v1",
+            "{found:?}"
+        );
+        api.delete(&name, &DeleteParams::default()).await?;
+        wait_for("the federated object gone", TIMEOUT, async || {
+            Ok(match api.get_opt(&name).await? {
+                None => Wait::Done(()),
+                Some(_) => Wait::Pending("still there".into()),
+            })
+        })
+        .await
+    }
+    .await;
+    annotate(None).await?;
+    outcome
+}

@@ -34,6 +34,8 @@ pub enum Error {
 struct Running {
     generation: i64,
     federated_namespace: Option<ApiResource>,
+    /// The type's default rollout strategy ([`rollout_default`]).
+    rollout_strategy: Option<String>,
     /// A child of the FTC controller's shutdown token: a shutdown reaches every sync
     /// controller at once.
     stop: CancellationToken,
@@ -260,6 +262,9 @@ struct Wanted {
     ftc: FederatedTypeConfig,
     generation: i64,
     federated_namespace: Option<ApiResource>,
+    /// The type's default rollout strategy ([`rollout_default`]): the sync controller reads
+    /// it from the FTC it was started with, and an annotation does not change the generation.
+    rollout_strategy: Option<String>,
     run: bool,
     collect_status: bool,
 }
@@ -284,6 +289,7 @@ impl Wanted {
             ftc: defaulted,
             generation: ftc.metadata.generation.unwrap_or(0),
             federated_namespace,
+            rollout_strategy: rollout_default(ftc),
             run,
             collect_status,
         }
@@ -294,6 +300,7 @@ impl Wanted {
         running.is_some_and(|r| {
             r.generation == self.generation
                 && r.federated_namespace == self.federated_namespace
+                && r.rollout_strategy == self.rollout_strategy
                 && !r.task.is_finished()
         })
     }
@@ -305,6 +312,15 @@ impl Wanted {
             status_controller: Some(controller_status(self.collect_status)),
         }
     }
+}
+
+/// The rollout strategy an FTC's annotation makes the default of its type
+/// (docs/user-guide.md "Rollouts").
+fn rollout_default(ftc: &FederatedTypeConfig) -> Option<String> {
+    ftc.annotations()
+        .get(hubfed_core::rollout::STRATEGY_ANNOTATION)
+        .filter(|name| !name.is_empty())
+        .cloned()
 }
 
 fn controller_status(running: bool) -> ControllerStatus {
@@ -366,6 +382,7 @@ fn start(ctx: &Context, name: &str, wanted: Wanted) -> Running {
     Running {
         generation: wanted.generation,
         federated_namespace: wanted.federated_namespace,
+        rollout_strategy: wanted.rollout_strategy,
         stop,
         task: SyncTask(task),
     }
@@ -375,5 +392,64 @@ async fn stop(ctx: &Context, name: &str) {
     if let Some(old) = ctx.running.lock().await.remove(name) {
         old.end().await;
         info!(ftc = %name, "stopped sync controller");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ftc(strategy: Option<&str>) -> FederatedTypeConfig {
+        let mut ftc: FederatedTypeConfig = serde_json::from_value(json!({
+            "apiVersion": "core.kubefed.io/v1beta1",
+            "kind": "FederatedTypeConfig",
+            "metadata": {"name": "deployments.apps", "generation": 3},
+            "spec": {
+                "federatedType": {"group": "types.kubefed.io", "kind": "FederatedDeployment",
+                    "pluralName": "federateddeployments", "scope": "Namespaced", "version": "v1beta1"},
+                "propagation": "Enabled",
+                "targetType": {"group": "apps", "kind": "Deployment", "pluralName": "deployments",
+                    "scope": "Namespaced", "version": "v1"},
+            },
+        }))
+        .expect("an FTC");
+        if let Some(strategy) = strategy {
+            ftc.annotations_mut().insert(
+                hubfed_core::rollout::STRATEGY_ANNOTATION.to_owned(),
+                strategy.to_owned(),
+            );
+        }
+        ftc
+    }
+
+    fn wanted(ftc: &FederatedTypeConfig) -> Wanted {
+        Wanted {
+            ftc: ftc.clone(),
+            generation: ftc.metadata.generation.unwrap_or(0),
+            federated_namespace: None,
+            rollout_strategy: rollout_default(ftc),
+            run: true,
+            collect_status: false,
+        }
+    }
+
+    /// The rollout strategy annotated on an FTC takes effect at once: a change of it (which
+    /// leaves the generation as it is) restarts the type's sync controller, which reads it.
+    #[tokio::test]
+    async fn a_changed_rollout_default_restarts_the_sync_controller() {
+        let started = wanted(&ftc(Some("canary")));
+        let running = Running {
+            generation: started.generation,
+            federated_namespace: None,
+            rollout_strategy: started.rollout_strategy.clone(),
+            stop: CancellationToken::new(),
+            task: SyncTask(tokio::spawn(std::future::pending())),
+        };
+        assert!(started.is_running(Some(&running)));
+        for changed in [None, Some("regions"), Some("")] {
+            let now = wanted(&ftc(changed));
+            assert_eq!(now.generation, started.generation);
+            assert!(!now.is_running(Some(&running)), "{changed:?}");
+        }
     }
 }

@@ -1040,3 +1040,67 @@ async fn a_strategy_on_the_type_takes_effect_at_once() -> anyhow::Result<()> {
     annotate(None).await?;
     outcome
 }
+
+/// A spec over half a MiB: the state's two specs would not fit in its ConfigMap; the stable
+/// spec is dropped and the change is rolled out all the same (it was never updated again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_object_still_rolls_out() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let namespace = unique_ns("rollout-large");
+    let name = unique_name("big");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    let hub = fed.hub().await?;
+    let spec = |version: &str| {
+        json!({
+            "template": {"data": {"version": version, "filler": "x".repeat(600_000)}},
+            "placement": {"clusters": CLUSTERS.iter().map(|c| json!({"name": c})).collect::<Vec<_>>()},
+        })
+    };
+    let api = create_federated(&hub, "ConfigMap", Some(&namespace), &name, spec("v1")).await?;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"hubfed.io/rollout-strategy": STRATEGY}}}),
+        ),
+    )
+    .await?;
+    let wait_version = async |version: &str| {
+        wait_for(&format!("{version} everywhere"), TIMEOUT, async || {
+            let mut pending = Vec::new();
+            for cluster in CLUSTERS {
+                let map = fed
+                    .member_object(cluster, &target("ConfigMap"), Some(&namespace), &name)
+                    .await?;
+                let found = map.map(|m| m["data"]["version"].clone());
+                if found != Some(json!(version)) {
+                    pending.push(format!("{cluster}: {found:?}"));
+                }
+            }
+            Ok(Wait::all_or_pending(pending))
+        })
+        .await
+    };
+    wait_version("v1").await?;
+    let state_name =
+        hubfed_core::rollout::state_name("FederatedConfigMap", Some(&namespace), &name);
+    let maps: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    wait_for("the object's rollout state", TIMEOUT, async || {
+        Ok(match maps.get_opt(&state_name).await? {
+            Some(_) => Wait::Done(()),
+            None => Wait::Pending("no state yet".into()),
+        })
+    })
+    .await?;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": spec("v2") })),
+    )
+    .await?;
+    wait_version("v2").await?;
+    api.delete(&name, &DeleteParams::default()).await?;
+    Ok(())
+}

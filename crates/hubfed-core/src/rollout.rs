@@ -243,6 +243,10 @@ pub struct RolloutState {
     /// published; cleared by the next [`decide`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
+    /// Why the object's changes go everywhere at once although it has a strategy — its state
+    /// would not fit in a ConfigMap ([`fit`], [`too_large`]) — as last published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unstaged: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -314,6 +318,7 @@ pub fn decide(
         },
     };
     state.held = None;
+    state.unstaged = None;
     let mut decision = Decision::default();
     merge_membership(strategy, &mut state, current, now);
     let stable = state.stable.clone();
@@ -427,6 +432,52 @@ pub fn hold(previous: Option<&RolloutState>, revision: &str, why: &str, now: i64
             goes_out: false,
             publish: previous.held.as_deref() != Some(why),
         },
+    }
+}
+
+/// How many bytes of data a state ConfigMap may hold: a ConfigMap holds at most 1 MiB
+/// (1,048,576 bytes), less room for its metadata.
+pub const STATE_DATA_LIMIT: usize = 1_000_000;
+
+/// What of a rollout's state fits in its ConfigMap ([`STATE_DATA_LIMIT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// The state and both specs.
+    All,
+    /// The state and the current revision's spec: the stable revision's spec is dropped (an
+    /// abort then cannot write it back, and says so).
+    WithoutStable,
+    /// Not even the state and the current spec: the object is not staged ([`too_large`]).
+    TooLarge,
+}
+
+/// What of a state of `state` bytes with specs of `current` and `stable` bytes (serialized)
+/// fits in its ConfigMap.
+pub fn fit(state: usize, current: usize, stable: usize) -> Fit {
+    if state + current + stable <= STATE_DATA_LIMIT {
+        Fit::All
+    } else if state + current <= STATE_DATA_LIMIT {
+        Fit::WithoutStable
+    } else {
+        Fit::TooLarge
+    }
+}
+
+/// The rollout of `revision` when its state does not fit in a ConfigMap ([`Fit::TooLarge`],
+/// or the API server refused it as too large): never blocked for good, it goes to every
+/// cluster at once (`goes_out`), and is stored as completed without a spec, with why
+/// (published when news). A later revision that fits is staged from it again.
+pub fn too_large(previous: Option<&RolloutState>, revision: &str, why: &str, now: i64) -> Hold {
+    Hold {
+        state: RolloutState {
+            revision: revision.to_owned(),
+            batch_started: now,
+            phase: Phase::Completed,
+            unstaged: Some(why.to_owned()),
+            ..RolloutState::default()
+        },
+        goes_out: true,
+        publish: previous.and_then(|p| p.unstaged.as_deref()) != Some(why),
     }
 }
 

@@ -19,10 +19,11 @@ use hubfed_api::scheduling::RolloutStrategy;
 use hubfed_core::placement::ClusterInfo;
 use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, is_orphaning, plan};
 use hubfed_core::rollout::{
-    CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION, Decision, Phase, RolloutState,
-    STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION, apply_failures, batches,
-    decide, deletion_strategy, held_action, hold, pending_message, record_failures, removals,
-    revision, state_belongs, state_key, state_name, state_owned_by_object,
+    CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION, Decision, Fit, Phase,
+    RolloutState, STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION,
+    apply_failures, batches, decide, deletion_strategy, fit, held_action, hold, pending_message,
+    record_failures, removals, revision, state_belongs, state_key, state_name,
+    state_owned_by_object, too_large,
 };
 use hubfed_core::status::PropagationStatus;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -179,7 +180,6 @@ pub async fn staged(
         controls,
         now,
     );
-    publish_events(ctx, observed, &decision.events);
     let stable_spec = stable_spec(&stored, &decision);
     let saved = Stored {
         state: Some(decision.state.clone()),
@@ -187,7 +187,10 @@ pub async fn staged(
         stable: stable_spec,
         exists: true,
     };
-    save(ctx, &state_ref, &stored, &saved).await?;
+    let Some(saved) = save_fitted(ctx, observed, &state_ref, &stored, saved, &new).await? else {
+        return Ok(Staged::unstaged(planned));
+    };
+    publish_events(ctx, observed, &decision.events);
     if decision.clear_abort {
         clear_abort(ctx, obj).await;
     }
@@ -412,7 +415,12 @@ async fn hold_everything(
         },
         ..stored.clone()
     };
-    save(ctx, state_ref, &stored, &saved).await?;
+    if save_fitted(ctx, observed, state_ref, &stored, saved, new)
+        .await?
+        .is_none()
+    {
+        return Ok(Staged::unstaged(planned));
+    }
     if hold.publish {
         publish(ctx, &observed.reference, EventType::Warning, reason, why);
     }
@@ -613,6 +621,90 @@ async fn delete_state(ctx: &TypeContext, observed: &Observed, state: &StateRef) 
             );
         }
     }
+}
+
+/// Why an object is not staged when its state does not fit.
+const TOO_LARGE: &str = "the rollout state of this object does not fit in a ConfigMap (1 MiB): \
+                         its changes go to every cluster at once";
+
+/// Saves `saved` as far as it fits ([`fit`]: the stable spec is dropped first). When it does
+/// not fit at all, or the API server refuses it as too large, the object is not staged
+/// ([`too_large`]: a small state is stored instead, and a Warning `RolloutStateTooLarge`
+/// published when news): `None`, the plan goes out as it is.
+async fn save_fitted(
+    ctx: &TypeContext,
+    observed: &Observed,
+    state_ref: &StateRef,
+    stored: &Stored,
+    mut saved: Stored,
+    new: &str,
+) -> Result<Option<Stored>, Error> {
+    let len = |v: Option<String>| v.map_or(0, |v| v.len());
+    let state = len(saved
+        .state
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()?);
+    let current = len(saved
+        .current
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()?);
+    let stable = len(saved
+        .stable
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()?);
+    match fit(state, current, stable) {
+        Fit::All => {}
+        Fit::WithoutStable => saved.stable = None,
+        Fit::TooLarge => {
+            unstage(ctx, observed, state_ref, stored, new).await?;
+            return Ok(None);
+        }
+    }
+    match save(ctx, state_ref, stored, &saved).await {
+        Ok(()) => Ok(Some(saved)),
+        Err(Error::Hub(kube::Error::Api(e)))
+            if e.code == 413
+                || (e.code == 422 && e.message.contains("Too long"))
+                || e.message.to_lowercase().contains("too large") =>
+        {
+            unstage(ctx, observed, state_ref, stored, new).await?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Stores that the object's revision `new` went out unstaged, its state being too large.
+async fn unstage(
+    ctx: &TypeContext,
+    observed: &Observed,
+    state_ref: &StateRef,
+    stored: &Stored,
+    new: &str,
+) -> Result<(), Error> {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let hold = too_large(stored.state.as_ref(), new, TOO_LARGE, now);
+    let small = Stored {
+        state: Some(hold.state),
+        current: None,
+        stable: None,
+        exists: stored.exists,
+    };
+    save(ctx, state_ref, stored, &small).await?;
+    if hold.publish {
+        warn!(name = %observed.federated.name, "{TOO_LARGE}");
+        publish(
+            ctx,
+            &observed.reference,
+            EventType::Warning,
+            "RolloutStateTooLarge",
+            TOO_LARGE,
+        );
+    }
+    Ok(())
 }
 
 async fn save(

@@ -1204,3 +1204,33 @@ fn a_missing_strategy_holds_and_says_so_once() {
     // Missing again: said again.
     assert!(hold(Some(&staged.state), "v2", "not found", NOW + 150).publish);
 }
+
+/// A state ConfigMap holds at most 1 MiB: the stable spec is dropped first; when not even the
+/// current spec fits, the object goes unstaged (never blocked), said once, and a later revision
+/// that fits is staged from it.
+#[test]
+fn a_state_too_large_drops_the_stable_spec_then_goes_unstaged() {
+    assert_eq!(fit(1_000, 400_000, 400_000), Fit::All);
+    assert_eq!(fit(1_000, 600_000, 600_000), Fit::WithoutStable);
+    assert_eq!(fit(1_000, STATE_DATA_LIMIT - 1_000, 1), Fit::WithoutStable);
+    assert_eq!(fit(1_000, STATE_DATA_LIMIT, 0), Fit::TooLarge);
+    assert_eq!(fit(0, 1_100_000, 0), Fit::TooLarge);
+    let big = too_large(Some(&completed("v1")), "v2", "too large", NOW);
+    assert!(big.goes_out && big.publish);
+    assert_eq!(big.state.phase, Phase::Completed);
+    assert!(!too_large(Some(&big.state), "v3", "too large", NOW + 1).publish);
+    let strategy = canary_then_eu_then_rest();
+    let batches = batches(&strategy, &fleet()).expect("valid");
+    let staged = decide(
+        &strategy,
+        &batches,
+        "v3",
+        Some(&big.state),
+        &BTreeMap::new(),
+        Controls::default(),
+        NOW + 2,
+    );
+    assert_eq!(staged.state.stable.as_deref(), Some("v2"));
+    assert_eq!(staged.state.unstaged, None);
+    assert_eq!(allowed(&staged)[1], ("eu1", "v2"));
+}

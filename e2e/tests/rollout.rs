@@ -1104,3 +1104,61 @@ async fn a_large_object_still_rolls_out() -> anyhow::Result<()> {
     api.delete(&name, &DeleteParams::default()).await?;
     Ok(())
 }
+
+/// A stored state that cannot be read holds every change (it was taken for no state: the
+/// next revision went everywhere at once), and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_state_holds_every_change() -> anyhow::Result<()> {
+    let fed = fed().await?;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let namespace = unique_ns("rollout-unreadable");
+    let name = unique_name("web");
+    setup(fed, &namespace, &name).await?;
+    let hub = fed.hub().await?;
+    let state_name =
+        hubfed_core::rollout::state_name("FederatedDeployment", Some(&namespace), &name);
+    let maps: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    wait_for("the object's rollout state", TIMEOUT, async || {
+        Ok(match maps.get_opt(&state_name).await? {
+            Some(_) => Wait::Done(()),
+            None => Wait::Pending("no state yet".into()),
+        })
+    })
+    .await?;
+    maps.patch(
+        &state_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"state": "{not json"}})),
+    )
+    .await?;
+    change(fed, &namespace, &name, spec(&name, "app:v2", "10m")).await?;
+    wait_event(
+        &hub,
+        &namespace,
+        "RolloutStateUnreadable",
+        &[&state_name, "held back"],
+    )
+    .await?;
+    wait_statuses(fed, &namespace, &name, "every cluster held", |s| {
+        s.values().all(|(status, message)| {
+            status == "RolloutPending" && message.contains("cannot be read")
+        })
+    })
+    .await?;
+    let found = images(fed, &namespace, &name).await?;
+    anyhow::ensure!(
+        found.values().all(|(image, _)| image == "app:v1"),
+        "a change went out past an unreadable state: {found:?}"
+    );
+    let api = dynamic_api(hub.clone(), &federated("Deployment"), Some(&namespace));
+    api.delete(&name, &DeleteParams::default()).await?;
+    wait_for("the federated object gone", TIMEOUT, async || {
+        Ok(match api.get_opt(&name).await? {
+            None => Wait::Done(()),
+            Some(_) => Wait::Pending("still there".into()),
+        })
+    })
+    .await?;
+    anyhow::ensure!(maps.get_opt(&state_name).await?.is_none(), "state left");
+    Ok(())
+}

@@ -435,6 +435,38 @@ pub fn hold(previous: Option<&RolloutState>, revision: &str, why: &str, now: i64
     }
 }
 
+/// What a state ConfigMap's data holds: the state, and the specs of its revision and of the
+/// stable revision.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredData {
+    pub state: Option<RolloutState>,
+    pub current: Option<hubfed_api::federated::FederatedSpec>,
+    pub stable: Option<hubfed_api::federated::FederatedSpec>,
+}
+
+/// Reads a state ConfigMap's `data` (keys `state`, `current`, `stable`; absent or empty: none).
+/// A value that is there but cannot be read is an error, never "no state": the rollout can
+/// neither go on nor start afresh (that would send the next revision everywhere at once), so
+/// every change is held until the ConfigMap is mended or deleted.
+pub fn read_state(data: &BTreeMap<String, String>) -> std::result::Result<StoredData, String> {
+    fn read<T: serde::de::DeserializeOwned>(
+        data: &BTreeMap<String, String>,
+        key: &str,
+    ) -> std::result::Result<Option<T>, String> {
+        match data.get(key).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => serde_json::from_str(v)
+                .map(Some)
+                .map_err(|e| format!("{key}: {e}")),
+        }
+    }
+    Ok(StoredData {
+        state: read(data, "state")?,
+        current: read(data, "current")?,
+        stable: read(data, "stable")?,
+    })
+}
+
 /// How many bytes of data a state ConfigMap may hold: a ConfigMap holds at most 1 MiB
 /// (1,048,576 bytes), less room for its metadata.
 pub const STATE_DATA_LIMIT: usize = 1_000_000;

@@ -22,7 +22,7 @@ use hubfed_core::rollout::{
     CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION, Decision, Fit, Phase,
     RolloutState, STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION,
     apply_failures, batches, decide, deletion_strategy, fit, held_action, hold, pending_message,
-    record_failures, removals, revision, state_belongs, state_key, state_name,
+    read_state, record_failures, removals, revision, state_belongs, state_key, state_name,
     state_owned_by_object, too_large,
 };
 use hubfed_core::status::PropagationStatus;
@@ -48,6 +48,8 @@ struct Stored {
     /// The spec of `state.stable`.
     stable: Option<FederatedSpec>,
     exists: bool,
+    /// Why the stored data cannot be read ([`read_state`]): every change is held.
+    unreadable: Option<String>,
 }
 
 fn strategy_name(ctx: &TypeContext, obj: &DynamicObject) -> Option<String> {
@@ -144,6 +146,24 @@ pub async fn staged(
         &observed.overrides_version,
         placed,
     );
+    if let Some(why) = &stored.unreadable {
+        // Neither going on nor starting afresh (which sends the change everywhere at once).
+        let message = format!(
+            "the rollout state {}/{} cannot be read ({why}): changes are held back until it \
+             is mended or deleted",
+            shared.kubefed_namespace, state_ref.name
+        );
+        warn!(name = %observed.federated.name, "{message}");
+        publish(
+            ctx,
+            &observed.reference,
+            EventType::Warning,
+            "RolloutStateUnreadable",
+            &message,
+        );
+        let (plan, _) = hold_plan(planned, &message);
+        return Ok(Staged::unstaged(plan));
+    }
     let Some(strategy) = fetch_strategy(ctx, &strategy_name).await? else {
         let message = format!(
             "RolloutStrategy {}/{strategy_name} not found: changes are held back",
@@ -186,6 +206,7 @@ pub async fn staged(
         current: Some(observed.federated.spec.clone()),
         stable: stable_spec,
         exists: true,
+        unreadable: None,
     };
     let Some(saved) = save_fitted(ctx, observed, &state_ref, &stored, saved, &new).await? else {
         return Ok(Staged::unstaged(planned));
@@ -302,6 +323,7 @@ async fn staged_deletion(
         current: None,
         stable: None,
         exists: true,
+        unreadable: None,
     };
     save(ctx, &state_ref, &stored, &saved).await?;
     let mut held = planned;
@@ -427,6 +449,16 @@ async fn hold_everything(
     if hold.goes_out {
         return Ok(Staged::unstaged(planned));
     }
+    let (held, pending) = hold_plan(planned, why);
+    Ok(Staged {
+        plan: held,
+        recheck: pending.then_some(Duration::from_secs(30)),
+        rollout: None,
+    })
+}
+
+/// `planned` with every change held (`why`), and whether any was.
+fn hold_plan(planned: Plan, why: &str) -> (Plan, bool) {
     let mut held = planned;
     let mut pending = false;
     for cluster_plan in &mut held.clusters {
@@ -440,11 +472,7 @@ async fn hold_everything(
             }
         );
     }
-    Ok(Staged {
-        plan: held,
-        recheck: pending.then_some(Duration::from_secs(30)),
-        rollout: None,
-    })
+    (held, pending)
 }
 
 /// The stable revision's spec after the decision: stored, or — when the decision just made
@@ -580,18 +608,19 @@ async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, Error> {
             ..Stored::default()
         });
     }
-    let data = map.data.unwrap_or_default();
-    fn parse<T: serde::de::DeserializeOwned>(
-        data: &BTreeMap<String, String>,
-        key: &str,
-    ) -> Option<T> {
-        data.get(key).and_then(|v| serde_json::from_str(v).ok())
-    }
-    Ok(Stored {
-        state: parse(&data, "state"),
-        current: parse(&data, "current"),
-        stable: parse(&data, "stable"),
-        exists: true,
+    Ok(match read_state(&map.data.unwrap_or_default()) {
+        Ok(data) => Stored {
+            state: data.state,
+            current: data.current,
+            stable: data.stable,
+            exists: true,
+            unreadable: None,
+        },
+        Err(why) => Stored {
+            exists: true,
+            unreadable: Some(why),
+            ..Stored::default()
+        },
     })
 }
 
@@ -692,6 +721,7 @@ async fn unstage(
         current: None,
         stable: None,
         exists: stored.exists,
+        unreadable: None,
     };
     save(ctx, state_ref, stored, &small).await?;
     if hold.publish {

@@ -1234,3 +1234,28 @@ fn a_state_too_large_drops_the_stable_spec_then_goes_unstaged() {
     assert_eq!(staged.state.unstaged, None);
     assert_eq!(allowed(&staged)[1], ("eu1", "v2"));
 }
+
+/// Stored data that cannot be read is an error, not "no state" (which would send the next
+/// revision everywhere at once); absent or empty values are none.
+#[test]
+fn unreadable_state_is_an_error_not_no_state() {
+    let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    assert_eq!(read_state(&data(&[])), Ok(StoredData::default()));
+    assert_eq!(
+        read_state(&data(&[("state", ""), ("current", ""), ("stable", "")])),
+        Ok(StoredData::default())
+    );
+    let state = serde_json::to_string(&completed("v1")).expect("json");
+    let read = read_state(&data(&[("state", &state), ("current", "{}")])).expect("readable");
+    assert_eq!(read.state, Some(completed("v1")));
+    assert!(read.current.is_some() && read.stable.is_none());
+    let broken = read_state(&data(&[("state", "{\"revision\": 1")]));
+    assert!(broken.is_err_and(|e| e.starts_with("state: ")));
+    let broken_spec = read_state(&data(&[("state", &state), ("stable", "[")]));
+    assert!(broken_spec.is_err_and(|e| e.starts_with("stable: ")));
+}

@@ -50,6 +50,10 @@ struct Stored {
     exists: bool,
     /// Why the stored data cannot be read ([`read_state`]): every change is held.
     unreadable: Option<String>,
+    /// The ConfigMap's resourceVersion as read (or written): a save is made only over it, so
+    /// that a stale leader never overwrites a newer state (it fails, and the reconcile is
+    /// retried from what is stored then).
+    resource_version: Option<String>,
 }
 
 fn strategy_name(ctx: &TypeContext, obj: &DynamicObject) -> Option<String> {
@@ -207,6 +211,7 @@ pub async fn staged(
         stable: stable_spec,
         exists: true,
         unreadable: None,
+        resource_version: None,
     };
     let Some(saved) = save_fitted(ctx, observed, &state_ref, &stored, saved, &new).await? else {
         return Ok(Staged::unstaged(planned));
@@ -318,14 +323,15 @@ async fn staged_deletion(
     );
     publish_events(ctx, observed, &decision.events);
     // A deletion needs no spec: none is kept.
-    let saved = Stored {
+    let mut saved = Stored {
         state: Some(decision.state.clone()),
         current: None,
         stable: None,
         exists: true,
         unreadable: None,
+        resource_version: None,
     };
-    save(ctx, &state_ref, &stored, &saved).await?;
+    save(ctx, &state_ref, &stored, &mut saved).await?;
     let mut held = planned;
     for cluster_plan in &mut held.clusters {
         if decision
@@ -370,11 +376,11 @@ pub async fn after_dispatch(
         return Ok(());
     };
     let events = record_failures(&mut state, failures);
-    let saved = Stored {
+    let mut saved = Stored {
         state: Some(state),
         ..rollout.stored.clone()
     };
-    save(ctx, &rollout.state, &rollout.stored, &saved).await?;
+    save(ctx, &rollout.state, &rollout.stored, &mut saved).await?;
     publish_events(ctx, observed, &events);
     Ok(())
 }
@@ -602,9 +608,11 @@ async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, Error> {
         return Ok(Stored::default());
     };
     let stored_uid = map.annotations().get(STATE_UID_ANNOTATION).cloned();
+    let resource_version = map.resource_version();
     if !state_belongs(stored_uid.as_deref(), state.uid.as_deref()) {
         return Ok(Stored {
             exists: true,
+            resource_version,
             ..Stored::default()
         });
     }
@@ -615,10 +623,12 @@ async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, Error> {
             stable: data.stable,
             exists: true,
             unreadable: None,
+            resource_version,
         },
         Err(why) => Stored {
             exists: true,
             unreadable: Some(why),
+            resource_version,
             ..Stored::default()
         },
     })
@@ -692,7 +702,7 @@ async fn save_fitted(
             return Ok(None);
         }
     }
-    match save(ctx, state_ref, stored, &saved).await {
+    match save(ctx, state_ref, stored, &mut saved).await {
         Ok(()) => Ok(Some(saved)),
         Err(Error::Hub(kube::Error::Api(e)))
             if e.code == 413
@@ -716,14 +726,15 @@ async fn unstage(
 ) -> Result<(), Error> {
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let hold = too_large(stored.state.as_ref(), new, TOO_LARGE, now);
-    let small = Stored {
+    let mut small = Stored {
         state: Some(hold.state),
         current: None,
         stable: None,
         exists: stored.exists,
         unreadable: None,
+        resource_version: None,
     };
-    save(ctx, state_ref, stored, &small).await?;
+    save(ctx, state_ref, stored, &mut small).await?;
     if hold.publish {
         warn!(name = %observed.federated.name, "{TOO_LARGE}");
         publish(
@@ -737,49 +748,100 @@ async fn unstage(
     Ok(())
 }
 
+/// Saves `saved` over `stored` (as read: its resourceVersion is the precondition, a conflict
+/// fails the reconcile, which is retried from what is stored then), and records the new
+/// resourceVersion in `saved`. Nothing is written when nothing changed.
 async fn save(
     ctx: &TypeContext,
     state: &StateRef,
     stored: &Stored,
-    saved: &Stored,
+    saved: &mut Stored,
 ) -> Result<(), Error> {
     let name = state.name.as_str();
-    let unchanged = stored.state == saved.state
+    saved.resource_version = stored.resource_version.clone();
+    let unchanged = stored.exists
+        && stored.unreadable.is_none()
+        && stored.state == saved.state
         && stored.current == saved.current
         && stored.stable == saved.stable;
     if unchanged {
         return Ok(());
     }
+    let body = state_body(state, saved, stored.resource_version.as_deref())?;
+    let api: Api<ConfigMap> =
+        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
+    let written = if stored.exists {
+        let params = PatchParams::apply(hubfed_api::names::FIELD_MANAGER).force();
+        bounded(api.patch(name, &params, &Patch::Apply(&body))).await??
+    } else {
+        // Created first: the chart's Role grants `create` (not limitable by name) and
+        // `patch`, and server-side apply of a missing object needs both. A state created
+        // meanwhile by another makes this fail (AlreadyExists): retried like a conflict.
+        let map: ConfigMap = serde_json::from_value(body)?;
+        bounded(api.create(&Default::default(), &map)).await??
+    };
+    saved.resource_version = written.resource_version();
+    Ok(())
+}
+
+/// The state ConfigMap holding `saved`, to be written over `resource_version` (the one read;
+/// none for a creation).
+fn state_body(
+    state: &StateRef,
+    saved: &Stored,
+    resource_version: Option<&str>,
+) -> Result<serde_json::Value, Error> {
     let text = |v: Option<String>| v.unwrap_or_default();
     let data = json!({
         "state": text(saved.state.as_ref().map(serde_json::to_string).transpose()?),
         "current": text(saved.current.as_ref().map(serde_json::to_string).transpose()?),
         "stable": text(saved.stable.as_ref().map(serde_json::to_string).transpose()?),
     });
-    let api: Api<ConfigMap> =
-        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
-    let body = json!({
+    let mut metadata = json!({
+        "name": state.name,
+        "labels": {"app.kubernetes.io/managed-by": "hubfed"},
+        "annotations": {
+            STATE_OBJECT_ANNOTATION: state.key,
+            STATE_UID_ANNOTATION: state.uid,
+        },
+        "ownerReferences": state.owner.iter().collect::<Vec<_>>(),
+    });
+    if let Some(resource_version) = resource_version {
+        metadata["resourceVersion"] = json!(resource_version);
+    }
+    Ok(json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": name,
-            "labels": {"app.kubernetes.io/managed-by": "hubfed"},
-            "annotations": {
-                STATE_OBJECT_ANNOTATION: state.key,
-                STATE_UID_ANNOTATION: state.uid,
-            },
-            "ownerReferences": state.owner.iter().collect::<Vec<_>>(),
-        },
+        "metadata": metadata,
         "data": data,
-    });
-    if stored.exists {
-        let params = PatchParams::apply(hubfed_api::names::FIELD_MANAGER).force();
-        bounded(api.patch(name, &params, &Patch::Apply(&body))).await??;
-    } else {
-        // Created first: the chart's Role grants `create` (not limitable by name) and
-        // `patch`, and server-side apply of a missing object needs both.
-        let map: ConfigMap = serde_json::from_value(body)?;
-        bounded(api.create(&Default::default(), &map)).await??;
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A save is made over the state as read: its resourceVersion is the precondition, so a
+    /// stale leader's save fails instead of overwriting a newer state.
+    #[test]
+    fn a_save_is_made_over_the_state_as_read() {
+        let state = StateRef {
+            name: "hubfed-rollout.x-0123456789".into(),
+            key: "FederatedDeployment/ns/x".into(),
+            uid: Some("uid-1".into()),
+            owner: None,
+        };
+        let saved = Stored {
+            state: Some(RolloutState::default()),
+            ..Stored::default()
+        };
+        let over = state_body(&state, &saved, Some("42")).expect("a body");
+        assert_eq!(over["metadata"]["resourceVersion"], "42");
+        assert_eq!(
+            over["metadata"]["annotations"][STATE_UID_ANNOTATION],
+            "uid-1"
+        );
+        let created = state_body(&state, &saved, None).expect("a body");
+        assert!(created["metadata"].get("resourceVersion").is_none());
     }
-    Ok(())
 }

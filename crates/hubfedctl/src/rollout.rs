@@ -60,14 +60,23 @@ pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Resu
     }
     let state_name = state_name(&resource.kind, namespace.as_deref(), &name);
     let maps: Api<ConfigMap> = Api::namespaced(hub.client.clone(), &kubefed_ns);
-    let state: Value = maps
+    let stored = maps
         .get_opt(&state_name)
         .await
         .map_err(|e| hub.err(e))?
         .and_then(|m| m.data)
         .and_then(|d| d.get("state").cloned())
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(Value::Null);
+        .filter(|s| !s.is_empty());
+    let state: Value = match stored.as_deref().map(serde_json::from_str::<Value>) {
+        None => Value::Null,
+        Some(Ok(state)) => state,
+        Some(Err(e)) => {
+            return session.print(&format!(
+                "{shown}: strategy {strategy}; the stored state {kubefed_ns}/{state_name} cannot be \
+                 read ({e}): every change is held until it is mended or deleted\n"
+            ));
+        }
+    };
     let control = annotations
         .get(CONTROL_ANNOTATION)
         .map_or("", String::as_str);
@@ -93,6 +102,12 @@ fn render(shown: &str, strategy: &str, state: &Value, control: &str) -> String {
     );
     if let Some(why) = state["halted"].as_str() {
         out.push_str(&format!("halted: {why}\n"));
+    }
+    if let Some(why) = state["held"].as_str() {
+        out.push_str(&format!("held: {why}\n"));
+    }
+    if let Some(why) = state["unstaged"].as_str() {
+        out.push_str(&format!("not staged: {why}\n"));
     }
     // The stored membership: which clusters each batch holds and whether they have it.
     let completed = state["phase"] == "Completed";
@@ -153,6 +168,14 @@ mod tests {
             "FederatedDeployment shop/web: strategy canary, revision abc-def (Halted), batch 1, stable revision 123-456\nhalted: member1: not Ready on abc-def within 60s\n"
         );
         assert!(render("x", "s", &Value::Null, "").contains("no rollout yet"));
+        let held = json!({"revision": "r", "phase": "Completed", "batch": 0, "held": "RolloutStrategy x/s not found: changes are held back"});
+        assert!(
+            render("x", "s", &held, "")
+                .contains("\nheld: RolloutStrategy x/s not found: changes are held back\n")
+        );
+        let unstaged =
+            json!({"revision": "r", "phase": "Completed", "batch": 0, "unstaged": "too large"});
+        assert!(render("x", "s", &unstaged, "").contains("\nnot staged: too large\n"));
         let state = json!({
             "revision": "abc-def-123", "stable": "123-456-789", "batch": 1, "phase": "Paused",
             "batches": [

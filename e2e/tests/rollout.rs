@@ -299,7 +299,11 @@ async fn change(fed: &Federation, namespace: &str, name: &str, spec: Value) -> a
     Ok(())
 }
 
-/// The federated object's `status.clusters[]` entry of each member: `(status, message)`.
+/// What [`statuses`] says of a cluster without a `status.clusters[]` entry.
+const ABSENT: &str = "<no status.clusters entry>";
+
+/// The federated object's `status.clusters[]` entry of each member: `(status, message)`
+/// (`status` empty: Ok; [`ABSENT`]: no entry).
 async fn statuses(
     fed: &Federation,
     namespace: &str,
@@ -310,12 +314,13 @@ async fn statuses(
     Ok(CLUSTERS
         .iter()
         .map(|c| {
-            let entry = cluster_status(&object, c).cloned().unwrap_or_default();
             let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-            (
-                (*c).to_owned(),
-                (text(&entry["status"]), text(&entry["message"])),
-            )
+            // No entry is not Ok: the status must name every cluster.
+            let found = match cluster_status(&object, c) {
+                Some(entry) => (text(&entry["status"]), text(&entry["message"])),
+                None => (ABSENT.to_owned(), String::new()),
+            };
+            ((*c).to_owned(), found)
         })
         .collect())
 }
@@ -676,7 +681,29 @@ async fn a_cluster_scoped_object_stores_its_state_and_takes_it_along() -> anyhow
     })
     .await?;
 
-    // The same name again: a new object, a new state — its first revision goes everywhere.
+    // The same name again, a state of an earlier object still there (another UID; halted
+    // with a stable revision): a new object, a new state — its first revision goes
+    // everywhere, nothing of the earlier state taken over.
+    let earlier: ConfigMap = serde_json::from_value(json!({
+        "metadata": {
+            "name": state_name,
+            "annotations": {
+                "hubfed.io/rollout-object": format!("FederatedClusterRole/{name}"),
+                "hubfed.io/rollout-object-uid": "an-earlier-object",
+            },
+        },
+        "data": {
+            "state": json!({
+                "revision": "earlier", "stable": "older", "batch": 0, "batchStarted": 0,
+                "phase": "Halted", "halted": "member1: not Ready",
+                "batches": [{"stage": "canary", "clusters": ["member1"]},
+                            {"stage": "rest", "clusters": ["member2", "member3"]}],
+                "reached": ["member1"],
+            }).to_string(),
+            "current": "", "stable": "",
+        },
+    }))?;
+    maps.create(&PostParams::default(), &earlier).await?;
     let api = create(&["watch"]).await?;
     wait_verbs(&["watch"]).await?;
     let uid = api.get(&name).await?.metadata.uid.unwrap_or_default();
@@ -693,6 +720,18 @@ async fn a_cluster_scoped_object_stores_its_state_and_takes_it_along() -> anyhow
         })
     })
     .await?;
+    let state: Value = serde_json::from_str(
+        maps.get(&state_name)
+            .await?
+            .data
+            .unwrap_or_default()
+            .get("state")
+            .map_or("null", String::as_str),
+    )?;
+    anyhow::ensure!(
+        state["phase"] == "Completed" && state.get("stable").is_none(),
+        "the earlier object's state was taken over: {state}"
+    );
     api.delete(&name, &DeleteParams::default()).await?;
     Ok(())
 }

@@ -9,7 +9,14 @@
 //! fail are recorded in it right after the member writes ([`after_dispatch`]).
 //!
 //! Objects without a strategy (no `hubfed.io/rollout-strategy` annotation on the object or its
-//! FederatedTypeConfig) are not staged: KubeFed's behaviour, every cluster at once.
+//! FederatedTypeConfig) are not staged, and make no rollout request at all, deletion included:
+//! KubeFed's behaviour, every cluster at once.
+//!
+//! What is never a reason to block an object for good: a state too large for its ConfigMap
+//! (the object goes unstaged, [`hubfed_core::rollout::fit`]), a state that cannot be deleted
+//! (a Warning). What holds every change: a missing or invalid strategy
+//! ([`hubfed_core::rollout::hold`]), a stored state that cannot be read. Warnings that would
+//! repeat at every reconcile are published when their reason is news, as stored in the state.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

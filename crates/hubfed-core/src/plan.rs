@@ -804,6 +804,12 @@ fn plan_orphaning(input: &PlanInput<'_>, mut plan: Plan) -> Plan {
                 plan.finalizer = FinalizerAction::Keep;
                 cache_failed(message.clone())
             }
+            // A copy this controller wrote that its cache does not show yet (a watch event
+            // still on its way) would keep its managed label — and garbage collection would
+            // then delete it: remove the label all the same (a copy really gone is a 404).
+            MemberObservation::Absent if placed && input.recorded.contains_key(&cluster.name) => {
+                ClusterAction::RemoveManagedLabel
+            }
             _ => continue,
         };
         plan.clusters.push(ClusterPlan {
@@ -1328,6 +1334,37 @@ mod tests {
         assert_eq!(p.clusters.len(), 2, "c3 is not placed");
         f.members.insert("c2".into(), MemberObservation::Absent);
         assert_eq!(f.plan().finalizer, FinalizerAction::Remove);
+    }
+
+    #[test]
+    fn orphaning_unlabels_a_written_copy_the_cache_does_not_show_yet() {
+        let mut f = deleting(Fixture::deployment(basic_spec())).member("c1", managed("gen:1"));
+        f.object
+            .annotations
+            .insert(ORPHAN_ANNOTATION.into(), "true".into());
+        f.members.insert("c2".into(), MemberObservation::Absent);
+        // Never written to c2: nothing to unlabel there.
+        assert_eq!(
+            actions(&f.plan()),
+            [("c1", &ClusterAction::RemoveManagedLabel)]
+        );
+        // Written to c2, whose cache has not caught up: unlabelled all the same.
+        f.recorded.insert(
+            "c2".into(),
+            RecordedApply {
+                version: "gen:1".into(),
+                desired_hash: None,
+            },
+        );
+        let p = f.plan();
+        assert_eq!(
+            actions(&p),
+            [
+                ("c1", &ClusterAction::RemoveManagedLabel),
+                ("c2", &ClusterAction::RemoveManagedLabel)
+            ]
+        );
+        assert_eq!(p.finalizer, FinalizerAction::Remove);
     }
 
     #[test]

@@ -203,10 +203,14 @@ pub async fn run_with(
             KUBEFED_CONFIG_NAME
         );
         let restart = shutdown.child_token();
+        // The one KubeFedConfig watch: a change that needs a restart cancels `restart`; every
+        // valid change reaches the running controllers through `updates`.
+        let (specs, updates) = tokio::sync::watch::channel(kubefed_config.clone());
         let follower = tokio::spawn(follow_config(
             hub.clone(),
             config.kubefed_namespace.clone(),
             kubefed_config.clone(),
+            specs,
             restart.clone(),
         ));
         let result = if config.leader_elect {
@@ -215,6 +219,7 @@ pub async fn run_with(
                 config: &config,
                 identity: &identity,
                 kubefed_config: &kubefed_config,
+                updates: &updates,
                 health: &health,
             };
             campaign(&candidate, &restart).await
@@ -223,7 +228,7 @@ pub async fn run_with(
             let plane = control_plane(
                 hub.clone(),
                 config.clone(),
-                kubefed_config,
+                updates,
                 Arc::clone(&health),
                 restart.clone(),
             );
@@ -257,6 +262,7 @@ async fn follow_config(
     hub: Client,
     namespace: String,
     running: KubeFedConfigSpec,
+    specs: tokio::sync::watch::Sender<KubeFedConfigSpec>,
     restart: CancellationToken,
 ) {
     use futures::StreamExt as _;
@@ -276,7 +282,7 @@ async fn follow_config(
             }
         };
         spec.apply_defaults();
-        if !needs_restart(&running, &spec) {
+        if spec == *specs.borrow() {
             continue;
         }
         let errors = hubfed_core::validation::validate_kubefed_config(&spec, None);
@@ -287,9 +293,13 @@ async fn follow_config(
             );
             continue;
         }
-        info!("KubeFedConfig changed");
-        restart.cancel();
-        return;
+        let restart_needed = needs_restart(&running, &spec);
+        specs.send_replace(spec);
+        if restart_needed {
+            info!("KubeFedConfig changed");
+            restart.cancel();
+            return;
+        }
     }
 }
 
@@ -299,6 +309,8 @@ struct Candidate<'a> {
     config: &'a ControllerConfig,
     identity: &'a str,
     kubefed_config: &'a KubeFedConfigSpec,
+    /// The KubeFedConfig as it changes (settings applied without a restart).
+    updates: &'a tokio::sync::watch::Receiver<KubeFedConfigSpec>,
     health: &'a Arc<Health>,
 }
 
@@ -478,7 +490,7 @@ async fn lead(
     let mut plane = Box::pin(control_plane(
         candidate.hub.clone(),
         candidate.config.clone(),
-        candidate.kubefed_config.clone(),
+        candidate.updates.clone(),
         Arc::clone(candidate.health),
         controllers.clone(),
     ));
@@ -686,10 +698,11 @@ async fn drained(
 async fn control_plane(
     hub: Client,
     config: ControllerConfig,
-    kubefed_config: KubeFedConfigSpec,
+    kubefed: tokio::sync::watch::Receiver<KubeFedConfigSpec>,
     health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let kubefed_config = kubefed.borrow().clone();
     let pool = MemberClientPool::new(
         hub.clone(),
         config.kubefed_namespace.clone(),
@@ -700,13 +713,7 @@ async fn control_plane(
     pool.wait_until_synced().await;
     tokio::spawn(export_cluster_gauges(Arc::clone(&pool), shutdown.clone()));
 
-    let shared = Shared::start(
-        hub.clone(),
-        pool,
-        &config,
-        &kubefed_config,
-        shutdown.clone(),
-    );
+    let shared = Shared::start(hub.clone(), pool, &config, kubefed, shutdown.clone());
     let rsp_scheduler =
         kubefed_config.feature_enabled(hubfed_api::kubefedconfig::FEATURE_SCHEDULER_PREFERENCES);
     if rsp_scheduler {

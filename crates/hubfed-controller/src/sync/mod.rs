@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
-use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
+use hubfed_api::kubefedconfig::KubeFedConfigSpec;
 use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
 use hubfed_core::desired::TargetType;
 use hubfed_core::placement::ControlPlaneScope;
@@ -142,13 +142,16 @@ impl Shared {
                 .is_some_and(hubfed_api::federatedtypeconfig::EnabledDisabled::is_enabled)
     }
 
+    /// The shared state for the KubeFedConfig `kubefed` holds now; settings applied without
+    /// a restart (`adoptResources`) follow its later values.
     pub fn start(
         hub: Client,
         pool: Arc<MemberClientPool>,
         config: &ControllerConfig,
-        kubefed: &KubeFedConfigSpec,
+        updates: tokio::sync::watch::Receiver<KubeFedConfigSpec>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
+        let kubefed = &updates.borrow().clone();
         let scope = match kubefed.scope {
             hubfed_api::federatedtypeconfig::ResourceScope::Namespaced => {
                 ControlPlaneScope::Namespaced
@@ -195,38 +198,27 @@ impl Shared {
             settings: tokio::sync::watch::Sender::new(0),
             shutdown,
         });
-        tokio::spawn(Arc::clone(&shared).follow_kubefed_config());
+        tokio::spawn(Arc::clone(&shared).follow_kubefed_config(updates));
         shared
     }
 
     /// Keeps run-time settings in step with the KubeFedConfig.
-    async fn follow_kubefed_config(self: Arc<Self>) {
-        let api: Api<KubeFedConfig> = Api::namespaced(self.hub.clone(), &self.kubefed_namespace);
-        let config = watcher::Config::default().fields(&format!(
-            "metadata.name={}",
-            hubfed_api::names::KUBEFED_CONFIG_NAME
-        ));
-        let stream = watcher(api, config).default_backoff().applied_objects();
-        let mut stream = std::pin::pin!(stream);
+    async fn follow_kubefed_config(
+        self: Arc<Self>,
+        mut updates: tokio::sync::watch::Receiver<KubeFedConfigSpec>,
+    ) {
         loop {
-            let item = tokio::select! {
+            tokio::select! {
                 () = self.shutdown.cancelled() => break,
-                item = stream.next() => item,
-            };
-            match item {
-                Some(Ok(mut kubefed)) => {
-                    kubefed.spec.apply_defaults();
-                    let adopt = adopt_resources_enabled(&kubefed.spec);
-                    let before = self
-                        .adopt_resources
-                        .swap(adopt, std::sync::atomic::Ordering::Relaxed);
-                    if before != adopt {
-                        info!(adopt_resources = adopt, "KubeFedConfig changed");
-                        self.settings.send_modify(|generation| *generation += 1);
-                    }
-                }
-                Some(Err(e)) => warn!(error = %e, "KubeFedConfig watch error"),
-                None => break,
+                changed = updates.changed() => if changed.is_err() { break },
+            }
+            let adopt = adopt_resources_enabled(&updates.borrow_and_update());
+            let before = self
+                .adopt_resources
+                .swap(adopt, std::sync::atomic::Ordering::Relaxed);
+            if before != adopt {
+                info!(adopt_resources = adopt, "KubeFedConfig changed");
+                self.settings.send_modify(|generation| *generation += 1);
             }
         }
     }

@@ -425,7 +425,11 @@ async fn an_rsp_with_a_negative_weight_is_refused_once() -> anyhow::Result<()> {
         .patch(
             "web",
             &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"spec": {"clusters": {"member2": {"weight": 2}}}})),
+            // rebalance: the replica already running in member1 is not kept where it runs
+            // (without it the result depends on whether that pod is running yet: 1/3 or 2/2).
+            &kube::api::Patch::Merge(
+                json!({"spec": {"rebalance": true, "clusters": {"member2": {"weight": 2}}}}),
+            ),
         )
         .await?;
     wait_scheduled(

@@ -34,10 +34,24 @@ lint:
 unit:
 	$(CARGO) test --workspace --exclude hubfed-e2e
 
-## e2e: tests against real hub + member kube-apiservers
+## e2e: tests against real hub + member kube-apiservers. The test binaries that mostly wait
+## (grace periods, soaks, outages; E2E_BESIDE) run beside the others, not after them: their
+## output follows once both are done. E2E_BESIDE= runs everything in one sequence.
+E2E_BESIDE ?= placement_policy hub_identity faults backoff partition
 e2e: tools
 	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
-	$(CARGO) test -p hubfed-e2e --no-fail-fast -- --test-threads=4
+	$(CARGO) test -p hubfed-e2e --no-run
+	@beside=""; rest="--lib --bins"; \
+	for f in e2e/tests/*.rs; do n=$$(basename $$f .rs); \
+	  case " $(E2E_BESIDE) " in *" $$n "*) beside="$$beside --test $$n";; *) rest="$$rest --test $$n";; esac; \
+	done; \
+	log=$$(mktemp); status=0; pid=""; \
+	if [ -n "$$beside" ]; then \
+	  $(CARGO) test -p hubfed-e2e --no-fail-fast $$beside -- --test-threads=4 > $$log 2>&1 & pid=$$!; \
+	fi; \
+	$(CARGO) test -p hubfed-e2e --no-fail-fast $$rest -- --test-threads=4 || status=$$?; \
+	if [ -n "$$pid" ]; then wait $$pid || status=$$?; echo "--- e2e run beside:$$beside"; cat $$log; fi; \
+	rm -f $$log; exit $$status
 
 ## monitoring: promtool checks of the alert rules and their unit tests, dashboard queries
 monitoring:

@@ -17,7 +17,7 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
+use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, print_logs};
 use hubfed_e2e::{
     KUBEFED_NAMESPACE, Wait, dynamic_api, federated, federated_object, http_get,
     install_control_plane, leader_election_spec, placement, private_env, register_cluster, report,
@@ -265,22 +265,6 @@ async fn busy_leader(env: &TestEnv, identity: &str) -> anyhow::Result<Controller
     wait_clusters_ready(&hub, &[MEMBER]).await?;
     propagate_namespace(env, &hub, "shutdown").await?;
     Ok(leader)
-}
-
-/// On failure, the end of each controller's log goes to stderr (all CI keeps).
-fn print_logs(env: &TestEnv, identities: &[&str]) {
-    for identity in identities {
-        let path = env.dir().join(format!("logs/controller-{identity}.log"));
-        let log = std::fs::read_to_string(&path).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        let tail = &lines[lines.len().saturating_sub(60)..];
-        report(format_args!(
-            "--- last {} lines of {} ---\n{}",
-            tail.len(),
-            path.display(),
-            tail.join("\n")
-        ));
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

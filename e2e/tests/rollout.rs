@@ -557,6 +557,17 @@ async fn pause_freezes_abort_goes_back_and_the_next_revision_rolls_out() -> anyh
     .await?;
     let out = control(&namespace, &name, "abort").await;
     assert!(out.contains("rollout aborted"), "{out}");
+    // The abort names the revision it belongs to (v3's).
+    let api = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(&namespace));
+    let object = get_value(&api, &name).await?.unwrap_or_default();
+    let aborted = object["metadata"]["annotations"]["hubfed.io/rollout-aborted-revision"].clone();
+    assert!(
+        rollout_status(&namespace, &name).await.contains(&format!(
+            "revision {} (",
+            aborted.as_str().unwrap_or("<none>")
+        )),
+        "{aborted}"
+    );
     wait_images(fed, &namespace, &name, &everywhere("app:v2"), TIMEOUT).await?;
     assert!(
         rollout_status(&namespace, &name)
@@ -572,12 +583,12 @@ async fn pause_freezes_abort_goes_back_and_the_next_revision_rolls_out() -> anyh
     let order = watches.assert_in_order("app:v4")?;
     report(format_args!("rollout of the fix after an abort: {order}"));
     wait_phase(&namespace, &name, "Completed").await?;
-    let api = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(&namespace));
     let object = get_value(&api, &name).await?.unwrap_or_default();
+    let annotations = &object["metadata"]["annotations"];
     assert!(
-        object["metadata"]["annotations"]["hubfed.io/rollout"].is_null(),
-        "{}",
-        object["metadata"]["annotations"]
+        annotations["hubfed.io/rollout"].is_null()
+            && annotations["hubfed.io/rollout-aborted-revision"].is_null(),
+        "{annotations}"
     );
     Ok(())
 }

@@ -58,6 +58,9 @@ pub const DEFAULT_READY_DEADLINE_SECONDS: u32 = 600;
 pub const STRATEGY_ANNOTATION: &str = "hubfed.io/rollout-strategy";
 /// `paused` or `aborted` (what `hubfedctl rollout pause|abort` writes); absent: running.
 pub const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
+/// The revision an abort was asked for (`hubfedctl rollout abort` writes it with
+/// [`CONTROL_ANNOTATION`]): the abort belongs to that revision only ([`controls`]).
+pub const ABORT_REVISION_ANNOTATION: &str = "hubfed.io/rollout-aborted-revision";
 /// Prefix of the state ConfigMaps' names.
 pub const STATE_PREFIX: &str = "hubfed-rollout.";
 /// Annotation of a state ConfigMap: the object it belongs to, [`state_key`].
@@ -264,6 +267,26 @@ pub enum Phase {
 pub struct Controls {
     pub paused: bool,
     pub aborted: bool,
+}
+
+/// What the operator asks of the rollout of `revision`: `control` is [`CONTROL_ANNOTATION`],
+/// `aborted_revision` [`ABORT_REVISION_ANNOTATION`]. An abort naming another revision does not
+/// abort this one and is stale (`true`: the controller removes it — over the object as read,
+/// so an abort asked for since, naming this revision, stays). An abort naming no revision
+/// (written by hand, or by an older hubfedctl) is taken as this revision's, as
+/// [`RolloutState::abort_consumed`] says.
+pub fn controls(
+    control: Option<&str>,
+    aborted_revision: Option<&str>,
+    revision: &str,
+) -> (Controls, bool) {
+    let aborted = control == Some("aborted");
+    let stale = aborted && aborted_revision.is_some_and(|r| r != revision);
+    let controls = Controls {
+        paused: control == Some("paused"),
+        aborted: aborted && !stale,
+    };
+    (controls, stale)
 }
 
 /// The decision.

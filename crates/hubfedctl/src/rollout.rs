@@ -1,7 +1,8 @@
 //! `rollout status|pause|resume|abort KIND/NAME`: staged rollouts of a federated object under a
 //! RolloutStrategy. Pause and abort are the annotation `hubfed.io/rollout: paused|aborted` on
-//! the federated object (resume removes it; the controller removes an abort once a new revision
-//! starts a fresh rollout); status reads the state the controller stores in
+//! the federated object, an abort with the revision it belongs to
+//! (`hubfed.io/rollout-aborted-revision`; resume removes both; the controller removes an abort
+//! once a new revision starts a fresh rollout); status reads the state the controller stores in
 //! a ConfigMap of the control plane's namespace (named by [`hubfed_core::rollout::state_name`],
 //! the controller's spelling).
 
@@ -9,7 +10,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use hubfed_core::rollout::{CONTROL_ANNOTATION, STRATEGY_ANNOTATION, state_name};
+use hubfed_core::rollout::{
+    ABORT_REVISION_ANNOTATION, CONTROL_ANNOTATION, STRATEGY_ANNOTATION, state_name,
+};
 
 use crate::cli::RolloutCommand;
 use crate::error::{Error, Result};
@@ -47,7 +50,25 @@ pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Resu
         )));
     };
     if let Some(control) = control {
-        let patch = json!({"metadata": {"annotations": {CONTROL_ANNOTATION: control}}});
+        // An abort belongs to the revision being rolled out now (the stored state's): a later
+        // revision is not aborted by it. Pause and resume lift it.
+        let revision = if control == "aborted" {
+            let maps: Api<ConfigMap> = Api::namespaced(hub.client.clone(), &kubefed_ns);
+            maps.get_opt(&state_name(&resource.kind, namespace.as_deref(), &name))
+                .await
+                .map_err(|e| hub.err(e))?
+                .and_then(|m| m.data)
+                .and_then(|d| d.get("state").cloned())
+                .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+                .and_then(|state| state["revision"].as_str().map(Value::from))
+                .unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        let patch = json!({"metadata": {"annotations": {
+            CONTROL_ANNOTATION: control,
+            ABORT_REVISION_ANNOTATION: revision,
+        }}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| hub.err(e))?;

@@ -26,11 +26,11 @@ use hubfed_api::scheduling::RolloutStrategy;
 use hubfed_core::placement::ClusterInfo;
 use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, is_orphaning, plan};
 use hubfed_core::rollout::{
-    CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION, Decision, Fit, Phase,
-    RolloutState, STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION, STRATEGY_ANNOTATION,
-    apply_failures, batches, decide, deletion_strategy, fit, held_action, hold, pending_message,
-    read_state, record_failures, removals, revision, state_belongs, state_key, state_name,
-    state_owned_by_object, too_large,
+    ABORT_REVISION_ANNOTATION, CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION,
+    Decision, Fit, Phase, RolloutState, STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION,
+    STRATEGY_ANNOTATION, apply_failures, batches, decide, deletion_strategy, fit, held_action,
+    hold, pending_message, read_state, record_failures, removals, revision, state_belongs,
+    state_key, state_name, state_owned_by_object, too_large,
 };
 use hubfed_core::status::PropagationStatus;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -200,7 +200,7 @@ pub async fn staged(
         }
     };
     let reports = reports(observed, &planned, &new, &removing);
-    let controls = controls(obj);
+    let (controls, stale_abort) = controls(obj, &new);
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let decision = decide(
         &strategy,
@@ -224,7 +224,7 @@ pub async fn staged(
         return Ok(Staged::unstaged(planned));
     };
     publish_events(ctx, observed, &decision.events);
-    if decision.clear_abort {
+    if decision.clear_abort || stale_abort {
         clear_abort(ctx, obj).await;
     }
     let combined = combine(
@@ -315,7 +315,7 @@ async fn staged_deletion(
         .map(|c| (c.clone(), ClusterReport::default()))
         .collect();
     let controls = Controls {
-        paused: controls(obj).paused,
+        paused: controls(obj, DELETED_REVISION).0.paused,
         aborted: false,
     };
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
@@ -392,12 +392,13 @@ pub async fn after_dispatch(
     Ok(())
 }
 
-/// Removes the abort annotation that belonged to an earlier revision (the stored state already
-/// says it does not abort this one, so a failure here changes nothing but what is shown).
+/// Removes the abort annotation that belonged to an earlier revision (the stored state, or the
+/// revision the abort names, already says it does not abort this one, so a failure here changes
+/// nothing but what is shown).
 /// Only from the object as read: an abort asked for since is not removed.
 async fn clear_abort(ctx: &TypeContext, obj: &DynamicObject) {
     let patch = json!({"metadata": {
-        "annotations": {CONTROL_ANNOTATION: null},
+        "annotations": {CONTROL_ANNOTATION: null, ABORT_REVISION_ANNOTATION: null},
         "resourceVersion": obj.resource_version(),
     }});
     let api = super::hub_writes::federated_api(ctx, obj.namespace().as_deref());
@@ -531,15 +532,15 @@ fn reports(
     placed.chain(removing).collect()
 }
 
-fn controls(obj: &DynamicObject) -> Controls {
-    let control = obj
-        .annotations()
-        .get(CONTROL_ANNOTATION)
-        .map(String::as_str);
-    Controls {
-        paused: control == Some("paused"),
-        aborted: control == Some("aborted"),
-    }
+/// What the operator asks of the rollout of `revision`, and whether an abort asked for belongs
+/// to another revision ([`hubfed_core::rollout::controls`]).
+fn controls(obj: &DynamicObject, revision: &str) -> (Controls, bool) {
+    let annotation = |key: &str| obj.annotations().get(key).map(String::as_str);
+    hubfed_core::rollout::controls(
+        annotation(CONTROL_ANNOTATION),
+        annotation(ABORT_REVISION_ANNOTATION),
+        revision,
+    )
 }
 
 /// The new plan's actions where the new revision is allowed, the stable plan's elsewhere.

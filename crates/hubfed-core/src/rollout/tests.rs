@@ -1259,3 +1259,34 @@ fn unreadable_state_is_an_error_not_no_state() {
     let broken_spec = read_state(&data(&[("state", &state), ("stable", "[")]));
     assert!(broken_spec.is_err_and(|e| e.starts_with("stable: ")));
 }
+
+/// An abort belongs to the revision it names: another revision is neither aborted nor kept
+/// from rolling out, and the stale request is removed; a request naming no revision is the
+/// current one's (the controller's own bookkeeping then decides).
+#[test]
+fn an_abort_belongs_to_the_revision_it_names() {
+    let aborting = Controls {
+        paused: false,
+        aborted: true,
+    };
+    assert_eq!(
+        controls(Some("aborted"), Some("v3"), "v3"),
+        (aborting, false)
+    );
+    assert_eq!(controls(Some("aborted"), None, "v3"), (aborting, false));
+    assert_eq!(
+        controls(Some("aborted"), Some("v3"), "v4"),
+        (Controls::default(), true)
+    );
+    assert_eq!(
+        controls(Some("paused"), Some("v3"), "v4"),
+        (
+            Controls {
+                paused: true,
+                aborted: false
+            },
+            false
+        )
+    );
+    assert_eq!(controls(None, None, "v4"), (Controls::default(), false));
+}

@@ -378,30 +378,83 @@ pub fn choose(
     };
     let mut picks = Picks::new(&ctx);
 
-    // Failed-over clusters: still recorded unless gone; back once Ready for the grace period.
-    let move_back = spec.failover.as_ref().is_some_and(|f| f.move_back);
+    let (mut failed_over, returning) = sort_failed_over(&ctx, previous, &by_name);
+    let recorded: BTreeSet<String> = failed_over.iter().map(|e| e.cluster.clone()).collect();
+    // Returning clusters first, then those kept, by rank.
+    let given_up = move_back(&ctx, &returning, &mut picks, &mut choice);
+    let failing = keep_previous(
+        &ctx,
+        &ranked,
+        previous,
+        (&given_up, &failed_over),
+        &mut picks,
+        &mut choice,
+    );
+    for name in previous.clusters.keys() {
+        if !by_name.contains_key(name.as_str()) {
+            choice.changes.push(Change::new(
+                ChangeKind::NoLongerCandidate,
+                name,
+                "no longer a candidate",
+            ));
+        }
+    }
+
+    // New picks: Ready, not a failed-over cluster still in its grace period.
+    let pickable = |c: &ClusterState| c.ready && !recorded.contains(&c.name);
+    let announce = !previous.clusters.is_empty();
+    fill_spread_minimums(&ctx, &ranked, &pickable, &mut picks, &mut choice, announce);
+    pick_new(&ranked, &pickable, announce, &mut picks, &mut choice);
+    for failed in failing {
+        if let Some(entry) = replace(&ctx, &ranked, failed, &pickable, &mut picks, &mut choice) {
+            failed_over.push(entry);
+        }
+    }
+    failed_over.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+
+    choice.unsatisfied = unsatisfied(&ctx, &ranked, &picks);
+    choice.recheck_in = recheck_in(&ctx, &ranked, &picks.chosen, &failed_over);
+    choice.clusters = picks.chosen;
+    choice.failed_over = failed_over;
+    Ok(choice)
+}
+
+/// The recorded failovers: those still tracked (not Ready for the grace period yet), and
+/// those whose cluster is back and may take its place again (`moveBack`). A cluster back
+/// without `moveBack` is an ordinary candidate again; one no longer a candidate is forgotten.
+fn sort_failed_over<'c>(
+    ctx: &Context<'_>,
+    previous: &Previous,
+    by_name: &BTreeMap<&str, &'c ClusterState>,
+) -> (Vec<FailedOver>, Vec<(&'c ClusterState, FailedOver)>) {
+    let move_back = ctx.spec.failover.as_ref().is_some_and(|f| f.move_back);
     let grace = ctx.grace.unwrap_or(0);
-    let mut failed_over: Vec<FailedOver> = Vec::new();
-    let mut returning: Vec<(&ClusterState, FailedOver)> = Vec::new();
+    let mut failed_over = Vec::new();
+    let mut returning = Vec::new();
     for entry in &previous.failed_over {
         let Some(cluster) = by_name.get(entry.cluster.as_str()) else {
             continue;
         };
         let stable = ctx.ready_for(cluster) >= grace;
         if stable && move_back {
-            returning.push((cluster, entry.clone()));
-        } else if stable {
-            // Healthy again, and the object stays where it moved: nothing left to track (the
-            // cluster is an ordinary candidate again).
-        } else {
+            returning.push((*cluster, entry.clone()));
+        } else if !stable {
             failed_over.push(entry.clone());
         }
     }
-    let recorded: BTreeSet<String> = failed_over.iter().map(|e| e.cluster.clone()).collect();
+    (failed_over, returning)
+}
 
-    // Returning clusters first, then those kept, by rank.
-    let mut given_up: BTreeSet<&str> = BTreeSet::new();
-    for (cluster, entry) in &returning {
+/// Returning clusters take their place back where they fit; returns the replacements given
+/// up for them.
+fn move_back<'r>(
+    ctx: &Context<'_>,
+    returning: &'r [(&ClusterState, FailedOver)],
+    picks: &mut Picks<'_>,
+    choice: &mut Choice,
+) -> BTreeSet<&'r str> {
+    let mut given_up = BTreeSet::new();
+    for (cluster, entry) in returning {
         if picks.fits(cluster) {
             let message = match &entry.replaced_by {
                 Some(r) => format!("Ready again for {}s; replaces {r}", ctx.ready_for(cluster)),
@@ -416,10 +469,22 @@ pub fn choose(
             given_up.extend(entry.replaced_by.as_deref());
         }
     }
-    // Chosen clusters unready past the grace period hold their place until the search for
-    // replacements below: a failure alone never makes the choice smaller.
-    let mut failing: Vec<&Ranked<'_>> = Vec::new();
-    for r in &ranked {
+    given_up
+}
+
+/// The previous choice, by rank, as far as it still fits: chosen clusters unready past the
+/// grace period hold their place until the search for replacements (returned): a failure
+/// alone never makes the choice smaller.
+fn keep_previous<'r, 'c>(
+    ctx: &Context<'_>,
+    ranked: &'r [Ranked<'c>],
+    previous: &Previous,
+    (given_up, failed_over): (&BTreeSet<&str>, &[FailedOver]),
+    picks: &mut Picks<'_>,
+    choice: &mut Choice,
+) -> Vec<&'r Ranked<'c>> {
+    let mut failing = Vec::new();
+    for r in ranked {
         let name = r.cluster.name.as_str();
         let Some(before) = previous.clusters.get(name) else {
             continue;
@@ -446,7 +511,7 @@ pub fn choose(
             // A cluster kept through a failure says so only while it lasts: healthy again, it
             // is chosen for what a fresh choice would choose it for.
             let (reason, message) = if before.reason == Reason::Kept {
-                recovered(&ctx, &ranked, r, &failed_over)
+                recovered(ctx, ranked, r, failed_over)
             } else {
                 (before.reason, before.message.clone())
             };
@@ -456,21 +521,18 @@ pub fn choose(
             failing.push(r);
         }
     }
-    for name in previous.clusters.keys() {
-        if !by_name.contains_key(name.as_str()) {
-            choice.changes.push(Change::new(
-                ChangeKind::NoLongerCandidate,
-                name,
-                "no longer a candidate",
-            ));
-        }
-    }
+    failing
+}
 
-    // New picks: Ready, not a failed-over cluster still in its grace period.
-    let pickable = |c: &ClusterState| c.ready && !recorded.contains(&c.name);
-    let announce = !previous.clusters.is_empty();
-    fill_spread_minimums(&ctx, &ranked, &pickable, &mut picks, &mut choice, announce);
-    for r in &ranked {
+/// New picks by rank among the pickable clusters that still fit.
+fn pick_new(
+    ranked: &[Ranked<'_>],
+    pickable: &dyn Fn(&ClusterState) -> bool,
+    announce: bool,
+    picks: &mut Picks<'_>,
+    choice: &mut Choice,
+) {
+    for r in ranked {
         if !pickable(r.cluster) || !picks.fits(r.cluster) {
             continue;
         }
@@ -488,80 +550,79 @@ pub fn choose(
         }
         picks.add(r.cluster, reason, message);
     }
+}
 
-    // Replacements: the best Ready candidate that fits in a failing cluster's place (one
-    // with the same value of a spread key whose minimum it would leave unmet first). None:
-    // the failing cluster stays, reason Kept.
-    for failed in failing {
-        let name = failed.cluster.name.as_str();
-        let held = picks.remove(failed.cluster);
-        let short: Vec<(&str, &String)> = ctx
-            .spec
-            .spread
+/// A replacement for a chosen cluster unready past the grace period: the best Ready
+/// candidate that fits in its place (one with the same value of a spread key whose minimum it
+/// would leave unmet first), returned as the failover to record. None: the failing cluster
+/// stays, reason Kept.
+fn replace(
+    ctx: &Context<'_>,
+    ranked: &[Ranked<'_>],
+    failed: &Ranked<'_>,
+    pickable: &dyn Fn(&ClusterState) -> bool,
+    picks: &mut Picks<'_>,
+    choice: &mut Choice,
+) -> Option<FailedOver> {
+    let grace = ctx.grace.unwrap_or(0);
+    let name = failed.cluster.name.as_str();
+    let held = picks.remove(failed.cluster);
+    let short: Vec<(&str, &String)> = ctx
+        .spec
+        .spread
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let min = s.min_per_value?;
+            let value = failed.cluster.labels.get(&s.topology_key)?;
+            (picks.counts[i].get(value).copied().unwrap_or(0) < min)
+                .then_some((s.topology_key.as_str(), value))
+        })
+        .collect();
+    let same_values = |c: &ClusterState| {
+        short
             .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let min = s.min_per_value?;
-                let value = failed.cluster.labels.get(&s.topology_key)?;
-                (picks.counts[i].get(value).copied().unwrap_or(0) < min)
-                    .then_some((s.topology_key.as_str(), value))
-            })
-            .collect();
-        let same_values = |c: &ClusterState| {
-            short
-                .iter()
-                .all(|(key, value)| c.labels.get(*key) == Some(*value))
-        };
-        let usable = |r: &&Ranked<'_>| pickable(r.cluster) && picks.fits(r.cluster);
-        let replacement = ranked
-            .iter()
-            .filter(usable)
-            .find(|r| same_values(r.cluster))
-            .or_else(|| ranked.iter().find(usable));
-        match replacement {
-            Some(r) => {
-                choice.changes.push(Change::new(
-                    ChangeKind::FailedOver,
-                    name,
-                    format_args!(
-                        "not Ready for {}s (grace {grace}s): replaced by {}",
-                        ctx.unready_for(failed.cluster),
-                        r.cluster.name
-                    ),
-                ));
-                picks.add(r.cluster, Reason::Replacement, format!("replaces {name}"));
-                failed_over.push(FailedOver {
-                    cluster: name.to_owned(),
-                    replaced_by: Some(r.cluster.name.clone()),
-                    time: now,
-                });
-            }
-            None => {
-                let message = format!(
-                    "not Ready past the grace period ({grace}s); no Ready candidate can replace it"
-                );
-                let reported = held.reason == Reason::Kept && held.message == message;
-                if !reported {
-                    choice.changes.push(Change::new(
-                        ChangeKind::NoReplacement,
-                        name,
-                        format_args!(
-                            "not Ready for {}s (grace {grace}s), no Ready candidate can replace it: kept",
-                            ctx.unready_for(failed.cluster)
-                        ),
-                    ));
-                }
-                picks.add(failed.cluster, Reason::Kept, message);
-            }
+            .all(|(key, value)| c.labels.get(*key) == Some(*value))
+    };
+    let usable = |r: &&Ranked<'_>| pickable(r.cluster) && picks.fits(r.cluster);
+    let replacement = ranked
+        .iter()
+        .filter(usable)
+        .find(|r| same_values(r.cluster))
+        .or_else(|| ranked.iter().find(usable));
+    let Some(r) = replacement else {
+        let message = format!(
+            "not Ready past the grace period ({grace}s); no Ready candidate can replace it"
+        );
+        let reported = held.reason == Reason::Kept && held.message == message;
+        if !reported {
+            choice.changes.push(Change::new(
+                ChangeKind::NoReplacement,
+                name,
+                format_args!(
+                    "not Ready for {}s (grace {grace}s), no Ready candidate can replace it: kept",
+                    ctx.unready_for(failed.cluster)
+                ),
+            ));
         }
-    }
-    failed_over.sort_by(|a, b| a.cluster.cmp(&b.cluster));
-
-    choice.unsatisfied = unsatisfied(&ctx, &ranked, &picks);
-    choice.recheck_in = recheck_in(&ctx, &ranked, &picks.chosen, &failed_over);
-    choice.clusters = picks.chosen;
-    choice.failed_over = failed_over;
-    Ok(choice)
+        picks.add(failed.cluster, Reason::Kept, message);
+        return None;
+    };
+    choice.changes.push(Change::new(
+        ChangeKind::FailedOver,
+        name,
+        format_args!(
+            "not Ready for {}s (grace {grace}s): replaced by {}",
+            ctx.unready_for(failed.cluster),
+            r.cluster.name
+        ),
+    ));
+    picks.add(r.cluster, Reason::Replacement, format!("replaces {name}"));
+    Some(FailedOver {
+        cluster: name.to_owned(),
+        replaced_by: Some(r.cluster.name.clone()),
+        time: ctx.now,
+    })
 }
 
 /// The reason (and message) of a cluster kept through a failure (`Kept`) once it is no

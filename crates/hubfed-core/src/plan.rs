@@ -807,7 +807,9 @@ fn plan_orphaning(input: &PlanInput<'_>, mut plan: Plan) -> Plan {
             // A copy this controller wrote that its cache does not show yet (a watch event
             // still on its way) would keep its managed label — and garbage collection would
             // then delete it: remove the label all the same (a copy really gone is a 404).
-            MemberObservation::Absent if placed && input.recorded.contains_key(&cluster.name) => {
+            // Placed or not: a namespaced object whose FederatedNamespace went first is
+            // placed nowhere any more, its copies are still there.
+            MemberObservation::Absent if input.recorded.contains_key(&cluster.name) => {
                 ClusterAction::RemoveManagedLabel
             }
             _ => continue,

@@ -32,6 +32,11 @@ async fn hubfedctl(args: &[&str]) -> Run {
 }
 
 /// `resourceVersion` of the member Deployments and of the hub object.
+/// What a write by anyone but the members' own kube-controller-manager would change: each
+/// member Deployment's generation and every other field manager's managedFields entry, and
+/// the federated object's generation. (A member's resourceVersion also moves when its
+/// Deployment controller updates status or the revision annotation, which it may still be
+/// doing while a test runs; the hub object's status is the controller's to write.)
 async fn versions(namespace: &str, name: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let fed = Federation::shared();
     let mut found = BTreeMap::new();
@@ -42,18 +47,26 @@ async fn versions(namespace: &str, name: &str) -> anyhow::Result<BTreeMap<String
         found.insert(
             cluster.to_owned(),
             object
-                .map(|o| o["metadata"]["resourceVersion"].to_string())
+                .map(|o| {
+                    let others: Vec<&serde_json::Value> = o["metadata"]["managedFields"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|m| m["manager"] != "kube-controller-manager")
+                        .collect();
+                    format!(
+                        "generation {} fields {}",
+                        o["metadata"]["generation"],
+                        serde_json::Value::from(others.into_iter().cloned().collect::<Vec<_>>())
+                    )
+                })
                 .unwrap_or_default(),
         );
     }
     let hub = dynamic_api(fed.hub().await?, &federated("Deployment"), Some(namespace));
     found.insert(
         "hub".to_owned(),
-        hub.get(name)
-            .await?
-            .metadata
-            .resource_version
-            .unwrap_or_default(),
+        format!("generation {:?}", hub.get(name).await?.metadata.generation),
     );
     Ok(found)
 }

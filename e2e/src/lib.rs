@@ -56,6 +56,7 @@ use kube::{Client, Resource};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+pub mod agent;
 pub mod controller;
 pub mod fault_proxy;
 mod private;

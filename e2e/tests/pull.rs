@@ -76,12 +76,20 @@ fn work(name: &str, namespace: &str, object: serde_json::Value) -> Work {
                 name: "db".to_owned(),
                 uid: String::new(),
             },
-            intent: "Present".to_owned(),
+            action: "Apply".to_owned(),
+            name: "db".to_owned(),
+            namespace: Some("default".to_owned()),
             object: Some(object),
-            version: String::new(),
-            adopt_resources: false,
-            recreate_on_immutable_change: false,
+            desired_hash: String::new(),
+            creates: true,
+            create_only: false,
+            adopts: false,
+            released_fields: Vec::new(),
+            basis: String::new(),
             delete_options: None,
+            uid: None,
+            annotations: std::collections::BTreeMap::new(),
+            collect_status: false,
         },
     );
     work.metadata.namespace = Some(namespace.to_owned());
@@ -220,9 +228,9 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
     ensure!(listed.items.len() == 1, "{} works", listed.items.len());
     let status = json!({"status": WorkStatus {
         observed_generation: Some(1),
-        status: "Ok".to_owned(),
-        message: None,
-        member_version: Some("1".to_owned()),
+        result: "Ok".to_owned(),
+        applied_version: Some("rv:1".to_owned()),
+        ..WorkStatus::default()
     }});
     own.patch_status(
         "secret.default.db",
@@ -263,7 +271,7 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
     ));
     // Its own works: read only (the hub writes them).
     let mut changed = own.get("secret.default.db").await?;
-    changed.spec.intent = "Absent".to_owned();
+    changed.spec.action = "Delete".to_owned();
     refusals.push((
         "rewrite its own work",
         is_forbidden(

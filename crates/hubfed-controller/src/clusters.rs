@@ -36,6 +36,8 @@ pub struct MemberCluster {
     /// Unix seconds since which `ready` has been what it is (the `Ready` condition's
     /// `lastTransitionTime` when the registry started, else when this process saw it change).
     pub ready_since: Option<i64>,
+    /// `syncMode: Pull`: no client; its work goes through Works in the hub, to its agent.
+    pub pull: bool,
     /// Built from apiEndpoint, caBundle, the token Secret, proxyURL and TLS settings;
     /// `None` when the configuration is malformed. Requests time out when the member stops
     /// answering (connect 10s, silence 60s); use [`Self::watch_client`] for watches.

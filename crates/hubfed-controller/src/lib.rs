@@ -2,6 +2,7 @@
 //! controller ([`ftc`]) and one sync controller per federated type ([`sync`]).
 
 pub mod admin;
+pub mod agent;
 pub mod clusters;
 pub mod events;
 pub mod ftc;

@@ -121,7 +121,7 @@ pub fn main() {
     exit(code)
 }
 
-fn init_logging(format: &str) {
+pub(crate) fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
@@ -155,7 +155,7 @@ fn signal_exit_code(number: i32) -> i32 {
 }
 
 /// Cancels `shutdown` on the first SIGTERM or SIGINT; exits at once on the second.
-fn handle_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn handle_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     tokio::spawn(async move {

@@ -6,6 +6,9 @@
 
 use std::time::Duration;
 
+mod work;
+pub use work::*;
+
 /// Prefix of a pull-mode cluster's work namespace in the hub.
 pub const WORK_NAMESPACE_PREFIX: &str = "hubfed-cluster-";
 

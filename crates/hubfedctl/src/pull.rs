@@ -89,11 +89,21 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
         service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
     };
     let kubeconfig = agent_kubeconfig(&hub_endpoint, ca.as_deref(), &token, &work_ns);
+    // The control plane's identity (its namespace's UID): copies that carry it and have no
+    // work are the agent's to delete.
+    let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+    let control_plane = namespaces
+        .get_metadata(&ns)
+        .await
+        .map_err(|e| hub.err(e))?
+        .metadata
+        .uid
+        .unwrap_or_default();
     let member_side = MemberSide {
         namespace: &ns,
         account: service_account(&names),
         rbac: member_rbac(&names, scope, grant),
-        hub_secret: hub_secret(&ns, cluster, &kubeconfig),
+        hub_secret: hub_secret(&ns, cluster, &control_plane, &kubeconfig),
     };
     match (args.output, member) {
         (Some(format), _) => {
@@ -306,7 +316,7 @@ pub fn agent_kubeconfig(server: &str, ca: Option<&[u8]>, token: &[u8], work_ns: 
     })
 }
 
-fn hub_secret(ns: &str, cluster: &str, kubeconfig: &Value) -> Secret {
+fn hub_secret(ns: &str, cluster: &str, control_plane: &str, kubeconfig: &Value) -> Secret {
     let text = serde_yaml_ng::to_string(kubeconfig).unwrap_or_default();
     Secret {
         metadata: ObjectMeta {
@@ -319,6 +329,10 @@ fn hub_secret(ns: &str, cluster: &str, kubeconfig: &Value) -> Secret {
             (
                 "cluster".to_owned(),
                 ByteString(cluster.as_bytes().to_vec()),
+            ),
+            (
+                "control-plane".to_owned(),
+                ByteString(control_plane.as_bytes().to_vec()),
             ),
         ])),
         ..Secret::default()

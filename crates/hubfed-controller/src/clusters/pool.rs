@@ -538,14 +538,14 @@ impl Registry {
             members.retain(|name, _| self.entries.contains_key(name));
             changed |= members.len() != before;
             for (name, entry) in &self.entries {
-                // Nothing delivers to a pull member yet (its agent is to come): the
-                // controllers treat it as not ready — placed objects say ClusterNotReady
-                // there, deletions do not wait on it — while its KubeFedCluster shows what
-                // its heartbeat says.
-                let ready = entry.ready() && !matches!(entry.clients, ClientState::Pull);
+                // A pull member is ready while its agent's heartbeat says so; the hub
+                // delivers its work through Works in the hub (sync::deliver).
+                let ready = entry.ready();
+                let pull = matches!(entry.clients, ClientState::Pull);
                 let labels = entry.object.labels();
                 if let Some(member) = members.get(name)
                     && member.ready == ready
+                    && member.pull == pull
                     && member.client_id == entry.client_id
                     && member.labels == *labels
                 {
@@ -566,6 +566,7 @@ impl Registry {
                         labels: labels.clone(),
                         ready,
                         ready_since,
+                        pull,
                         client: clients.map(|c| c.request.clone()),
                         watch_client: clients.map(|c| c.watch.clone()),
                         client_id: entry.client_id,

@@ -6,7 +6,6 @@ use hubfed_api::names::{FIELD_MANAGER, MANAGED_LABEL, RECREATE_ON_IMMUTABLE_ANNO
 use hubfed_core::plan::{ApplyAction, ClusterPlan, FederatedObject};
 use hubfed_core::status::PropagationStatus;
 use hubfed_core::version::{RecordedApply, object_version};
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use kube::runtime::events::EventType;
@@ -22,25 +21,23 @@ use hubfed_core::drift::{
 
 use crate::metrics::METRICS;
 
-use super::TypeContext;
 use super::create_only::{self, Created};
-use super::hub_writes::publish;
+use super::execute::ExecEnv;
 use super::member_io::{
-    ClusterResult, RETAINED_FIELD_MANAGER, error_message, federated_reference,
-    is_immutable_refusal, is_not_found, is_refusal, kind_and_key, outcome, record,
+    ClusterResult, RETAINED_FIELD_MANAGER, error_message, is_immutable_refusal, is_not_found,
+    is_refusal, outcome, record,
 };
 use super::members::Unmanaged;
 
 /// One apply of `apply` to `cp.cluster` through `api`.
 struct ApplyStep<'a> {
-    ctx: &'a TypeContext,
+    env: &'a ExecEnv<'a>,
     object: &'a FederatedObject,
     cp: &'a ClusterPlan,
     api: &'a Api<DynamicObject>,
     apply: &'a ApplyAction,
     /// "Kind namespace/name", for messages.
     what: String,
-    reference: ObjectReference,
 }
 
 /// Why a write did not happen.
@@ -51,20 +48,19 @@ enum WriteError {
 }
 
 pub(super) async fn apply_to_cluster(
-    ctx: &TypeContext,
+    env: &ExecEnv<'_>,
     object: &FederatedObject,
     cp: &ClusterPlan,
     api: &Api<DynamicObject>,
     apply: &ApplyAction,
 ) -> ClusterResult {
     let step = ApplyStep {
-        ctx,
+        env,
         object,
         cp,
         api,
         apply,
-        what: kind_and_key(ctx, object),
-        reference: federated_reference(ctx, object),
+        what: env.what(object),
     };
     let live = match step.look().await {
         Ok(live) => live,
@@ -124,11 +120,8 @@ impl ApplyStep<'_> {
         let look = !apply.released_fields.is_empty()
             || (apply.creates
                 && (apply.create_only
-                    || self.ctx.members.unmanaged(
-                        cluster,
-                        &object.name,
-                        object.namespace.as_deref(),
-                    ) != Unmanaged::Absent));
+                    || (self.env.unmanaged)(cluster, &object.name, object.namespace.as_deref())
+                        != Unmanaged::Absent));
         if !look {
             return Ok(None);
         }
@@ -154,9 +147,7 @@ impl ApplyStep<'_> {
                     ));
                 }
                 _ if apply.create_only => return Err(self.already_exists()),
-                _ => publish(
-                    self.ctx,
-                    &self.reference,
+                _ => self.env.events.publish(
                     EventType::Normal,
                     "AdoptInCluster",
                     &format!(
@@ -251,9 +242,7 @@ impl ApplyStep<'_> {
         params: &PatchParams,
     ) -> Result<DynamicObject, WriteError> {
         info!(cluster = self.cluster(), object = %self.what, "recreating after an immutable-field refusal");
-        publish(
-            self.ctx,
-            &self.reference,
+        self.env.events.publish(
             EventType::Normal,
             "RecreateInCluster",
             &format!(
@@ -337,7 +326,7 @@ impl ApplyStep<'_> {
             .filter_map(|e| e.fields_v1.as_ref().map(|f| f.0.clone()))
             .collect();
         let hubfed_owns = |field: &str| ours.iter().any(|f| fields_v1_contains(f, field));
-        let people = &self.ctx.shared.drift_people;
+        let people = self.env.drift_people;
         let mut decision = resolve_conflicts(others, mode, people, hubfed_owns);
         let unremovable: Vec<FieldChange> = decision
             .left_out()
@@ -369,7 +358,7 @@ impl ApplyStep<'_> {
         force: bool,
         drift: &mut Drift,
     ) -> Result<DynamicObject, kube::Error> {
-        let people = &self.ctx.shared.drift_people;
+        let people = self.env.drift_people;
         let managed = applied
             .metadata
             .managed_fields
@@ -419,15 +408,17 @@ impl ApplyStep<'_> {
             applied.metadata.generation.unwrap_or(0),
             applied.metadata.resource_version.as_deref().unwrap_or(""),
         );
-        self.ctx.applied.insert(
-            self.object.namespace.as_deref(),
-            &self.object.name,
-            self.cluster(),
-            RecordedApply {
-                version: version.clone(),
-                desired_hash: Some(self.apply.desired_hash.clone()),
-            },
-        );
+        if let Some(applied) = self.env.applied {
+            applied.insert(
+                self.object.namespace.as_deref(),
+                &self.object.name,
+                self.cluster(),
+                RecordedApply {
+                    version: version.clone(),
+                    desired_hash: Some(self.apply.desired_hash.clone()),
+                },
+            );
+        }
         debug!(cluster = self.cluster(), object = %self.what, version = %version, "applied");
         let mut outcome = outcome(self.cluster(), Some(PropagationStatus::Ok), None);
         if let Some(outcome) = &mut outcome {
@@ -468,7 +459,7 @@ impl ApplyStep<'_> {
             );
             let what = format!("{action:?} {:?} {:?}", drifted.managers, drifted.fields);
             let seen = self
-                .ctx
+                .env
                 .drift_reported
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -482,9 +473,7 @@ impl ApplyStep<'_> {
             };
             info!(cluster = self.cluster(), object = %self.what, fields = ?drifted.fields,
                 managers = ?drifted.managers, action = action.as_str(), "drift");
-            publish(
-                self.ctx,
-                &self.reference,
+            self.env.events.publish(
                 EventType::Warning,
                 "Drifted",
                 &format!(
@@ -497,11 +486,7 @@ impl ApplyStep<'_> {
             );
             METRICS
                 .drift_total
-                .with_label_values(&[
-                    &self.ctx.federated.kind.to_lowercase(),
-                    self.cluster(),
-                    action.as_str(),
-                ])
+                .with_label_values(&[&self.env.type_label, self.cluster(), action.as_str()])
                 .inc();
         }
         record
@@ -515,9 +500,7 @@ impl ApplyStep<'_> {
             "UpdateInClusterFailed"
         };
         let message = error_message(error);
-        publish(
-            self.ctx,
-            &self.reference,
+        self.env.events.publish(
             EventType::Warning,
             reason,
             &format!(

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
+use hubfed_api::work::{WORK_CLUSTER_LABEL, WORK_KIND_LABEL, Work};
 use hubfed_core::desired::TargetType;
+use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::controller::Controller;
@@ -23,6 +25,9 @@ use super::members::MemberWatches;
 use super::memory::{AppliedMap, LatencyTracker};
 use super::{LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, reconcile};
 
+/// How long a sync controller waits for its works to list before it starts without them.
+const WORK_CACHE_GRACE: Duration = Duration::from_secs(30);
+
 /// Returns once the caches plans read have loaded. Never plan from caches that have not: a
 /// FederatedNamespace not yet seen would read as "namespace not federated" and the plan would
 /// delete the member objects; a PropagatedVersion not yet seen would re-apply what is already
@@ -33,6 +38,17 @@ async fn caches_loaded(ctx: &TypeContext, shared: &Shared) -> anyhow::Result<()>
         fns.wait_until_ready()
             .await
             .map_err(|e| anyhow::anyhow!("the FederatedNamespace cache stopped: {e}"))?;
+    }
+    // This task is the only waiter on its type's work store. Works that cannot be listed
+    // (the Work CRD missing, RBAC without works) must not stop push members' sync: after a
+    // while the controller starts without them, and pull members' works are rewritten as
+    // their plans ask (nothing is deleted on a work not seen).
+    let works = tokio::time::timeout(WORK_CACHE_GRACE, ctx.works.store.wait_until_ready());
+    match works.await {
+        Ok(ready) => ready.map_err(|e| anyhow::anyhow!("the Work cache stopped: {e}"))?,
+        Err(_) => {
+            warn!(kind = %ctx.federated.kind, "works cannot be listed yet: pull-mode members are served from an empty cache until they can")
+        }
     }
     let mut hub_caches = shared.hub_caches_ready.clone();
     hub_caches
@@ -95,6 +111,92 @@ fn watch_federated_namespaces(
         }
     });
     reader
+}
+
+/// Watches this type's works for pull-mode members (by their kind label) and queues the
+/// federated object of every work that changes: an agent's report is the pull member's
+/// watch event. Returns their cache.
+fn watch_works(
+    shared: &Shared,
+    fed_ar: &ApiResource,
+    trigger_tx: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    stop: CancellationToken,
+) -> Store<Work> {
+    let api: Api<Work> = Api::all(shared.hub.clone());
+    let kind = fed_ar.kind.to_lowercase();
+    let config = watcher::Config::default().labels(&format!("{WORK_KIND_LABEL}={kind}"));
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .touched_objects();
+    let fed_ar = fed_ar.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let item = tokio::select! {
+                () = stop.cancelled() => break,
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(work)) => {
+                    let source = &work.spec.source;
+                    let r = ObjectRef::new_with(&source.name, fed_ar.clone());
+                    let r = match &source.namespace {
+                        Some(ns) => r.within(ns),
+                        None => r,
+                    };
+                    if trigger_tx.send(r).is_ok() {
+                        crate::metrics::METRICS
+                            .workqueue_depth
+                            .with_label_values(&[&kind])
+                            .inc();
+                    }
+                }
+                Some(Err(e)) => warn!(error = %e, "Work watch error"),
+                None => break,
+            }
+        }
+    });
+    reader
+}
+
+/// Every 10 s: the works whose federated object is gone (its last reconcile could not settle
+/// them, e.g. a label removal the agent had not carried out yet) are settled
+/// ([`hubfed_core::pull::orphaned_work_fate`]).
+async fn sweep_works(
+    ctx: Arc<TypeContext>,
+    federated: Store<DynamicObject>,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+        for work in ctx.works.store.state() {
+            let source = &work.spec.source;
+            let r = ObjectRef::new_with(&source.name, ctx.federated.clone());
+            let r = match &source.namespace {
+                Some(ns) => r.within(ns),
+                None => r,
+            };
+            if federated.get(&r).is_some() {
+                continue;
+            }
+            let fate = hubfed_core::pull::orphaned_work_fate(&work);
+            let Some(cluster) = work.labels().get(WORK_CLUSTER_LABEL).cloned() else {
+                continue;
+            };
+            let object = hubfed_core::plan::FederatedObject {
+                name: source.name.clone(),
+                namespace: source.namespace.clone(),
+                ..Default::default()
+            };
+            if let Err(e) = super::deliver::carry_out(&ctx, &object, &cluster, &work, &fate).await {
+                warn!(work = %work.name_any(), error = %e, "settling a work of a deleted object failed");
+            }
+        }
+    }
 }
 
 /// Runs the sync controller of one FTC until `stop` is cancelled.
@@ -164,6 +266,7 @@ pub async fn run_type(
         _ => None,
     };
 
+    let works = watch_works(&shared, &federated, trigger_tx.clone(), stop.clone());
     let collect_status = shared.collects_status(&ftc);
     let members = MemberWatches::new(
         Arc::clone(&shared),
@@ -194,6 +297,7 @@ pub async fn run_type(
         federated_namespace,
         federated_namespaces,
         members,
+        works: super::deliver::PullWorks::new(works),
         applied: AppliedMap::default(),
         latency: std::sync::Mutex::new(LatencyTracker::default()),
         written_versions: std::sync::Mutex::new(HashMap::new()),
@@ -243,6 +347,11 @@ pub async fn run_type(
         return Ok(());
     }
     info!(kind = %federated.kind, "starting sync controller");
+    tokio::spawn(sweep_works(
+        Arc::clone(&ctx),
+        gc_store.clone(),
+        stop.clone(),
+    ));
     tokio::spawn(gc::run(Arc::clone(&ctx), gc_store, stop.clone()));
     let stop_signal = stop.clone();
     let running = controller

@@ -7,23 +7,16 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use hubfed_api::names::MANAGED_LABEL;
-use hubfed_core::plan::{ClusterAction, ClusterPlan, DeleteAction, FederatedObject, Plan};
+use hubfed_core::plan::{ClusterAction, ClusterPlan, FederatedObject, MemberObservation, Plan};
 use hubfed_core::status::{ClusterOutcome, PropagationStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
-};
 use kube::runtime::events::EventType;
-use serde_json::json;
 
-use super::TypeContext;
-use super::apply::apply_to_cluster;
+use super::execute::{EventSink, ExecEnv, execute_action, passive};
 use super::hub_writes::publish;
-use super::member_io::{
-    ClusterResult, error_message, federated_reference, is_not_found, kind_and_key, member_api,
-    outcome, record,
-};
+use super::member_io::{ClusterResult, federated_reference, kind_and_key, member_api, outcome};
+use super::{TypeContext, deliver};
 use crate::clusters::MemberCluster;
 
 /// KubeFed's per-reconcile dispatch deadline.
@@ -46,77 +39,94 @@ pub struct DispatchResult {
     pub transient: std::collections::BTreeSet<String>,
 }
 
-/// The delete's parameters: the `kubefed.io/deleteoption` options, and the observed copy's
-/// UID as precondition unless the options bring their own preconditions.
-fn delete_params(delete: &DeleteAction) -> DeleteParams {
-    let mut params = options_params(delete.options.as_ref());
-    if params.preconditions.is_none() && delete.uid.is_some() {
-        params.preconditions = Some(Preconditions {
-            resource_version: None,
-            uid: delete.uid.clone(),
-        });
-    }
-    params
+/// The push dispatcher's Events: on the federated object, through the hub's recorder.
+struct HubEvents<'a> {
+    ctx: &'a TypeContext,
+    reference: ObjectReference,
 }
 
-fn options_params(options: Option<&DeleteOptions>) -> DeleteParams {
-    let Some(options) = options else {
-        return DeleteParams::default();
-    };
-    DeleteParams {
-        dry_run: false,
-        grace_period_seconds: options
-            .grace_period_seconds
-            .and_then(|s| u32::try_from(s).ok()),
-        propagation_policy: options.propagation_policy.as_deref().and_then(|p| match p {
-            "Orphan" => Some(PropagationPolicy::Orphan),
-            "Background" => Some(PropagationPolicy::Background),
-            "Foreground" => Some(PropagationPolicy::Foreground),
-            _ => None,
-        }),
-        preconditions: options.preconditions.as_ref().map(|p| Preconditions {
-            resource_version: p.resource_version.clone(),
-            uid: p.uid.clone(),
-        }),
+impl EventSink for HubEvents<'_> {
+    fn publish(&self, type_: EventType, reason: &str, message: &str) {
+        publish(self.ctx, &self.reference, type_, reason, message);
     }
 }
 
-/// Runs every cluster's action of `plan`.
+/// The copy's version the plan saw in `cluster` (empty when it saw none).
+fn basis(observed: &BTreeMap<String, MemberObservation>, cluster: &str) -> String {
+    match observed.get(cluster) {
+        Some(MemberObservation::Present(copy)) => copy.version.clone(),
+        _ => String::new(),
+    }
+}
+
+fn timed_out(cp: &ClusterPlan) -> ClusterResult {
+    ClusterResult {
+        outcome: outcome(
+            &cp.cluster,
+            cp.action.status_on_timeout(),
+            Some(format!(
+                "no answer from cluster within {}s",
+                DISPATCH_TIMEOUT.as_secs()
+            )),
+        ),
+        version: None,
+        wrote: false,
+        done: None,
+        transient: false,
+    }
+}
+
+/// Runs every cluster's action of `plan`: a push member's through its API, a pull member's
+/// as its work ([`deliver`]); `observed` is what the plan saw of each cluster's copy.
 pub async fn execute(
     ctx: &TypeContext,
     object: &FederatedObject,
     plan: &Plan,
     clusters: &[Arc<MemberCluster>],
+    observed: &BTreeMap<String, MemberObservation>,
 ) -> DispatchResult {
     let by_name: BTreeMap<&str, &Arc<MemberCluster>> =
         clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+    let events = HubEvents {
+        ctx,
+        reference: federated_reference(ctx, object),
+    };
+    let unmanaged = |cluster: &str, name: &str, namespace: Option<&str>| {
+        ctx.members.unmanaged(cluster, name, namespace)
+    };
+    let env = ExecEnv {
+        target_kind: &ctx.target.kind,
+        namespaced: ctx.target.namespaced,
+        type_label: ctx.federated.kind.to_lowercase(),
+        drift_people: &ctx.shared.drift_people,
+        drift_reported: &ctx.drift_reported,
+        applied: Some(&ctx.applied),
+        unmanaged: &unmanaged,
+        events: &events,
+    };
+    let env = &env;
     let tasks = plan.clusters.iter().map(|cp| {
         let cluster = by_name.get(cp.cluster.as_str()).copied();
         async move {
-            match tokio::time::timeout(DISPATCH_TIMEOUT, dispatch_one(ctx, object, cp, cluster))
-                .await
-            {
-                Ok(result) => result,
-                Err(_) => ClusterResult {
-                    outcome: outcome(
-                        &cp.cluster,
-                        cp.action.status_on_timeout(),
-                        Some(format!(
-                            "no answer from cluster within {}s",
-                            DISPATCH_TIMEOUT.as_secs()
-                        )),
-                    ),
-                    version: None,
-                    wrote: false,
-                    done: None,
-                    transient: false,
-                },
+            if cluster.is_some_and(|c| c.pull) {
+                let basis = basis(observed, &cp.cluster);
+                let delivered = deliver::deliver(ctx, object, cp, &basis);
+                return match tokio::time::timeout(DISPATCH_TIMEOUT, delivered).await {
+                    Ok(delivered) => delivered,
+                    Err(_) => (timed_out(cp), false),
+                };
+            }
+            let dispatched = dispatch_one(ctx, env, object, cp, cluster);
+            match tokio::time::timeout(DISPATCH_TIMEOUT, dispatched).await {
+                Ok(result) => (result, false),
+                Err(_) => (timed_out(cp), false),
             }
         }
     });
     let mut result = DispatchResult::default();
     let mut done: BTreeMap<(&'static str, &'static str), Vec<&str>> = BTreeMap::new();
-    for (cp, r) in plan.clusters.iter().zip(join_all(tasks).await) {
+    for (cp, (r, pending)) in plan.clusters.iter().zip(join_all(tasks).await) {
+        result.waiting |= pending;
         if let Some(key) = r.done {
             done.entry(key).or_default().push(&cp.cluster);
         }
@@ -156,31 +166,18 @@ pub async fn execute(
 
 async fn dispatch_one(
     ctx: &TypeContext,
+    env: &ExecEnv<'_>,
     object: &FederatedObject,
     cp: &ClusterPlan,
     cluster: Option<&Arc<MemberCluster>>,
 ) -> ClusterResult {
     let name = cp.cluster.as_str();
-    let passive = |action: &ClusterAction| ClusterResult {
-        outcome: outcome(
-            name,
-            action.status_on_success(),
-            match action {
-                ClusterAction::Blocked { message, .. } => Some(message.clone()),
-                _ => None,
-            },
-        ),
-        version: None,
-        wrote: false,
-        done: None,
-        transient: false,
-    };
     let needs_io = matches!(
         cp.action,
         ClusterAction::Apply(_) | ClusterAction::Delete(_) | ClusterAction::RemoveManagedLabel
     );
     if !needs_io {
-        return passive(&cp.action);
+        return passive(name, &cp.action);
     }
     let Some(client) = cluster.and_then(|c| c.client.clone()) else {
         return ClusterResult {
@@ -191,9 +188,7 @@ async fn dispatch_one(
             ),
             version: None,
             wrote: false,
-
             done: None,
-
             transient: false,
         };
     };
@@ -202,125 +197,7 @@ async fn dispatch_one(
         None => None,
     };
     let api = member_api(ctx, client, object.namespace.as_deref());
-    match &cp.action {
-        ClusterAction::Apply(apply) => apply_to_cluster(ctx, object, cp, &api, apply).await,
-        ClusterAction::Delete(delete) => delete_in_cluster(ctx, object, cp, &api, delete).await,
-        ClusterAction::RemoveManagedLabel => remove_label_in_cluster(object, cp, &api).await,
-        other => passive(other),
-    }
-}
-
-async fn delete_in_cluster(
-    ctx: &TypeContext,
-    object: &FederatedObject,
-    cp: &ClusterPlan,
-    api: &Api<DynamicObject>,
-    delete: &DeleteAction,
-) -> ClusterResult {
-    let cluster = cp.cluster.as_str();
-    let what = kind_and_key(ctx, object);
-    let reference = federated_reference(ctx, object);
-    let started = std::time::Instant::now();
-    let deleted = api.delete(&object.name, &delete_params(delete)).await;
-    record(
-        cluster,
-        "delete",
-        started,
-        deleted.is_ok() || deleted.as_ref().is_err_and(is_not_found),
-    );
-    // A later re-placement must not count as drift against the deleted copy's version.
-    ctx.applied
-        .remove(object.namespace.as_deref(), &object.name, cluster);
-    match deleted {
-        Ok(_) => ClusterResult {
-            outcome: outcome(cluster, cp.action.status_on_success(), None),
-            version: None,
-            wrote: true,
-            done: Some(("DeleteInCluster", "Deleting")),
-            transient: false,
-        },
-        Err(e) if is_not_found(&e) => ClusterResult {
-            outcome: None,
-            version: None,
-            wrote: false,
-
-            done: None,
-
-            transient: false,
-        },
-        Err(e) => {
-            let message = error_message(&e);
-            publish(
-                ctx,
-                &reference,
-                EventType::Warning,
-                "DeleteInClusterFailed",
-                &format!("Failed to delete {what} in cluster {cluster:?}: {message}"),
-            );
-            ClusterResult {
-                outcome: outcome(cluster, cp.action.status_on_failure(), Some(message)),
-                version: None,
-                wrote: false,
-
-                done: None,
-
-                transient: false,
-            }
-        }
-    }
-}
-
-async fn remove_label_in_cluster(
-    object: &FederatedObject,
-    cp: &ClusterPlan,
-    api: &Api<DynamicObject>,
-) -> ClusterResult {
-    let cluster = cp.cluster.as_str();
-    let patch = json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
-    let started = std::time::Instant::now();
-    let patched = api
-        .patch(&object.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await;
-    record(
-        cluster,
-        "remove_label",
-        started,
-        patched.is_ok() || patched.as_ref().is_err_and(is_not_found),
-    );
-    match patched {
-        Ok(_) => ClusterResult {
-            outcome: outcome(cluster, cp.action.status_on_success(), None),
-            version: None,
-            wrote: true,
-            done: Some((
-                "RemoveManagedLabelFromInCluster",
-                "Removing the managed label from",
-            )),
-            transient: false,
-        },
-        Err(e) if is_not_found(&e) => ClusterResult {
-            outcome: None,
-            version: None,
-            wrote: false,
-
-            done: None,
-
-            transient: false,
-        },
-        Err(e) => ClusterResult {
-            outcome: outcome(
-                cluster,
-                cp.action.status_on_failure(),
-                Some(error_message(&e)),
-            ),
-            version: None,
-            wrote: false,
-
-            done: None,
-
-            transient: false,
-        },
-    }
+    execute_action(env, object, cp, &api).await
 }
 
 /// Before the finalizer goes: none of the clusters `verify_in` still holds a managed copy,
@@ -350,49 +227,4 @@ pub async fn no_managed_copies_left(
             }
         });
     join_all(checks).await.into_iter().all(|ok| ok)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions as ApiPreconditions;
-
-    #[test]
-    fn member_deletes_carry_the_observed_uid_unless_the_user_set_preconditions() {
-        let observed = DeleteAction {
-            options: None,
-            uid: Some("u1".into()),
-        };
-        let params = delete_params(&observed);
-        assert_eq!(
-            params.preconditions.and_then(|p| p.uid).as_deref(),
-            Some("u1")
-        );
-
-        let user = DeleteAction {
-            options: Some(DeleteOptions {
-                preconditions: Some(ApiPreconditions {
-                    resource_version: Some("7".into()),
-                    uid: None,
-                }),
-                propagation_policy: Some("Orphan".into()),
-                ..Default::default()
-            }),
-            uid: Some("u1".into()),
-        };
-        let params = delete_params(&user);
-        let preconditions = params.preconditions.expect("the user's preconditions");
-        assert_eq!(preconditions.resource_version.as_deref(), Some("7"));
-        assert_eq!(preconditions.uid, None);
-        assert!(matches!(
-            params.propagation_policy,
-            Some(PropagationPolicy::Orphan)
-        ));
-
-        let unknown = DeleteAction {
-            options: None,
-            uid: None,
-        };
-        assert!(delete_params(&unknown).preconditions.is_none());
-    }
 }

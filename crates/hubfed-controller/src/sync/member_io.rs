@@ -12,17 +12,17 @@ use crate::metrics::METRICS;
 /// Field manager that holds fields hubfed hands over to the member (e.g. retained replicas).
 pub(super) const RETAINED_FIELD_MANAGER: &str = "hubfed-retained";
 
-pub(super) struct ClusterResult {
-    pub(super) outcome: Option<ClusterOutcome>,
-    pub(super) version: Option<String>,
-    pub(super) wrote: bool,
+pub(crate) struct ClusterResult {
+    pub(crate) outcome: Option<ClusterOutcome>,
+    pub(crate) version: Option<String>,
+    pub(crate) wrote: bool,
     /// A successful write to report: (event reason, verb). Reported once per reconcile for
     /// all clusters, not per cluster: at scale one Event per member write doubles the hub's
     /// write load.
-    pub(super) done: Option<(&'static str, &'static str)>,
+    pub(crate) done: Option<(&'static str, &'static str)>,
     /// The write failed without the member refusing the object (no answer, a server error,
     /// a conflict, throttling: [`hubfed_core::rollout::is_refusal`]): it never halts a rollout.
-    pub(super) transient: bool,
+    pub(crate) transient: bool,
 }
 
 pub(super) fn outcome(

@@ -10,7 +10,9 @@ mod apply;
 mod controller;
 mod create_only;
 mod deletions;
+mod deliver;
 mod dispatch;
+pub(crate) mod execute;
 mod gc;
 mod hub_writes;
 mod identity;
@@ -42,7 +44,9 @@ use tracing::{info, warn};
 use crate::clusters::MemberClientPool;
 use crate::settings::ControllerConfig;
 pub use controller::run_type;
+pub(crate) use member_io::ClusterResult;
 use members::MemberWatches;
+pub(crate) use members::Unmanaged;
 pub use memory::{AppliedMap, LatencyTracker, WrittenVersions};
 
 /// kubectl's copy of the last applied object, on objects managed with `kubectl apply`.
@@ -289,6 +293,8 @@ pub struct TypeContext {
     pub federated_namespace: Option<ApiResource>,
     pub federated_namespaces: Option<Store<DynamicObject>>,
     pub members: Arc<MemberWatches>,
+    /// This type's works for pull-mode members.
+    pub works: deliver::PullWorks,
     pub recorder: Recorder,
     /// What the last successful apply per (object, cluster) sent and got back.
     pub applied: AppliedMap,

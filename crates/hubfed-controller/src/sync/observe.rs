@@ -135,6 +135,13 @@ impl Observed {
     fn observe_members(&mut self, ctx: &TypeContext) {
         let (name, namespace) = (&self.federated.name, self.federated.namespace.as_deref());
         for cluster in self.clusters.iter().filter(|c| c.ready) {
+            if cluster.pull {
+                // What the cluster's agent last reported on the object's work.
+                let work = super::deliver::lookup(ctx, &cluster.name, &self.federated);
+                let observation = hubfed_core::pull::observation(work.as_deref());
+                self.members.insert(cluster.name.clone(), observation);
+                continue;
+            }
             let observation = match ctx.members.view(&cluster.name, name, namespace) {
                 CacheView::Ready(Some(member)) => MemberObservation::Present(member),
                 CacheView::Ready(None) => MemberObservation::Absent,
@@ -172,7 +179,13 @@ impl Observed {
         self.infos
             .iter()
             .filter_map(|c| {
-                let remembered = applied.remove(&c.name);
+                let pulled = self
+                    .clusters
+                    .iter()
+                    .find(|m| m.name == c.name && m.pull)
+                    .and_then(|m| super::deliver::lookup(ctx, &m.name, &self.federated))
+                    .and_then(|work| hubfed_core::pull::recorded(&work));
+                let remembered = pulled.or_else(|| applied.remove(&c.name));
                 let from_versions = recorded_versions.get(&c.name).map(|v| RecordedApply {
                     version: v.clone(),
                     desired_hash: None,

@@ -113,7 +113,9 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         latency.observe_start(&observed.object_ref, generation);
     }
 
-    let result = dispatch::execute(ctx, &observed.federated, &plan, &observed.clusters).await;
+    let (federated, clusters) = (&observed.federated, &observed.clusters);
+    let result = dispatch::execute(ctx, federated, &plan, clusters, &observed.members).await;
+    super::deliver::settle(ctx, federated, &plan, clusters).await;
     if let Some(rollout) = staged.rollout {
         // Not recorded now: the retried apply fails again and is recorded then.
         if let Err(e) = super::rollout::after_dispatch(ctx, &observed, rollout, &result).await {

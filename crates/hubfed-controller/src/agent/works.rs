@@ -1,0 +1,292 @@
+//! The agent's work loop: each work whose current generation has no report yet is carried
+//! out with the push dispatcher's code ([`execute_action`]) and reported — result, version,
+//! Events, drift and the copy it left; a work already reported only has its copy's changes
+//! reported (the hub plans again on each: drift, deletion, readiness).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use hubfed_api::work::{WORK_RESULT_DONE, WORK_RESULT_OK, Work, WorkCopy, WorkEvent};
+use hubfed_core::plan::{ClusterAction, ClusterPlan, FederatedObject};
+use hubfed_core::pull::{copy_of, member_object, reported, work_action};
+use hubfed_core::status::PropagationStatus;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::Agent;
+use super::copies::{self, TypeCache};
+use crate::admin::Health;
+use crate::sync::execute::{EventSink, ExecEnv, execute_action};
+use crate::sync::{ClusterResult, Unmanaged};
+
+/// How often a quiet work is looked at again anyway (a safety net; changes arrive by watch).
+const RESYNC: Duration = Duration::from_secs(300);
+/// Retry delay after a failed report.
+const RETRY: Duration = Duration::from_secs(5);
+
+struct Ctx {
+    agent: Arc<Agent>,
+    drift_reported: Mutex<HashMap<String, String>>,
+}
+
+/// Events an action makes, kept for the work's status.
+#[derive(Default)]
+struct Collected(Mutex<Vec<WorkEvent>>);
+
+impl EventSink for Collected {
+    fn publish(&self, type_: EventType, reason: &str, message: &str) {
+        let type_ = match type_ {
+            EventType::Warning => "Warning",
+            EventType::Normal => "Normal",
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(WorkEvent {
+                type_: type_.to_owned(),
+                reason: reason.to_owned(),
+                message: message.to_owned(),
+            });
+    }
+}
+
+/// Runs the work loop and garbage collection until `shutdown`.
+pub async fn run(agent: Arc<Agent>, health: Arc<Health>, shutdown: CancellationToken) {
+    let api: Api<Work> = Api::namespaced(agent.hub.clone(), &agent.work_namespace);
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<Work>>();
+    agent
+        .copies
+        .start(trigger_tx, &agent.work_namespace, shutdown.clone());
+    agent.copies.restore(&agent).await;
+    let (store, writer) = reflector::store();
+    let listed = Arc::new(AtomicBool::new(false));
+    let works = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .inspect({
+            let listed = Arc::clone(&listed);
+            let health = Arc::clone(&health);
+            move |event| {
+                if let Ok(watcher::Event::InitDone) = event {
+                    listed.store(true, Ordering::Release);
+                    health.set_ready(true);
+                }
+            }
+        })
+        .applied_objects();
+    tokio::spawn(copies::collect_loop(
+        Arc::clone(&agent),
+        store.clone(),
+        Arc::clone(&listed),
+        shutdown.clone(),
+    ));
+    let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
+        rx.recv().await.map(|r| (r, rx))
+    });
+    let ctx = Arc::new(Ctx {
+        agent: Arc::clone(&agent),
+        drift_reported: Mutex::new(HashMap::new()),
+    });
+    let stop = shutdown.clone();
+    Controller::for_stream(works, store)
+        .with_config(kube::runtime::controller::Config::default().concurrency(16))
+        .reconcile_on(triggers)
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+    info!("work loop stopped");
+}
+
+fn error_policy(work: Arc<Work>, error: &kube::Error, _ctx: Arc<Ctx>) -> Action {
+    warn!(work = %work.name_any(), error = %error, "reporting a work failed; retrying");
+    Action::requeue(RETRY)
+}
+
+async fn reconcile(work: Arc<Work>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+    let agent = &ctx.agent;
+    let cache = agent.copies.ensure(agent, &work.spec.target);
+    if reported(&work) {
+        report_copy(agent, &work, &cache).await?;
+    } else {
+        carry_out(&ctx, &work).await?;
+    }
+    Ok(Action::requeue(RESYNC))
+}
+
+fn member_api(agent: &Agent, work: &Work) -> Api<DynamicObject> {
+    let resource = copies::resource(&work.spec.target);
+    match work
+        .spec
+        .namespace
+        .as_deref()
+        .filter(|_| work.spec.target.namespaced)
+    {
+        Some(ns) => Api::namespaced_with(agent.member.clone(), ns, &resource),
+        None => Api::all_with(agent.member.clone(), &resource),
+    }
+}
+
+/// The copy as the plan is to see it (a copy without the managed label reads as none, as in
+/// the push member cache), read live; `None` when it cannot be read.
+async fn live_copy(agent: &Agent, work: &Work) -> Option<WorkCopy> {
+    let api = member_api(agent, work);
+    let resource = copies::resource(&work.spec.target);
+    match api.get_opt(&work.spec.name).await {
+        Ok(found) => {
+            let member = found.map(|object| {
+                let value = serde_json::to_value(&object).unwrap_or_default();
+                member_object(
+                    &value,
+                    &resource.group,
+                    &work.spec.target.kind,
+                    work.spec.collect_status,
+                )
+            });
+            Some(copy_of(member.as_ref().filter(|m| m.is_managed())))
+        }
+        Err(e) => {
+            debug!(work = %work.name_any(), error = %e, "cannot read the copy");
+            None
+        }
+    }
+}
+
+/// Reports the copy's change since the last report, if any.
+async fn report_copy(agent: &Agent, work: &Work, cache: &TypeCache) -> Result<(), kube::Error> {
+    let spec = &work.spec;
+    let Some(member) = cache.copy(&spec.name, spec.namespace.as_deref(), spec.collect_status)
+    else {
+        return Ok(());
+    };
+    let copy = copy_of(member.as_ref().filter(|m| m.is_managed()));
+    if work.status.as_ref().and_then(|s| s.copy.as_ref()) == Some(&copy) {
+        return Ok(());
+    }
+    debug!(work = %work.name_any(), exists = copy.exists, version = %copy.version, "copy changed");
+    patch_status(agent, work, &json!({ "copy": copy })).await
+}
+
+/// Carries out the work's action and reports the result.
+async fn carry_out(ctx: &Ctx, work: &Work) -> Result<(), kube::Error> {
+    let agent = &ctx.agent;
+    let spec = &work.spec;
+    let generation = work.metadata.generation;
+    let action = match work_action(spec) {
+        Ok(action) => action,
+        Err(message) => {
+            warn!(work = %work.name_any(), %message, "a work cannot be carried out");
+            let status = json!({
+                "observedGeneration": generation,
+                "result": PropagationStatus::UpdateFailed.as_str(),
+                "message": message,
+                "transient": false,
+                "done": null,
+                "events": [],
+                "drift": null,
+            });
+            return patch_status(agent, work, &status).await;
+        }
+    };
+    let object = FederatedObject {
+        name: spec.name.clone(),
+        namespace: spec.namespace.clone(),
+        annotations: spec.annotations.clone(),
+        ..FederatedObject::default()
+    };
+    let cp = ClusterPlan {
+        cluster: agent.cluster.clone(),
+        action,
+    };
+    let events = Collected::default();
+    // No cache of unmanaged names here: every create looks first.
+    let unmanaged = |_: &str, _: &str, _: Option<&str>| Unmanaged::Unknown;
+    let env = ExecEnv {
+        target_kind: &spec.target.kind,
+        namespaced: spec.target.namespaced,
+        type_label: spec.source.kind.to_lowercase(),
+        drift_people: &agent.drift_people,
+        drift_reported: &ctx.drift_reported,
+        applied: None,
+        unmanaged: &unmanaged,
+        events: &events,
+    };
+    let api = member_api(agent, work);
+    let result = execute_action(&env, &object, &cp, &api).await;
+    let copy = live_copy(agent, work).await;
+    let events = events.0.into_inner().unwrap_or_else(|e| e.into_inner());
+    let status = report(&cp.action, &result, generation, copy, &events);
+    debug!(work = %work.name_any(), result = %status["result"], "carried out");
+    patch_status(agent, work, &status).await
+}
+
+/// The status that reports `result` of `action`.
+fn report(
+    action: &ClusterAction,
+    result: &ClusterResult,
+    generation: Option<i64>,
+    copy: Option<WorkCopy>,
+    events: &[WorkEvent],
+) -> serde_json::Value {
+    let removal = matches!(
+        action,
+        ClusterAction::Delete(_) | ClusterAction::RemoveManagedLabel
+    );
+    let (text, message) = match &result.outcome {
+        None => (WORK_RESULT_DONE.to_owned(), None),
+        Some(o) if removal && Some(o.status) == action.status_on_success() => {
+            (WORK_RESULT_DONE.to_owned(), None)
+        }
+        Some(o) if o.status == PropagationStatus::Ok => {
+            (WORK_RESULT_OK.to_owned(), o.message.clone())
+        }
+        Some(o) => (o.status.as_str().to_owned(), o.message.clone()),
+    };
+    let mut status = json!({
+        "observedGeneration": generation,
+        "result": text,
+        "message": message,
+        "transient": result.transient,
+        "done": result.done.map(|(reason, _)| reason),
+        "events": events,
+        "drift": result.outcome.as_ref().and_then(|o| o.drift.clone()),
+    });
+    if let (ClusterAction::Apply(apply), Some(version)) = (action, &result.version) {
+        status["appliedVersion"] = json!(version);
+        status["appliedHash"] = json!(apply.desired_hash);
+    }
+    if removal && text == WORK_RESULT_DONE {
+        status["appliedVersion"] = json!(null);
+        status["appliedHash"] = json!(null);
+    }
+    if let Some(copy) = copy {
+        status["copy"] = json!(copy);
+    }
+    status
+}
+
+async fn patch_status(
+    agent: &Agent,
+    work: &Work,
+    status: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    let api: Api<Work> = Api::namespaced(agent.hub.clone(), &agent.work_namespace);
+    let patch = json!({ "status": status });
+    api.patch_status(
+        &work.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(drop)
+}

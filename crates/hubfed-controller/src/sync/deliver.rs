@@ -1,0 +1,299 @@
+//! Pull-mode members: a plan's action for such a cluster becomes its [`Work`] in the hub
+//! (written only when it changes), the agent's report on the work becomes the cluster's
+//! outcome, and works the plan no longer needs are removed. Every decision is
+//! [`hubfed_core::pull`]'s; this module reads and writes works.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use hubfed_api::names::FIELD_MANAGER;
+use hubfed_api::work::{WORK_CLUSTER_LABEL, WORK_KIND_LABEL, Work, WorkSource, WorkTarget};
+use hubfed_core::plan::{ClusterAction, ClusterPlan, FederatedObject, Plan, is_orphaning};
+use hubfed_core::pull::{
+    WorkFate, WorkSubject, cluster_namespace, orphan_spec, outcome, reported, work_fate, work_name,
+    work_spec,
+};
+use hubfed_core::status::ClusterOutcome;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tracing::{debug, warn};
+
+use super::TypeContext;
+use super::hub_writes::publish;
+use super::member_io::{ClusterResult, error_message, federated_reference};
+use crate::clusters::MemberCluster;
+
+/// One type's works in the hub, and which reports were already turned into Events.
+pub struct PullWorks {
+    pub store: Store<Work>,
+    /// Work UID → the generation whose report's Events were recorded.
+    reported: Mutex<HashMap<String, i64>>,
+}
+
+impl PullWorks {
+    pub fn new(store: Store<Work>) -> Self {
+        Self {
+            store,
+            reported: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Forgets works that are gone.
+    pub fn forget(&self, uid: &str) {
+        self.reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+    }
+}
+
+/// The work of `object` for `cluster`, as the cache shows it.
+pub fn lookup(ctx: &TypeContext, cluster: &str, object: &FederatedObject) -> Option<Arc<Work>> {
+    let name = work_name(
+        &ctx.target.group,
+        &ctx.target.kind,
+        object
+            .namespace
+            .as_deref()
+            .filter(|_| ctx.target.namespaced),
+        &object.name,
+    );
+    ctx.works
+        .store
+        .get(&ObjectRef::new(&name).within(&cluster_namespace(cluster)))
+}
+
+fn target(ctx: &TypeContext) -> WorkTarget {
+    WorkTarget {
+        api_version: ctx.target_resource.api_version.clone(),
+        kind: ctx.target_resource.kind.clone(),
+        plural: ctx.target_resource.plural.clone(),
+        namespaced: ctx.target.namespaced,
+    }
+}
+
+fn source(ctx: &TypeContext, object: &FederatedObject) -> WorkSource {
+    WorkSource {
+        kind: ctx.federated.kind.clone(),
+        namespace: object.namespace.clone(),
+        name: object.name.clone(),
+        uid: object.uid.clone().unwrap_or_default(),
+    }
+}
+
+/// Writes `action` as the work of `object` for `cluster` when it differs from the work as it
+/// stands (`basis`: the copy's version the plan saw). The cluster's result, and whether the
+/// agent has yet to report on it.
+pub async fn deliver(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    basis: &str,
+) -> (ClusterResult, bool) {
+    let (target, source) = (target(ctx), source(ctx, object));
+    let subject = WorkSubject {
+        target: &target,
+        source: &source,
+        name: &object.name,
+        namespace: object
+            .namespace
+            .as_deref()
+            .filter(|_| ctx.target.namespaced),
+        annotations: &object.annotations,
+        collect_status: ctx.collect_status,
+    };
+    let Some(spec) = work_spec(&subject, &cp.action, basis) else {
+        return (super::execute::passive(&cp.cluster, &cp.action), false);
+    };
+    let current = lookup(ctx, &cp.cluster, object);
+    let work = match current {
+        Some(work) if work.spec == spec => work,
+        _ => match write_work(ctx, &cp.cluster, object, spec).await {
+            Ok(work) => Arc::new(work),
+            Err(e) => {
+                let message = format!(
+                    "the work cannot be written to the hub: {}",
+                    error_message(&e)
+                );
+                return (failed(cp, message), false);
+            }
+        },
+    };
+    let pull = outcome(&cp.action, &work);
+    let done = newly_reported(ctx, object, &cp.cluster, &work);
+    let result = ClusterResult {
+        outcome: pull.status.map(|status| ClusterOutcome {
+            cluster: cp.cluster.clone(),
+            status,
+            message: pull.message,
+            remote_status: None,
+            drift: pull.drift,
+        }),
+        version: pull.version,
+        wrote: done.is_some(),
+        done,
+        transient: pull.transient,
+    };
+    (result, pull.pending)
+}
+
+fn failed(cp: &ClusterPlan, message: String) -> ClusterResult {
+    ClusterResult {
+        outcome: super::member_io::outcome(
+            &cp.cluster,
+            cp.action.status_on_failure(),
+            Some(message),
+        ),
+        version: None,
+        wrote: false,
+        done: None,
+        transient: true,
+    }
+}
+
+/// Server-side applies the work (hubfed owns every field of its spec).
+async fn write_work(
+    ctx: &TypeContext,
+    cluster: &str,
+    object: &FederatedObject,
+    spec: hubfed_api::work::WorkSpec,
+) -> Result<Work, kube::Error> {
+    let namespace = cluster_namespace(cluster);
+    let name = work_name(
+        &ctx.target.group,
+        &ctx.target.kind,
+        spec.namespace.as_deref(),
+        &object.name,
+    );
+    let body = json!({
+        "apiVersion": Work::api_version(&()),
+        "kind": Work::kind(&()),
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                WORK_CLUSTER_LABEL: cluster,
+                WORK_KIND_LABEL: ctx.federated.kind.to_lowercase(),
+            },
+        },
+        "spec": spec,
+    });
+    let api: Api<Work> = Api::namespaced(ctx.shared.hub.clone(), &namespace);
+    debug!(cluster, work = %name, action = %spec.action, "writing work");
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+}
+
+/// The first time this process sees the agent's report on the work's current generation:
+/// records the Events the agent's action made on the federated object, and returns the
+/// successful write's (reason, verb) for the dispatch's summary Event.
+fn newly_reported(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cluster: &str,
+    work: &Work,
+) -> Option<(&'static str, &'static str)> {
+    if !reported(work) {
+        return None;
+    }
+    let (uid, generation) = (work.uid()?, work.metadata.generation?);
+    let seen = ctx
+        .works
+        .reported
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(uid, generation);
+    if seen == Some(generation) {
+        return None;
+    }
+    let status = work.status.as_ref()?;
+    let reference = federated_reference(ctx, object);
+    for event in &status.events {
+        let type_ = if event.type_ == "Warning" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let message = format!("{} (agent of cluster {cluster:?})", event.message);
+        publish(ctx, &reference, type_, &event.reason, &message);
+    }
+    match status.done.as_deref()? {
+        "CreateInCluster" => Some(("CreateInCluster", "Creating")),
+        "UpdateInCluster" => Some(("UpdateInCluster", "Updating")),
+        "DeleteInCluster" => Some(("DeleteInCluster", "Deleting")),
+        "RemoveManagedLabelFromInCluster" => Some((
+            "RemoveManagedLabelFromInCluster",
+            "Removing the managed label from",
+        )),
+        _ => None,
+    }
+}
+
+/// The works of pull members the plan asked nothing of: kept, deleted, or turned into label
+/// removals ([`work_fate`]).
+pub async fn settle(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    plan: &Plan,
+    clusters: &[Arc<MemberCluster>],
+) {
+    let orphaning = object.deleting && is_orphaning(&object.annotations);
+    for cluster in clusters.iter().filter(|c| c.pull) {
+        let planned = plan.clusters.iter().find(|cp| cp.cluster == cluster.name);
+        let requested = planned.is_some_and(|cp| {
+            matches!(
+                cp.action,
+                ClusterAction::Apply(_)
+                    | ClusterAction::Delete(_)
+                    | ClusterAction::RemoveManagedLabel
+            )
+        });
+        if requested {
+            continue;
+        }
+        let Some(work) = lookup(ctx, &cluster.name, object) else {
+            continue;
+        };
+        let fate = work_fate(&work, planned.is_some(), orphaning);
+        if let Err(e) = carry_out(ctx, object, &cluster.name, &work, &fate).await {
+            warn!(cluster = %cluster.name, work = %work.name_any(), error = %e, "settling a work failed");
+        }
+    }
+}
+
+/// Deletes or rewrites one work as `fate` says.
+pub async fn carry_out(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cluster: &str,
+    work: &Work,
+    fate: &WorkFate,
+) -> Result<(), kube::Error> {
+    let namespace = cluster_namespace(cluster);
+    match fate {
+        WorkFate::Keep => Ok(()),
+        WorkFate::Delete => {
+            let api: Api<Work> = Api::namespaced(ctx.shared.hub.clone(), &namespace);
+            debug!(cluster, work = %work.name_any(), "deleting work");
+            match api.delete(&work.name_any(), &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+            if let Some(uid) = work.uid() {
+                ctx.works.forget(&uid);
+            }
+            Ok(())
+        }
+        WorkFate::Orphan => write_work(ctx, cluster, object, orphan_spec(&work.spec))
+            .await
+            .map(drop),
+    }
+}

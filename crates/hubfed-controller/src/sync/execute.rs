@@ -1,0 +1,274 @@
+//! Carrying out one cluster's action of a plan against that cluster's API — apply, delete,
+//! remove the managed label — with everything it reports (outcome, version, Events, drift,
+//! metrics). Shared by the push dispatcher ([`super::dispatch`]) and the pull-mode agent
+//! ([`crate::agent`]): both write member copies by exactly these rules.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use hubfed_api::names::MANAGED_LABEL;
+use hubfed_core::plan::{ClusterAction, ClusterPlan, DeleteAction, FederatedObject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
+use kube::runtime::events::EventType;
+use serde_json::json;
+
+use super::AppliedMap;
+use super::apply::apply_to_cluster;
+use super::member_io::{ClusterResult, error_message, is_not_found, outcome, record};
+use super::members::Unmanaged;
+
+/// Where an action's Events go: the hub's Event recorder for the push dispatcher, the work's
+/// status (republished by the hub) for the agent.
+pub trait EventSink: Send + Sync {
+    fn publish(&self, type_: EventType, reason: &str, message: &str);
+}
+
+/// What carrying out an action needs besides the member API.
+pub struct ExecEnv<'a> {
+    /// The member object's kind, for messages (`ConfigMap "ns/name"`).
+    pub target_kind: &'a str,
+    pub namespaced: bool,
+    /// The `type` label of the drift metrics: the federated kind, lowercased.
+    pub type_label: String,
+    /// Field managers whose changes are people's (drift to revert).
+    pub drift_people: &'a [String],
+    /// The last drift reported per copy, so the same drift is one Event, not one per apply.
+    pub drift_reported: &'a Mutex<HashMap<String, String>>,
+    /// Memory of successful applies, kept by the push controller (the agent reports them).
+    pub applied: Option<&'a AppliedMap>,
+    /// What the cache of unmanaged names knows of a name: (cluster, name, namespace).
+    pub unmanaged: &'a (dyn Fn(&str, &str, Option<&str>) -> Unmanaged + Send + Sync),
+    pub events: &'a dyn EventSink,
+}
+
+impl ExecEnv<'_> {
+    /// "Kind "namespace/name"", for messages.
+    pub fn what(&self, object: &FederatedObject) -> String {
+        let key = match &object.namespace {
+            Some(ns) if self.namespaced => format!("{ns}/{}", object.name),
+            _ => object.name.clone(),
+        };
+        format!("{} {key:?}", self.target_kind)
+    }
+}
+
+/// Carries out `cp`'s action through `api` (an action without a request reports its status).
+pub(crate) async fn execute_action(
+    env: &ExecEnv<'_>,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    api: &Api<DynamicObject>,
+) -> ClusterResult {
+    match &cp.action {
+        ClusterAction::Apply(apply) => apply_to_cluster(env, object, cp, api, apply).await,
+        ClusterAction::Delete(delete) => delete_in_cluster(env, object, cp, api, delete).await,
+        ClusterAction::RemoveManagedLabel => remove_label_in_cluster(object, cp, api).await,
+        other => passive(&cp.cluster, other),
+    }
+}
+
+/// The result of an action that needs no request.
+pub(super) fn passive(cluster: &str, action: &ClusterAction) -> ClusterResult {
+    ClusterResult {
+        outcome: outcome(
+            cluster,
+            action.status_on_success(),
+            match action {
+                ClusterAction::Blocked { message, .. } => Some(message.clone()),
+                _ => None,
+            },
+        ),
+        version: None,
+        wrote: false,
+        done: None,
+        transient: false,
+    }
+}
+
+/// The delete's parameters: the `kubefed.io/deleteoption` options, and the observed copy's
+/// UID as precondition unless the options bring their own preconditions.
+fn delete_params(delete: &DeleteAction) -> DeleteParams {
+    let mut params = options_params(delete.options.as_ref());
+    if params.preconditions.is_none() && delete.uid.is_some() {
+        params.preconditions = Some(Preconditions {
+            resource_version: None,
+            uid: delete.uid.clone(),
+        });
+    }
+    params
+}
+
+fn options_params(options: Option<&DeleteOptions>) -> DeleteParams {
+    let Some(options) = options else {
+        return DeleteParams::default();
+    };
+    DeleteParams {
+        dry_run: false,
+        grace_period_seconds: options
+            .grace_period_seconds
+            .and_then(|s| u32::try_from(s).ok()),
+        propagation_policy: options.propagation_policy.as_deref().and_then(|p| match p {
+            "Orphan" => Some(PropagationPolicy::Orphan),
+            "Background" => Some(PropagationPolicy::Background),
+            "Foreground" => Some(PropagationPolicy::Foreground),
+            _ => None,
+        }),
+        preconditions: options.preconditions.as_ref().map(|p| Preconditions {
+            resource_version: p.resource_version.clone(),
+            uid: p.uid.clone(),
+        }),
+    }
+}
+
+async fn delete_in_cluster(
+    env: &ExecEnv<'_>,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    api: &Api<DynamicObject>,
+    delete: &DeleteAction,
+) -> ClusterResult {
+    let cluster = cp.cluster.as_str();
+    let what = env.what(object);
+    let started = std::time::Instant::now();
+    let deleted = api.delete(&object.name, &delete_params(delete)).await;
+    record(
+        cluster,
+        "delete",
+        started,
+        deleted.is_ok() || deleted.as_ref().is_err_and(is_not_found),
+    );
+    // A later re-placement must not count as drift against the deleted copy's version.
+    if let Some(applied) = env.applied {
+        applied.remove(object.namespace.as_deref(), &object.name, cluster);
+    }
+    match deleted {
+        Ok(_) => ClusterResult {
+            outcome: outcome(cluster, cp.action.status_on_success(), None),
+            version: None,
+            wrote: true,
+            done: Some(("DeleteInCluster", "Deleting")),
+            transient: false,
+        },
+        Err(e) if is_not_found(&e) => ClusterResult {
+            outcome: None,
+            version: None,
+            wrote: false,
+            done: None,
+            transient: false,
+        },
+        Err(e) => {
+            let message = error_message(&e);
+            env.events.publish(
+                EventType::Warning,
+                "DeleteInClusterFailed",
+                &format!("Failed to delete {what} in cluster {cluster:?}: {message}"),
+            );
+            ClusterResult {
+                outcome: outcome(cluster, cp.action.status_on_failure(), Some(message)),
+                version: None,
+                wrote: false,
+
+                done: None,
+
+                transient: false,
+            }
+        }
+    }
+}
+
+async fn remove_label_in_cluster(
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    api: &Api<DynamicObject>,
+) -> ClusterResult {
+    let cluster = cp.cluster.as_str();
+    let patch = json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
+    let started = std::time::Instant::now();
+    let patched = api
+        .patch(&object.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await;
+    record(
+        cluster,
+        "remove_label",
+        started,
+        patched.is_ok() || patched.as_ref().is_err_and(is_not_found),
+    );
+    match patched {
+        Ok(_) => ClusterResult {
+            outcome: outcome(cluster, cp.action.status_on_success(), None),
+            version: None,
+            wrote: true,
+            done: Some((
+                "RemoveManagedLabelFromInCluster",
+                "Removing the managed label from",
+            )),
+            transient: false,
+        },
+        Err(e) if is_not_found(&e) => ClusterResult {
+            outcome: None,
+            version: None,
+            wrote: false,
+            done: None,
+            transient: false,
+        },
+        Err(e) => ClusterResult {
+            outcome: outcome(
+                cluster,
+                cp.action.status_on_failure(),
+                Some(error_message(&e)),
+            ),
+            version: None,
+            wrote: false,
+            done: None,
+            transient: false,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions as ApiPreconditions;
+
+    #[test]
+    fn member_deletes_carry_the_observed_uid_unless_the_user_set_preconditions() {
+        let observed = DeleteAction {
+            options: None,
+            uid: Some("u1".into()),
+        };
+        let params = delete_params(&observed);
+        assert_eq!(
+            params.preconditions.and_then(|p| p.uid).as_deref(),
+            Some("u1")
+        );
+
+        let user = DeleteAction {
+            options: Some(DeleteOptions {
+                preconditions: Some(ApiPreconditions {
+                    resource_version: Some("7".into()),
+                    uid: None,
+                }),
+                propagation_policy: Some("Orphan".into()),
+                ..Default::default()
+            }),
+            uid: Some("u1".into()),
+        };
+        let params = delete_params(&user);
+        let preconditions = params.preconditions.expect("the user's preconditions");
+        assert_eq!(preconditions.resource_version.as_deref(), Some("7"));
+        assert_eq!(preconditions.uid, None);
+        assert!(matches!(
+            params.propagation_policy,
+            Some(PropagationPolicy::Orphan)
+        ));
+
+        let unknown = DeleteAction {
+            options: None,
+            uid: None,
+        };
+        assert!(delete_params(&unknown).preconditions.is_none());
+    }
+}

@@ -1,0 +1,656 @@
+//! The hub's side of a pull-mode member, as pure decisions: what a plan's action for the
+//! cluster becomes in its [`Work`], what the agent's report says to the plan (the member
+//! observation and the last apply) and to status (the cluster's outcome), and what becomes of
+//! a work the plan no longer needs.
+//!
+//! The plan itself is [`crate::plan::plan`], the same for push and pull members: the agent
+//! reports what its cluster holds, the hub plans, the agent carries the action out with the
+//! push dispatcher's own code and reports the result.
+
+use std::collections::BTreeMap;
+
+use hubfed_api::names::RECREATE_ON_IMMUTABLE_ANNOTATION;
+use hubfed_api::work::{
+    WORK_RESULT_DONE, WORK_RESULT_OK, Work, WorkAction, WorkCopy, WorkSource, WorkSpec, WorkTarget,
+};
+
+use crate::drift::DRIFT_ANNOTATION;
+use crate::plan::{ClusterAction, MemberObject, MemberObservation};
+use crate::readiness::Readiness;
+use crate::status::PropagationStatus;
+use crate::version::RecordedApply;
+
+/// The object a work is for, as the hub names it.
+#[derive(Clone, Debug)]
+pub struct WorkSubject<'a> {
+    pub target: &'a WorkTarget,
+    pub source: &'a WorkSource,
+    pub name: &'a str,
+    pub namespace: Option<&'a str>,
+    /// The federated object's annotations (only those that shape the apply are carried).
+    pub annotations: &'a BTreeMap<String, String>,
+    pub collect_status: bool,
+}
+
+/// The work spec that carries `action` out, or `None` for an action without a request
+/// (up to date, waiting, blocked): the work stays as it is. `basis` is the version of the
+/// copy the plan saw (empty when it saw none).
+pub fn work_spec(
+    subject: &WorkSubject<'_>,
+    action: &ClusterAction,
+    basis: &str,
+) -> Option<WorkSpec> {
+    let mut spec = WorkSpec {
+        target: subject.target.clone(),
+        source: subject.source.clone(),
+        action: String::new(),
+        name: subject.name.to_owned(),
+        namespace: subject.namespace.map(str::to_owned),
+        object: None,
+        desired_hash: String::new(),
+        creates: false,
+        create_only: false,
+        adopts: false,
+        released_fields: Vec::new(),
+        basis: basis.to_owned(),
+        delete_options: None,
+        uid: None,
+        annotations: subject
+            .annotations
+            .iter()
+            .filter(|(k, _)| *k == DRIFT_ANNOTATION || *k == RECREATE_ON_IMMUTABLE_ANNOTATION)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        collect_status: subject.collect_status,
+    };
+    match action {
+        ClusterAction::Apply(apply) => {
+            spec.action = WorkAction::Apply.as_str().to_owned();
+            spec.object = Some(apply.object.clone());
+            spec.desired_hash.clone_from(&apply.desired_hash);
+            spec.creates = apply.creates;
+            spec.create_only = apply.create_only;
+            spec.adopts = apply.adopts;
+            spec.released_fields.clone_from(&apply.released_fields);
+        }
+        ClusterAction::Delete(delete) => {
+            spec.action = WorkAction::Delete.as_str().to_owned();
+            spec.delete_options = delete
+                .options
+                .as_ref()
+                .and_then(|o| serde_json::to_value(o).ok());
+            spec.uid.clone_from(&delete.uid);
+        }
+        ClusterAction::RemoveManagedLabel => {
+            spec.action = WorkAction::RemoveManagedLabel.as_str().to_owned();
+        }
+        ClusterAction::UpToDate | ClusterAction::WaitForRemoval | ClusterAction::Blocked { .. } => {
+            return None;
+        }
+    }
+    Some(spec)
+}
+
+/// The action a work asks the agent for, as the executor takes it; `None` when the work
+/// cannot be read (an unknown action, an apply without an object): the agent reports that.
+pub fn work_action(spec: &WorkSpec) -> Result<ClusterAction, String> {
+    match WorkAction::parse(&spec.action) {
+        Some(WorkAction::Apply) => {
+            let Some(object) = spec.object.clone() else {
+                return Err("an Apply work without an object".to_owned());
+            };
+            Ok(ClusterAction::Apply(crate::plan::ApplyAction {
+                object,
+                desired_hash: spec.desired_hash.clone(),
+                creates: spec.creates,
+                create_only: spec.create_only,
+                adopts: spec.adopts,
+                released_fields: spec.released_fields.clone(),
+            }))
+        }
+        Some(WorkAction::Delete) => {
+            let options = match &spec.delete_options {
+                None => None,
+                Some(value) => Some(
+                    serde_json::from_value(value.clone())
+                        .map_err(|e| format!("the delete options cannot be read: {e}"))?,
+                ),
+            };
+            Ok(ClusterAction::Delete(crate::plan::DeleteAction {
+                options,
+                uid: spec.uid.clone(),
+            }))
+        }
+        Some(WorkAction::RemoveManagedLabel) => Ok(ClusterAction::RemoveManagedLabel),
+        None => Err(format!("unknown work action {:?}", spec.action)),
+    }
+}
+
+/// What the plan sees of the copy in a pull member: nothing without a work (the agent
+/// removes managed copies without one, as push garbage collection does), else what the
+/// agent last reported (nothing reported yet reads as absent: the plan asks for the apply
+/// the work already holds, which is no new request).
+pub fn observation(work: Option<&Work>) -> MemberObservation {
+    let Some(copy) = work
+        .and_then(|w| w.status.as_ref())
+        .and_then(|s| s.copy.as_ref())
+    else {
+        return MemberObservation::Absent;
+    };
+    if !copy.exists {
+        return MemberObservation::Absent;
+    }
+    MemberObservation::Present(MemberObject {
+        managed_label: copy.managed_label.clone(),
+        terminating: copy.terminating,
+        version: copy.version.clone(),
+        uid: copy.uid.clone(),
+        labels: copy.labels.clone(),
+        annotations: copy.annotations.clone(),
+        readiness: match copy.readiness.as_deref() {
+            Some("NotReady") => {
+                Readiness::NotReady(copy.readiness_message.clone().unwrap_or_default())
+            }
+            _ => Readiness::Ready,
+        },
+        remote_status: copy.remote_status.clone(),
+    })
+}
+
+/// The copy a [`MemberObject`] describes, as the agent reports it.
+pub fn copy_of(member: Option<&MemberObject>) -> WorkCopy {
+    let Some(member) = member else {
+        return WorkCopy::default();
+    };
+    let (readiness, readiness_message) = match &member.readiness {
+        Readiness::Ready => (None, None),
+        Readiness::NotReady(why) => (Some("NotReady".to_owned()), Some(why.clone())),
+    };
+    WorkCopy {
+        exists: true,
+        managed_label: member.managed_label.clone(),
+        terminating: member.terminating,
+        version: member.version.clone(),
+        uid: member.uid.clone(),
+        labels: member.labels.clone(),
+        annotations: member.annotations.clone(),
+        readiness,
+        readiness_message,
+        remote_status: member.remote_status.clone(),
+    }
+}
+
+/// A member copy as the plan sees it, from the whole object (`group`/`kind`: its type, for
+/// its readiness; `collect_status`: keep its `.status`).
+pub fn member_object(
+    object: &serde_json::Value,
+    group: &str,
+    kind: &str,
+    collect_status: bool,
+) -> MemberObject {
+    let meta = |field: &str| object.pointer(&format!("/metadata/{field}"));
+    let strings = |field: &str| -> BTreeMap<String, String> {
+        meta(field)
+            .and_then(serde_json::Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let labels = strings("labels");
+    let mut annotations = strings("annotations");
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    MemberObject {
+        managed_label: labels.get(hubfed_api::names::MANAGED_LABEL).cloned(),
+        terminating: meta("deletionTimestamp").is_some_and(|t| !t.is_null()),
+        version: crate::version::object_version_of(object),
+        uid: meta("uid")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+        labels,
+        annotations,
+        readiness: crate::readiness::readiness(group, kind, object),
+        remote_status: collect_status
+            .then(|| object.get("status").cloned())
+            .flatten(),
+    }
+}
+
+/// The agent's last successful apply, as the plan's record of what was applied there.
+pub fn recorded(work: &Work) -> Option<RecordedApply> {
+    let status = work.status.as_ref()?;
+    Some(RecordedApply {
+        version: status.applied_version.clone()?,
+        desired_hash: status.applied_hash.clone(),
+    })
+}
+
+/// Whether the agent has reported on the work's current generation.
+pub fn reported(work: &Work) -> bool {
+    let generation = work.metadata.generation;
+    generation.is_some() && work.status.as_ref().and_then(|s| s.observed_generation) == generation
+}
+
+/// A pull member's part of a dispatch, read from its work.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PullOutcome {
+    /// The cluster's status entry (`None`: no entry, e.g. after a label removal).
+    pub status: Option<PropagationStatus>,
+    pub message: Option<String>,
+    /// The copy's version after the reported apply, to record.
+    pub version: Option<String>,
+    /// The agent has not reported on the current request yet.
+    pub pending: bool,
+    /// The reported failure was no refusal by the member.
+    pub transient: bool,
+    /// The reported drift (`status.clusters[].lastDrift`).
+    pub drift: Option<hubfed_api::federated::DriftRecord>,
+}
+
+/// The outcome of `action` in a pull member whose work is `work` (as just written or as it
+/// stood): the agent's report when it is for the current generation, else pending — with the
+/// last reported status meanwhile (as a push member shows its last status while a write is in
+/// flight), or the action's own status for a removal, which is a wait.
+pub fn outcome(action: &ClusterAction, work: &Work) -> PullOutcome {
+    let status = work.status.clone().unwrap_or_default();
+    if !reported(work) {
+        let previous = match action {
+            ClusterAction::Delete(_) => action.status_on_success(),
+            _ if status.result.is_empty() || status.result == WORK_RESULT_DONE => None,
+            _ => PropagationStatus::parse(result_status(&status.result)),
+        };
+        return PullOutcome {
+            status: previous,
+            message: status.message.clone(),
+            pending: true,
+            ..PullOutcome::default()
+        };
+    }
+    if status.result == WORK_RESULT_DONE {
+        return PullOutcome {
+            status: action.status_on_success(),
+            ..PullOutcome::default()
+        };
+    }
+    let parsed = PropagationStatus::parse(result_status(&status.result));
+    let ok = parsed == Some(PropagationStatus::Ok);
+    PullOutcome {
+        status: Some(parsed.unwrap_or(PropagationStatus::UpdateFailed)),
+        message: match parsed {
+            Some(_) => status.message.clone(),
+            None => Some(format!(
+                "the agent reported an unknown result {:?}",
+                status.result
+            )),
+        },
+        version: if ok {
+            status.applied_version.clone()
+        } else {
+            None
+        },
+        pending: false,
+        transient: status.transient,
+        drift: status.drift.clone(),
+    }
+}
+
+/// A work's `status.result` as a `status.clusters[].status` value (`Ok` is KubeFed's empty
+/// string).
+fn result_status(result: &str) -> &str {
+    if result == WORK_RESULT_OK { "" } else { result }
+}
+
+/// What becomes of a pull member's work that this reconcile's plan asked nothing of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkFate {
+    Keep,
+    /// Delete the work: the copy, if one is left and still managed, is removed by the
+    /// agent's garbage collection (deleted with this control plane's proof of ownership,
+    /// else unlabelled) — the rule of push garbage collection.
+    Delete,
+    /// An orphaning deletion that could not reach the cluster: the work becomes a label
+    /// removal, and stays until the agent has carried it out.
+    Orphan,
+}
+
+/// The fate of `work` when the plan has no request for its cluster: `planned` — the plan
+/// lists the cluster at all (a passive action: up to date, waiting, blocked — the work
+/// stands); `orphaning` — the federated object is being deleted with `kubefed.io/orphan`.
+pub fn work_fate(work: &Work, planned: bool, orphaning: bool) -> WorkFate {
+    let label_removal = work.spec.action == WorkAction::RemoveManagedLabel.as_str();
+    let done = reported(work)
+        && work
+            .status
+            .as_ref()
+            .is_some_and(|s| s.result == WORK_RESULT_DONE);
+    if label_removal && !done {
+        return WorkFate::Keep;
+    }
+    if planned {
+        return WorkFate::Keep;
+    }
+    if orphaning && !label_removal {
+        return WorkFate::Orphan;
+    }
+    WorkFate::Delete
+}
+
+/// The label removal that replaces a work's request ([`WorkFate::Orphan`]).
+pub fn orphan_spec(spec: &WorkSpec) -> WorkSpec {
+    WorkSpec {
+        action: WorkAction::RemoveManagedLabel.as_str().to_owned(),
+        object: None,
+        desired_hash: String::new(),
+        creates: false,
+        create_only: false,
+        adopts: false,
+        released_fields: Vec::new(),
+        delete_options: None,
+        uid: None,
+        ..spec.clone()
+    }
+}
+
+/// The fate of a work whose federated object is gone (a work the object's last reconcile
+/// could not settle): a label removal not yet carried out stays, everything else goes (the
+/// agent's garbage collection removes a copy left behind).
+pub fn orphaned_work_fate(work: &Work) -> WorkFate {
+    let label_removal = work.spec.action == WorkAction::RemoveManagedLabel.as_str();
+    let done = reported(work)
+        && work
+            .status
+            .as_ref()
+            .is_some_and(|s| s.result == WORK_RESULT_DONE);
+    if label_removal && !done {
+        WorkFate::Keep
+    } else {
+        WorkFate::Delete
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{ApplyAction, DeleteAction};
+    use hubfed_api::work::WorkStatus;
+
+    fn subject<'a>(
+        target: &'a WorkTarget,
+        source: &'a WorkSource,
+        annotations: &'a BTreeMap<String, String>,
+    ) -> WorkSubject<'a> {
+        WorkSubject {
+            target,
+            source,
+            name: "web",
+            namespace: Some("default"),
+            annotations,
+            collect_status: false,
+        }
+    }
+
+    fn apply(creates: bool) -> ClusterAction {
+        ClusterAction::Apply(ApplyAction {
+            object: serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "web"}}),
+            desired_hash: "h1".into(),
+            creates,
+            create_only: false,
+            adopts: false,
+            released_fields: vec!["/spec/replicas".into()],
+        })
+    }
+
+    fn work(spec: WorkSpec, generation: i64, status: Option<WorkStatus>) -> Work {
+        let mut work = Work::new("w", spec);
+        work.metadata.generation = Some(generation);
+        work.status = status;
+        work
+    }
+
+    #[test]
+    fn actions_round_trip_through_a_work() {
+        let (target, source) = (WorkTarget::default(), WorkSource::default());
+        let annotations = BTreeMap::from([
+            (DRIFT_ANNOTATION.to_owned(), "report".to_owned()),
+            ("unrelated".to_owned(), "x".to_owned()),
+        ]);
+        let subject = subject(&target, &source, &annotations);
+        let delete = ClusterAction::Delete(DeleteAction {
+            options: Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions {
+                    propagation_policy: Some("Orphan".into()),
+                    ..Default::default()
+                },
+            ),
+            uid: Some("u1".into()),
+        });
+        for action in [
+            apply(true),
+            apply(false),
+            delete,
+            ClusterAction::RemoveManagedLabel,
+        ] {
+            let spec = work_spec(&subject, &action, "gen:1").expect("a request");
+            assert_eq!(work_action(&spec).as_ref(), Ok(&action));
+            assert_eq!(spec.basis, "gen:1");
+            assert_eq!(
+                spec.annotations.len(),
+                1,
+                "only the annotations that shape the apply"
+            );
+        }
+        for passive in [
+            ClusterAction::UpToDate,
+            ClusterAction::WaitForRemoval,
+            ClusterAction::Blocked {
+                status: PropagationStatus::ClusterNotReady,
+                message: String::new(),
+            },
+        ] {
+            assert_eq!(work_spec(&subject, &passive, ""), None);
+        }
+    }
+
+    #[test]
+    fn an_unreadable_work_is_refused_not_guessed() {
+        let (target, source, annotations) = (
+            WorkTarget::default(),
+            WorkSource::default(),
+            BTreeMap::new(),
+        );
+        let mut spec =
+            work_spec(&subject(&target, &source, &annotations), &apply(true), "").unwrap();
+        spec.object = None;
+        assert!(work_action(&spec).is_err());
+        spec.action = "Explode".into();
+        assert!(work_action(&spec).is_err());
+    }
+
+    #[test]
+    fn the_plan_sees_the_reported_copy_or_nothing() {
+        let (target, source, annotations) = (
+            WorkTarget::default(),
+            WorkSource::default(),
+            BTreeMap::new(),
+        );
+        let spec = work_spec(&subject(&target, &source, &annotations), &apply(true), "").unwrap();
+        assert_eq!(observation(None), MemberObservation::Absent);
+        assert_eq!(
+            observation(Some(&work(spec.clone(), 1, None))),
+            MemberObservation::Absent
+        );
+        let member = MemberObject {
+            managed_label: Some("true".into()),
+            version: "rv:7".into(),
+            uid: Some("u".into()),
+            readiness: Readiness::NotReady("0 of 1 replicas available".into()),
+            ..MemberObject::default()
+        };
+        let reported = WorkStatus {
+            copy: Some(copy_of(Some(&member))),
+            ..WorkStatus::default()
+        };
+        assert_eq!(
+            observation(Some(&work(spec.clone(), 1, Some(reported)))),
+            MemberObservation::Present(member)
+        );
+        let gone = WorkStatus {
+            copy: Some(copy_of(None)),
+            ..WorkStatus::default()
+        };
+        assert_eq!(
+            observation(Some(&work(spec, 1, Some(gone)))),
+            MemberObservation::Absent
+        );
+    }
+
+    #[test]
+    fn outcomes_follow_the_report_for_the_current_generation_only() {
+        let (target, source, annotations) = (
+            WorkTarget::default(),
+            WorkSource::default(),
+            BTreeMap::new(),
+        );
+        let action = apply(false);
+        let spec = work_spec(&subject(&target, &source, &annotations), &action, "").unwrap();
+        // Never reported: pending, no entry yet.
+        let fresh = outcome(&action, &work(spec.clone(), 1, None));
+        assert!(fresh.pending);
+        assert_eq!(
+            fresh.status, None,
+            "no status before the agent's first report"
+        );
+        assert_eq!(fresh.version, None);
+        // Reported Ok on generation 1, now at 2: pending, the last status meanwhile.
+        let ok = WorkStatus {
+            observed_generation: Some(1),
+            result: WORK_RESULT_OK.into(),
+            applied_version: Some("rv:9".into()),
+            applied_hash: Some("h1".into()),
+            ..WorkStatus::default()
+        };
+        let stale = outcome(&action, &work(spec.clone(), 2, Some(ok.clone())));
+        assert!(stale.pending);
+        assert_eq!(stale.status, Some(PropagationStatus::Ok));
+        assert_eq!(
+            stale.version, None,
+            "no version before the agent applied this request"
+        );
+        // Reported on the current generation: the agent's result and version.
+        let current = outcome(&action, &work(spec.clone(), 1, Some(ok)));
+        assert!(!current.pending);
+        assert_eq!(current.status, Some(PropagationStatus::Ok));
+        assert_eq!(current.version.as_deref(), Some("rv:9"));
+        // A failure keeps its status, message and transience; no version.
+        let failed = WorkStatus {
+            observed_generation: Some(1),
+            result: "UpdateFailed".into(),
+            message: Some("admission webhook denied".into()),
+            transient: true,
+            applied_version: Some("rv:9".into()),
+            ..WorkStatus::default()
+        };
+        let failed = outcome(&action, &work(spec.clone(), 1, Some(failed)));
+        assert_eq!(failed.status, Some(PropagationStatus::UpdateFailed));
+        assert!(failed.transient);
+        assert_eq!(failed.version, None);
+        // An unknown result is a failure that says so, never Ok.
+        let odd = WorkStatus {
+            observed_generation: Some(1),
+            result: "Splendid".into(),
+            ..WorkStatus::default()
+        };
+        let odd = outcome(&action, &work(spec, 1, Some(odd)));
+        assert_eq!(odd.status, Some(PropagationStatus::UpdateFailed));
+        assert!(odd.message.unwrap().contains("Splendid"));
+    }
+
+    #[test]
+    fn removals_wait_until_done_and_then_leave_no_entry_for_a_label_removal() {
+        let (target, source, annotations) = (
+            WorkTarget::default(),
+            WorkSource::default(),
+            BTreeMap::new(),
+        );
+        let subject = subject(&target, &source, &annotations);
+        let unlabel = ClusterAction::RemoveManagedLabel;
+        let spec = work_spec(&subject, &unlabel, "").unwrap();
+        let pending = work(spec.clone(), 1, None);
+        assert!(outcome(&unlabel, &pending).pending);
+        assert_eq!(
+            work_fate(&pending, false, true),
+            WorkFate::Keep,
+            "an unlabel not done stays"
+        );
+        assert_eq!(orphaned_work_fate(&pending), WorkFate::Keep);
+        let done = WorkStatus {
+            observed_generation: Some(1),
+            result: WORK_RESULT_DONE.into(),
+            ..WorkStatus::default()
+        };
+        let done = work(spec, 1, Some(done));
+        assert_eq!(outcome(&unlabel, &done).status, None);
+        assert_eq!(work_fate(&done, false, true), WorkFate::Delete);
+        assert_eq!(orphaned_work_fate(&done), WorkFate::Delete);
+
+        let delete = ClusterAction::Delete(DeleteAction {
+            options: None,
+            uid: None,
+        });
+        let spec = work_spec(&subject, &delete, "").unwrap();
+        let pending = outcome(&delete, &work(spec, 1, None));
+        assert_eq!(pending.status, Some(PropagationStatus::WaitingForRemoval));
+    }
+
+    #[test]
+    fn a_copy_reads_as_the_push_cache_shows_it() {
+        let object = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "uid": "u1", "generation": 3, "resourceVersion": "77",
+                "labels": {"kubefed.io/managed": "true"},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "a": "b"}},
+            "spec": {"replicas": 2},
+            "status": {"replicas": 2, "availableReplicas": 1, "updatedReplicas": 2, "observedGeneration": 3}
+        });
+        let copy = member_object(&object, "apps", "Deployment", true);
+        assert!(copy.is_managed());
+        assert_eq!(copy.version, "gen:3");
+        assert_eq!(copy.uid.as_deref(), Some("u1"));
+        assert_eq!(
+            copy.annotations.len(),
+            1,
+            "kubectl's copy of the object is not kept"
+        );
+        assert!(!copy.readiness.is_ready(), "1 of 2 available");
+        assert!(copy.remote_status.is_some());
+        assert!(
+            member_object(&object, "apps", "Deployment", false)
+                .remote_status
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn works_the_plan_no_longer_needs_go_or_turn_into_label_removals() {
+        let (target, source, annotations) = (
+            WorkTarget::default(),
+            WorkSource::default(),
+            BTreeMap::new(),
+        );
+        let spec = work_spec(&subject(&target, &source, &annotations), &apply(true), "").unwrap();
+        let applied = work(spec, 1, None);
+        assert_eq!(
+            work_fate(&applied, true, false),
+            WorkFate::Keep,
+            "a passive action keeps it"
+        );
+        assert_eq!(work_fate(&applied, false, false), WorkFate::Delete);
+        assert_eq!(work_fate(&applied, false, true), WorkFate::Orphan);
+        let orphan = orphan_spec(&applied.spec);
+        assert_eq!(work_action(&orphan), Ok(ClusterAction::RemoveManagedLabel));
+        assert_eq!(orphan.object, None, "nothing of the object is kept");
+        assert_eq!(orphaned_work_fate(&applied), WorkFate::Delete);
+    }
+}

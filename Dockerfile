@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# The hubfed-controller image, for those who build with Docker or BuildKit:
+# The hubfed-controller image (hubfed-controller, the pull-mode agent hubfed-agent, hubfedctl),
+# for those who build with Docker or BuildKit:
 #
 #   docker build -t ghcr.io/hubfed/hubfed-controller:0.1.0 .
 #
@@ -16,6 +17,7 @@ COPY . .
 RUN cargo build --release --locked -p hubfed-controller -p hubfedctl --bins
 
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/hubfed-controller /src/target/release/hubfedctl /usr/local/bin/
+COPY --from=build /src/target/release/hubfed-controller /src/target/release/hubfed-agent \
+     /src/target/release/hubfedctl /usr/local/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hubfed-controller"]

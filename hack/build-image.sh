@@ -5,14 +5,16 @@
 #   hack/build-image.sh [OUT.tar]     # default: target/image/hubfed-controller-<version>.oci.tar
 #
 # The image is what the Dockerfile's final stage makes (gcr.io/distroless/cc-debian12:nonroot
-# plus the two binaries), assembled here from the build machine's own Debian files, since no
+# plus the three binaries), assembled here from the build machine's own Debian files, since no
 # base image can be pulled: the binaries in /usr/local/bin, the C runtime they link against
 # (exactly the libraries `ldd` lists), the CA bundle, /etc/passwd and /etc/group with the
-# `nonroot` user (65532), an empty /tmp. User 65532, entrypoint hubfed-controller.
+# `nonroot` user (65532), an empty /tmp. User 65532, entrypoint hubfed-controller (the
+# pull-mode agent runs from the same image with the command hubfed-agent).
 #
 # The archive is an OCI image layout (tar), tagged ghcr.io/hubfed/hubfed-controller:<version>
-# — the chart's default image. Load it with `docker load -i` (Docker 25+), `ctr -n k8s.io
-# images import`, `podman load -i`; push it with `skopeo copy oci-archive:<file> docker://…`.
+# — the default image of charts/hubfed and charts/hubfed-agent. Load it with `docker load -i`
+# (Docker 25+), `ctr -n k8s.io images import`, `podman load -i`; push it with `skopeo copy
+# oci-archive:<file> docker://…`.
 #
 # Tool: umoci (Debian package `umoci`): it writes OCI layouts and layers from a plain
 # directory, daemonless and unprivileged, which is all this needs (buildah needs container
@@ -32,11 +34,11 @@ command -v umoci >/dev/null || {
 }
 if [ -z "${HUBFED_IMAGE_BINARIES:-}" ]; then
   step_start=$(date +%s)
-  echo "image: cargo build --release (hubfed-controller, hubfedctl)" >&2
+  echo "image: cargo build --release (hubfed-controller, hubfed-agent, hubfedctl)" >&2
   cargo build --release --locked -p hubfed-controller -p hubfedctl --bins
   echo "image: binaries built in $(( $(date +%s) - step_start ))s" >&2
 fi
-for bin in hubfed-controller hubfedctl; do
+for bin in hubfed-controller hubfed-agent hubfedctl; do
   [ -x "$BINARIES/$bin" ] || { echo "$BINARIES/$bin is missing" >&2; exit 1; }
 done
 
@@ -45,11 +47,12 @@ trap 'rm -rf "$W"' EXIT
 ROOT=$W/rootfs
 mkdir -p "$ROOT/usr/local/bin" "$ROOT/etc/ssl/certs" "$ROOT/tmp"
 chmod 1777 "$ROOT/tmp"
-install -m 0755 "$BINARIES/hubfed-controller" "$BINARIES/hubfedctl" "$ROOT/usr/local/bin/"
+install -m 0755 "$BINARIES/hubfed-controller" "$BINARIES/hubfed-agent" "$BINARIES/hubfedctl" \
+  "$ROOT/usr/local/bin/"
 
 # The C runtime: each library `ldd` resolves for the binaries, at the same path, and the
 # dynamic loader. glibc ≥ 2.34 has DNS resolution in libc itself.
-for bin in hubfed-controller hubfedctl; do
+for bin in hubfed-controller hubfed-agent hubfedctl; do
   ldd "$BINARIES/$bin" | awk '/=> \//{print $3} /^[ \t]*\//{print $1}'
 done | sort -u | while read -r lib; do
   mkdir -p "$ROOT$(dirname "$lib")"

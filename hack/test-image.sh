@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Checks the image archive `make image` writes (run by `make test`):
 #   - it is an OCI image layout tagged ghcr.io/hubfed/hubfed-controller:<version>, the
-#     chart's default image;
+#     default image of both charts (charts/hubfed, charts/hubfed-agent);
 #   - its config runs as a non-root user, with hubfed-controller as entrypoint;
 #   - unpacked, the entrypoint runs (`--version` prints the version) inside the image's own
-#     root file system, with nothing from the machine;
+#     root file system, with nothing from the machine, and so do hubfedctl (`--version`) and
+#     the pull-mode agent hubfed-agent (`--help`; charts/hubfed-agent's command);
 #   - it holds nothing but the binaries, the C runtime they link against, the CA bundle,
 #     passwd/group/nsswitch.conf and /tmp.
 #
@@ -25,9 +26,11 @@ tar -C "$W/layout" -xf "$ARCHIVE"
 [ -f "$W/layout/oci-layout" ] || fail "not an OCI image layout"
 index_name=$(jq -r '.manifests[0].annotations["io.containerd.image.name"]' "$W/layout/index.json")
 [ "$index_name" = "$NAME" ] || fail "tagged $index_name, not $NAME"
-chart_repo=$(sed -n 's/^  repository: //p' charts/hubfed/values.yaml | head -1)
-chart_tag=$(sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/hubfed/Chart.yaml)
-[ "$chart_repo:$chart_tag" = "$NAME" ] || fail "the chart's default image is $chart_repo:$chart_tag, not $NAME"
+for chart in charts/hubfed charts/hubfed-agent; do
+  chart_repo=$(sed -n 's/^  repository: //p' "$chart/values.yaml" | head -1)
+  chart_tag=$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$chart/Chart.yaml")
+  [ "$chart_repo:$chart_tag" = "$NAME" ] || fail "$chart's default image is $chart_repo:$chart_tag, not $NAME"
+done
 
 # The config: non-root, the controller as entrypoint.
 blob() { echo "$W/layout/blobs/${1/://}"; }
@@ -46,7 +49,7 @@ for layer in $(jq -r '.layers[].digest' "$manifest"); do
   tar -C "$W/rootfs" -xzf "$(blob "$layer")"
 done
 unexpected=$(cd "$W/rootfs" && find . -mindepth 1 \( -type f -o -type l \) | sed 's|^\./||' |
-  grep -Ev '^(usr/local/bin/(hubfed-controller|hubfedctl)|(usr/)?lib(64|/x86_64-linux-gnu)?/(ld-linux-x86-64\.so\.2|lib[a-z_0-9+-]+\.so(\.[0-9]+)*)|etc/(passwd|group|nsswitch\.conf|ssl/certs/ca-certificates\.crt))$' || true)
+  grep -Ev '^(usr/local/bin/(hubfed-controller|hubfed-agent|hubfedctl)|(usr/)?lib(64|/x86_64-linux-gnu)?/(ld-linux-x86-64\.so\.2|lib[a-z_0-9+-]+\.so(\.[0-9]+)*)|etc/(passwd|group|nsswitch\.conf|ssl/certs/ca-certificates\.crt))$' || true)
 [ -z "$unexpected" ] || fail "unexpected files in the image: $unexpected"
 size=$(du -sm "$W/rootfs" | cut -f1)
 
@@ -64,4 +67,7 @@ case "$printed" in
   *) fail "hubfed-controller --version printed: $printed" ;;
 esac
 run_in_image /usr/local/bin/hubfedctl --version >/dev/null || fail "hubfedctl --version failed in the image"
+# The agent (charts/hubfed-agent runs the image with this command): present, and it runs.
+[ -x "$W/rootfs/usr/local/bin/hubfed-agent" ] || fail "hubfed-agent is missing from the image"
+run_in_image /usr/local/bin/hubfed-agent --help >/dev/null || fail "hubfed-agent --help failed in the image"
 echo "image test: $NAME ok: user $user, entrypoint $entrypoint, ${size} MiB unpacked, '$printed'"

@@ -472,12 +472,17 @@ fn chart_rbac_grants_no_wildcards() -> anyhow::Result<()> {
                 for verb in ["deletecollection", "escalate", "bind", "impersonate"] {
                     assert!(!verbs.contains(&verb), "{what}: {verb}");
                 }
-                // The one delete: the controller's own ConfigMaps (staged rollouts' state,
-                // deleted with their federated object), in the control-plane namespace only.
+                // The only deletes: the controller's own ConfigMaps (staged rollouts' state,
+                // deleted with their federated object), in the control-plane namespace only;
+                // and the works of pull-mode members, which the controller writes and removes
+                // (they hold nothing else).
                 if verbs.contains(&"delete") {
-                    assert_eq!(
-                        (kind, groups.as_slice(), resources.as_slice()),
+                    let allowed = [
                         ("Role", &[""][..], &["configmaps"][..]),
+                        ("ClusterRole", &["pull.hubfed.io"][..], &["works"][..]),
+                    ];
+                    assert!(
+                        allowed.contains(&(kind, groups.as_slice(), resources.as_slice())),
                         "{what}: delete"
                     );
                 }

@@ -233,6 +233,8 @@ async fn scenario(setup: &mut Setup) -> anyhow::Result<()> {
         "pull: update converged in {:.1}s",
         started.elapsed().as_secs_f64()
     ));
+    wait_propagated(&api, "web", &["member1", "member2"]).await?;
+    quiet_and_evented(setup, ns).await?;
 
     // Drift in the pull member, by a person: reverted.
     let resource = target("ConfigMap");
@@ -415,6 +417,114 @@ async fn scenario(setup: &mut Setup) -> anyhow::Result<()> {
     );
     report(format!(
         "pull: after a controller restart, a new object converged in {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
+    unjoin_through_agent(setup, ns).await
+}
+
+/// Once converged, nothing is written any more — not the work, not the copy, not the
+/// federated object — and the pull member's writes were recorded as Events on the federated
+/// object, as the push member's are.
+async fn quiet_and_evented(setup: &Setup, ns: &str) -> anyhow::Result<()> {
+    use hubfed_api::work::Work;
+    let works: Api<Work> = Api::namespaced(
+        setup.hub.clone(),
+        &hubfed_core::pull::cluster_namespace("member2"),
+    );
+    let work_name = hubfed_core::pull::work_name("", "ConfigMap", Some(ns), "web");
+    let member2: Api<DynamicObject> =
+        Api::namespaced_with(setup.member2.clone(), ns, &target("ConfigMap"));
+    let federated: Api<DynamicObject> =
+        Api::namespaced_with(setup.hub.clone(), ns, &hubfed_e2e::federated("ConfigMap"));
+    let versions = async || -> anyhow::Result<[Option<String>; 3]> {
+        Ok([
+            works.get(&work_name).await?.metadata.resource_version,
+            member2.get("web").await?.metadata.resource_version,
+            federated.get("web").await?.metadata.resource_version,
+        ])
+    };
+    // Let the last reports settle, then nothing may move for a while.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = versions().await?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let after = versions().await?;
+    ensure!(
+        before == after,
+        "writes while nothing changed (work, member2 copy, federated object): {before:?} → {after:?}"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(setup.hub.clone(), ns);
+    wait_for("the pull member's writes as Events", TIMEOUT, async || {
+        let list = events.list(&kube::api::ListParams::default()).await?;
+        let messages: Vec<String> = list
+            .items
+            .iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("web"))
+            .filter(|e| {
+                matches!(
+                    e.reason.as_deref(),
+                    Some("CreateInCluster" | "UpdateInCluster")
+                )
+            })
+            .filter_map(|e| e.message.clone())
+            .collect();
+        Ok(if messages.iter().any(|m| m.contains("member2")) {
+            Wait::Done(())
+        } else {
+            Wait::Pending(format!("events {messages:?}"))
+        })
+    })
+    .await
+}
+
+/// Unjoin with --remove-managed-resources while hubfedctl cannot reach the member (no
+/// context for it: a member behind NAT): its agent removes the copies, then the hub side
+/// goes; member1 keeps its copies.
+async fn unjoin_through_agent(setup: &Setup, ns: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let args = [
+        "unjoin",
+        "member2",
+        "--cluster-context",
+        "unreachable-from-here",
+        "--remove-managed-resources",
+    ];
+    let (code, out, err) = hubfedctl(setup.env.kubeconfig_path(), &args).await;
+    ensure!(
+        code == 0,
+        "unjoin member2 through its agent: exit {code}\n{out}\n{err}"
+    );
+    let member2: Api<DynamicObject> =
+        Api::namespaced_with(setup.member2.clone(), ns, &target("ConfigMap"));
+    wait_for(
+        "member2's copies removed by its agent",
+        TIMEOUT,
+        async || {
+            Ok(match get_value(&member2, "later").await? {
+                None => Wait::Done(()),
+                Some(copy) if copy["metadata"]["deletionTimestamp"].is_string() => {
+                    Wait::Pending("terminating".to_owned())
+                }
+                Some(_) => Wait::Pending("still there".to_owned()),
+            })
+        },
+    )
+    .await?;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(setup.hub.clone());
+    let work_ns = hubfed_core::pull::cluster_namespace("member2");
+    let left = namespaces.get_opt(&work_ns).await?;
+    ensure!(
+        left.as_ref()
+            .is_none_or(|n| n.metadata.deletion_timestamp.is_some()),
+        "the work namespace {work_ns} is left"
+    );
+    let member1: Api<DynamicObject> =
+        Api::namespaced_with(setup.member1.clone(), ns, &target("ConfigMap"));
+    ensure!(
+        get_value(&member1, "later").await?.is_some(),
+        "member1's copy went with member2's unjoin"
+    );
+    report(format!(
+        "pull: unjoin --remove-managed-resources through the agent in {:.1}s\n{out}",
         started.elapsed().as_secs_f64()
     ));
     Ok(())

@@ -86,7 +86,7 @@ pub struct Agent {
     pub control_plane: Option<String>,
     pub heartbeat_interval: Duration,
     pub drift_people: Vec<String>,
-    copies: copies::Copies,
+    pub(crate) copies: copies::Copies,
 }
 
 /// Parses the flags, runs the agent until SIGTERM or Ctrl-C, and exits with its code.
@@ -164,8 +164,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         Arc::clone(&health),
         shutdown.clone(),
     ));
+    // The remembered types before the first heartbeat, which writes their list again.
+    let (trigger_tx, trigger_rx) = tokio::sync::mpsc::unbounded_channel();
+    agent
+        .copies
+        .start(trigger_tx, &agent.work_namespace, shutdown.clone());
+    agent.copies.restore(&agent).await;
     let beat = tokio::spawn(heartbeat::run(Arc::clone(&agent), shutdown.clone()));
-    works::run(Arc::clone(&agent), health, shutdown.clone()).await;
+    works::run(Arc::clone(&agent), health, trigger_rx, shutdown.clone()).await;
     shutdown.cancel();
     let _ = beat.await;
     match admin.await {

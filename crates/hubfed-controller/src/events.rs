@@ -13,6 +13,20 @@ pub fn publish(
     reason: &str,
     note: &str,
 ) {
+    publish_related(recorder, reference, None, type_, reason, note);
+}
+
+/// [`publish`] with a related object (the Event's `related`): Events of one reason on one
+/// object are one series per related object — a pull member's writes, reported later than
+/// the push members', are their own series, related to the cluster's KubeFedCluster.
+pub fn publish_related(
+    recorder: &Recorder,
+    reference: &ObjectReference,
+    related: Option<ObjectReference>,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
     let recorder = recorder.clone();
     let reference = reference.clone();
     let event = Event {
@@ -20,7 +34,7 @@ pub fn publish(
         reason: reason.to_owned(),
         note: Some(note.chars().take(1024).collect()),
         action: reason.to_owned(),
-        secondary: None,
+        secondary: related,
     };
     tokio::spawn(async move {
         if let Err(e) = recorder.publish(&event, &reference).await {

@@ -242,6 +242,91 @@ async fn write_hub_side(
     wait_for_token(hub, &secrets, AGENT_TOKEN_SECRET).await
 }
 
+/// `unjoin --remove-managed-resources` of a pull member, through its agent (which reaches
+/// the member when nothing else does): every work whose agent reported a managed copy becomes
+/// the deletion of exactly that copy ([`hubfed_core::pull::removal_request`]); the others go
+/// at once. Waits up to `wait` for the agent to carry the deletions out, then deletes the
+/// works. Call it after the KubeFedCluster is gone (the controller no longer writes works
+/// for the cluster) and before the work namespace is (the agent's hub credentials live
+/// there).
+pub async fn remove_through_agent(
+    session: &mut Session<'_>,
+    hub: &Target,
+    place: &str,
+    cluster: &str,
+    wait: std::time::Duration,
+    dry_run: bool,
+) -> Result<()> {
+    use hubfed_api::work::Work;
+    use hubfed_core::pull::{removal_done, removal_request};
+    use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+
+    let work_ns = cluster_namespace(cluster);
+    let works: Api<Work> = Api::namespaced(hub.client.clone(), &work_ns);
+    let listed = match works.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+        Err(e) => return Err(hub.err(e)),
+    };
+    let mut requested = Vec::new();
+    for work in &listed {
+        let name = work.name_any();
+        match removal_request(work) {
+            Some(spec) if !dry_run => {
+                let patch = json!({ "spec": spec });
+                works
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| hub.err(e))?;
+                requested.push(name);
+            }
+            Some(_) => requested.push(name),
+            None => {}
+        }
+    }
+    let what = format!("{} managed copies (through the agent)", requested.len());
+    ops::report(session, cluster, &what, "deleted", dry_run)?;
+    if dry_run {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let mut left = requested.clone();
+    while !left.is_empty() {
+        let mut still = Vec::new();
+        for name in &left {
+            match works.get_opt(name).await.map_err(|e| hub.err(e))? {
+                Some(work) if !removal_done(&work) => still.push(name.clone()),
+                _ => {}
+            }
+        }
+        left = still;
+        if left.is_empty() {
+            break;
+        }
+        if started.elapsed() >= wait {
+            return Err(Error::Refused(format!(
+                "the agent of {cluster:?} did not remove {} of {} managed copies within {}s (is it running? its KubeFedCluster said whether it was Ready); pass --force to unjoin anyway, leaving them",
+                left.len(),
+                requested.len(),
+                wait.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    for work in &listed {
+        match works
+            .delete(&work.name_any(), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(hub.err(e)),
+        }
+    }
+    let _ = place;
+    Ok(())
+}
+
 /// What an agent may do in the hub: read its cluster's works and write their status, and
 /// keep its heartbeat Lease — in its work namespace only. Nothing cluster-wide, nothing in
 /// any other namespace, no federated object, no Secret.

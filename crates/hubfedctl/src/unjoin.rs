@@ -47,14 +47,27 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
         Err(kube::Error::Api(status)) if status.code == 404 => None,
         Err(e) => return Err(hub.err(e)),
     };
-    if registered.is_none() && !args.force {
+    // A pull join whose unjoin stopped after the KubeFedCluster (its agent had not removed
+    // the copies yet) left its work namespace: unjoin carries on from there.
+    let pull_leftover = registered.is_none() && {
+        let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+        namespaces
+            .get_opt(&cluster_namespace(cluster))
+            .await
+            .map_err(|e| hub.err(e))?
+            .is_some_and(|n| {
+                n.labels().get(WORK_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
+            })
+    };
+    if registered.is_none() && !pull_leftover && !args.force {
         return Err(Error::NotFound(format!(
             "cluster {cluster:?} is not joined: no KubeFedCluster {ns}/{cluster} in the hub (pass --force to clean up the member anyway)"
         )));
     }
-    let pull = registered
-        .as_ref()
-        .is_some_and(|c| c.spec.sync_mode == SyncMode::Pull);
+    let pull = pull_leftover
+        || registered
+            .as_ref()
+            .is_some_and(|c| c.spec.sync_mode == SyncMode::Pull);
     // A pull member's agent acts as `hubfed-agent`; a push member's hubfed as kubefedctl's
     // `<cluster>-<host>`.
     let names = if pull {
@@ -68,7 +81,11 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
 
     // Everything that can fail on the member side without --force is checked before the hub
     // is changed.
-    let member = reach_member_or_force(session, cluster, &member_context, args.force).await?;
+    // A pull member need not be reachable from here (behind NAT: its agent reaches the hub,
+    // nothing reaches it); its copies then go through the agent, its agent's own objects
+    // are left to whoever installed it (the chart, the join manifests).
+    let member =
+        reach_member_or_force(session, cluster, &member_context, args.force || pull).await?;
     let member_is_hub = match &member {
         Some(member) => same_cluster(hub, member).await?,
         None => false,
@@ -80,12 +97,29 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     };
     let plane = control_plane(hub, &ns).await?;
 
-    clean_hub(session, &host, cluster, registered.as_ref(), dry_run).await?;
+    // A pull member's copies are removed by its agent (which reaches the member when
+    // nothing else does), before its hub credentials go with the work namespace.
+    let through_agent = pull && args.remove_managed_resources;
+    clean_hub(
+        session,
+        &host,
+        cluster,
+        registered.as_ref(),
+        through_agent,
+        &args,
+    )
+    .await?;
 
     let Some(member) = member else {
-        session.say(format_args!(
-            "cluster {cluster:?} unjoined from the hub; its own objects were not cleaned up"
-        ))?;
+        if pull {
+            session.say(format_args!(
+                "cluster {cluster:?} unjoined from the hub; remove its agent there (helm uninstall, or the manifests join printed: ServiceAccount, RBAC and Secret {AGENT_HUB_SECRET} in {ns})"
+            ))?;
+        } else {
+            session.say(format_args!(
+                "cluster {cluster:?} unjoined from the hub; its own objects were not cleaned up"
+            ))?;
+        }
         return Ok(());
     };
     match clean_member(
@@ -119,7 +153,7 @@ async fn reach_member_or_force(
     match reach_member(session, cluster, context).await {
         Ok(member) => Ok(Some(member)),
         Err(e) if force => {
-            session.warn(format_args!("{e}; cleaning up the hub only (--force)"))?;
+            session.warn(format_args!("{e}; cleaning up the hub only"))?;
             Ok(None)
         }
         Err(e) if e.is_unreachable() => Err(Error::Refused(format!(
@@ -136,39 +170,56 @@ async fn clean_hub(
     host: &HostCluster,
     cluster: &str,
     registered: Option<&KubeFedCluster>,
-    dry_run: bool,
+    through_agent: bool,
+    args: &UnjoinArgs,
 ) -> Result<()> {
-    let Some(registered) = registered else {
+    let dry_run = args.dry_run;
+    let (hub, place) = (&host.target, host.name.as_str());
+    if let Some(registered) = registered {
+        let ns = registered.metadata.namespace.clone().unwrap_or_default();
+        let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
+        ops::delete(session, place, hub, &clusters, cluster, dry_run).await?;
+        let secret = registered.spec.secret_ref.name.as_str();
+        if !secret.is_empty() {
+            let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
+            ops::delete(session, place, hub, &secrets, secret, dry_run).await?;
+        }
+    }
+    // A pull join's work namespace (only the one join made for this cluster, labelled so),
+    // also when a former unjoin removed the KubeFedCluster and stopped there.
+    let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+    let work_ns = cluster_namespace(cluster);
+    let Some(namespace) = namespaces.get_opt(&work_ns).await.map_err(|e| hub.err(e))? else {
         return Ok(());
     };
-    let (hub, place) = (&host.target, host.name.as_str());
-    let ns = registered.metadata.namespace.clone().unwrap_or_default();
-    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
-    ops::delete(session, place, hub, &clusters, cluster, dry_run).await?;
-    let secret = registered.spec.secret_ref.name.as_str();
-    if !secret.is_empty() {
-        let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
-        ops::delete(session, place, hub, &secrets, secret, dry_run).await?;
-    }
-    if registered.spec.sync_mode == SyncMode::Pull {
-        // Only the namespace join made for this cluster (labelled so).
-        let namespaces: Api<Namespace> = Api::all(hub.client.clone());
-        let work_ns = cluster_namespace(cluster);
-        let ours = namespaces
-            .get_opt(&work_ns)
-            .await
-            .map_err(|e| hub.err(e))?
-            .is_some_and(|n| {
-                n.labels().get(WORK_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
-            });
-        if ours {
-            ops::delete(session, place, hub, &namespaces, &work_ns, dry_run).await?;
-        } else {
+    if namespace
+        .labels()
+        .get(WORK_CLUSTER_LABEL)
+        .map(String::as_str)
+        != Some(cluster)
+    {
+        if registered.is_some_and(|r| r.spec.sync_mode == SyncMode::Pull) {
             session.warn(format_args!(
                 "hub namespace {work_ns} was not made by join for {cluster:?} ({WORK_CLUSTER_LABEL} differs): kept"
             ))?;
         }
+        return Ok(());
     }
+    if through_agent {
+        let removed =
+            crate::pull::remove_through_agent(session, hub, place, cluster, args.wait, dry_run)
+                .await;
+        match removed {
+            Ok(()) => {}
+            Err(e) if args.force => session.warn(format_args!("{e} (--force)"))?,
+            Err(e) => {
+                return Err(Error::Refused(format!(
+                    "{e}; the cluster is no longer joined, its work namespace {work_ns} is kept until `hubfedctl unjoin {cluster} --remove-managed-resources` succeeds or `--force` is passed"
+                )));
+            }
+        }
+    }
+    ops::delete(session, place, hub, &namespaces, &work_ns, dry_run).await?;
     Ok(())
 }
 

@@ -2,9 +2,9 @@
 //! (`kubefed.io/managed=true`) that reports every change to the copy's work, and garbage
 //! collection of managed copies that have no work.
 //!
-//! The types are remembered in the member (ConfigMap `hubfed-agent-types` in the agent's
-//! namespace) so that a restarted agent still collects copies of a type whose works are all
-//! gone — the case of an object deleted in the hub while the agent was down.
+//! The types are remembered on the agent's heartbeat Lease in the hub
+//! ([`AGENT_TYPES_ANNOTATION`]) so that a restarted agent still collects copies of a type whose
+//! works are all gone — the case of an object deleted in the hub while the agent was down.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hubfed_api::names::MANAGED_LABEL;
+use hubfed_api::work::{AGENT_LEASE_NAME, AGENT_TYPES_ANNOTATION};
 use hubfed_api::work::{Work, WorkTarget};
 use hubfed_core::gc::{Collect, HubObject, OWNER_ANNOTATION, collect, guard};
 use hubfed_core::hub::NamespaceRole;
 use hubfed_core::plan::MemberObject;
 use hubfed_core::pull::{member_object, work_name};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::discovery::ApiResource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -31,8 +32,6 @@ use tracing::{debug, info, warn};
 
 use super::Agent;
 
-/// The member ConfigMap that remembers the types the agent has worked with.
-pub const TYPES_CONFIGMAP: &str = "hubfed-agent-types";
 /// How often managed copies without a work are looked for.
 const COLLECT_PERIOD: Duration = Duration::from_secs(30);
 
@@ -142,7 +141,7 @@ impl Copies {
     }
 
     /// The cache of `target`'s copies, started (and remembered in the member) if new.
-    pub fn ensure(&self, agent: &Agent, target: &WorkTarget) -> TypeCache {
+    pub fn ensure(&self, target: &WorkTarget) -> TypeCache {
         let mut types = self.types.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(cache) = types.get(&key(target)) {
             return cache.clone();
@@ -186,32 +185,37 @@ impl Copies {
                 stop.clone(),
             ));
         }
-        tokio::spawn(remember(
-            self.member.clone(),
-            agent.kubefed_namespace.clone(),
-            target.clone(),
-        ));
         cache
     }
 
-    /// The types remembered in the member, started.
+    /// The types this agent has worked with, as remembered on its heartbeat Lease.
+    pub fn remembered(&self) -> String {
+        let mut targets: Vec<WorkTarget> = self.caches().into_iter().map(|c| c.target).collect();
+        targets.sort_by(|a, b| (&a.api_version, &a.kind).cmp(&(&b.api_version, &b.kind)));
+        serde_json::to_string(&targets).unwrap_or_default()
+    }
+
+    /// Starts the caches of the types remembered on the heartbeat Lease (before the first
+    /// heartbeat, which writes the list again).
     pub async fn restore(&self, agent: &Agent) {
-        let api: Api<ConfigMap> = Api::namespaced(self.member.clone(), &agent.kubefed_namespace);
-        match api.get_opt(TYPES_CONFIGMAP).await {
-            Ok(Some(map)) => {
-                for value in map.data.unwrap_or_default().values() {
-                    match serde_json::from_str::<WorkTarget>(value) {
-                        Ok(target) => {
-                            self.ensure(agent, &target);
-                        }
-                        Err(e) => warn!(error = %e, "a remembered type cannot be read; skipped"),
-                    }
+        let leases: Api<Lease> = Api::namespaced(agent.hub.clone(), &agent.work_namespace);
+        let remembered = match leases.get_opt(AGENT_LEASE_NAME).await {
+            Ok(lease) => lease.and_then(|l| l.annotations().get(AGENT_TYPES_ANNOTATION).cloned()),
+            Err(e) => {
+                warn!(error = %e, "cannot read the remembered types; copies of types without works are not collected until they have works again");
+                None
+            }
+        };
+        let Some(remembered) = remembered else {
+            return;
+        };
+        match serde_json::from_str::<Vec<WorkTarget>>(&remembered) {
+            Ok(targets) => {
+                for target in &targets {
+                    self.ensure(target);
                 }
             }
-            Ok(None) => {}
-            Err(e) => {
-                warn!(error = %e, "cannot read the remembered types; copies of types without works are not collected until they have works again")
-            }
+            Err(e) => warn!(error = %e, "the remembered types cannot be read; skipped"),
         }
     }
 }
@@ -244,30 +248,6 @@ async fn forward(
             Some(Err(e)) => warn!(kind = %cache.target.kind, error = %e, "member watch error"),
             None => break,
         }
-    }
-}
-
-/// Adds `target` to the member's list of remembered types.
-async fn remember(member: kube::Client, namespace: String, target: WorkTarget) {
-    let api: Api<ConfigMap> = Api::namespaced(member, &namespace);
-    let entry = format!(
-        "{}.{}",
-        target.kind.to_lowercase(),
-        target.api_version.replace('/', ".")
-    );
-    let value = serde_json::to_string(&target).unwrap_or_default();
-    let body = json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": { "name": TYPES_CONFIGMAP, "namespace": namespace },
-        "data": { entry: value },
-    });
-    let params = PatchParams::apply("hubfed-agent").force();
-    if let Err(e) = api
-        .patch(TYPES_CONFIGMAP, &params, &Patch::Apply(&body))
-        .await
-    {
-        warn!(error = %e, kind = %target.kind, "cannot remember the type in the member");
     }
 }
 

@@ -62,13 +62,14 @@ impl EventSink for Collected {
 }
 
 /// Runs the work loop and garbage collection until `shutdown`.
-pub async fn run(agent: Arc<Agent>, health: Arc<Health>, shutdown: CancellationToken) {
+/// `trigger_rx`: the works whose copies changed ([`copies::Copies::start`]).
+pub async fn run(
+    agent: Arc<Agent>,
+    health: Arc<Health>,
+    trigger_rx: mpsc::UnboundedReceiver<ObjectRef<Work>>,
+    shutdown: CancellationToken,
+) {
     let api: Api<Work> = Api::namespaced(agent.hub.clone(), &agent.work_namespace);
-    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<Work>>();
-    agent
-        .copies
-        .start(trigger_tx, &agent.work_namespace, shutdown.clone());
-    agent.copies.restore(&agent).await;
     let (store, writer) = reflector::store();
     let listed = Arc::new(AtomicBool::new(false));
     let works = reflector::reflector(writer, watcher(api, watcher::Config::default()))
@@ -115,7 +116,7 @@ fn error_policy(work: Arc<Work>, error: &kube::Error, _ctx: Arc<Ctx>) -> Action 
 
 async fn reconcile(work: Arc<Work>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
     let agent = &ctx.agent;
-    let cache = agent.copies.ensure(agent, &work.spec.target);
+    let cache = agent.copies.ensure(&work.spec.target);
     if reported(&work) {
         report_copy(agent, &work, &cache).await?;
     } else {

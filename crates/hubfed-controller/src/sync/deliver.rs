@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::names::FIELD_MANAGER;
 use hubfed_api::work::{WORK_CLUSTER_LABEL, WORK_KIND_LABEL, Work, WorkSource, WorkTarget};
 use hubfed_core::plan::{ClusterAction, ClusterPlan, FederatedObject, Plan, is_orphaning};
@@ -14,6 +15,7 @@ use hubfed_core::pull::{
     work_spec,
 };
 use hubfed_core::status::ClusterOutcome;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -22,8 +24,7 @@ use serde_json::json;
 use tracing::{debug, warn};
 
 use super::TypeContext;
-use super::hub_writes::publish;
-use super::member_io::{ClusterResult, error_message, federated_reference};
+use super::member_io::{ClusterResult, error_message, federated_reference, kind_and_key};
 use crate::clusters::MemberCluster;
 
 /// One type's works in the hub, and which reports were already turned into Events.
@@ -123,7 +124,6 @@ pub async fn deliver(
         },
     };
     let pull = outcome(&cp.action, &work);
-    let done = newly_reported(ctx, object, &cp.cluster, &work);
     let result = ClusterResult {
         outcome: pull.status.map(|status| ClusterOutcome {
             cluster: cp.cluster.clone(),
@@ -133,8 +133,9 @@ pub async fn deliver(
             drift: pull.drift,
         }),
         version: pull.version,
-        wrote: done.is_some(),
-        done,
+        // The agent's writes are reported as it makes them ([`settle`]).
+        wrote: false,
+        done: None,
         transient: pull.transient,
     };
     (result, pull.pending)
@@ -192,52 +193,68 @@ async fn write_work(
 }
 
 /// The first time this process sees the agent's report on the work's current generation:
-/// records the Events the agent's action made on the federated object, and returns the
-/// successful write's (reason, verb) for the dispatch's summary Event.
-fn newly_reported(
-    ctx: &TypeContext,
-    object: &FederatedObject,
-    cluster: &str,
-    work: &Work,
-) -> Option<(&'static str, &'static str)> {
+/// records the Events the agent's action made on the federated object, and the write it
+/// made (`Creating ConfigMap "ns/name" in cluster "member2"`, as for a push member).
+fn publish_report(ctx: &TypeContext, object: &FederatedObject, cluster: &str, work: &Work) {
     if !reported(work) {
-        return None;
+        return;
     }
-    let (uid, generation) = (work.uid()?, work.metadata.generation?);
+    let (Some(uid), Some(generation)) = (work.uid(), work.metadata.generation) else {
+        return;
+    };
     let seen = ctx
         .works
         .reported
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(uid, generation);
-    if seen == Some(generation) {
-        return None;
-    }
-    let status = work.status.as_ref()?;
+    let Some(status) = work.status.as_ref().filter(|_| seen != Some(generation)) else {
+        return;
+    };
     let reference = federated_reference(ctx, object);
+    let related = ObjectReference {
+        api_version: Some(KubeFedCluster::api_version(&()).into_owned()),
+        kind: Some(KubeFedCluster::kind(&()).into_owned()),
+        namespace: Some(ctx.shared.kubefed_namespace.clone()),
+        name: Some(cluster.to_owned()),
+        ..ObjectReference::default()
+    };
+    let publish = |type_: EventType, reason: &str, message: &str| {
+        crate::events::publish_related(
+            &ctx.recorder,
+            &reference,
+            Some(related.clone()),
+            type_,
+            reason,
+            message,
+        );
+    };
     for event in &status.events {
         let type_ = if event.type_ == "Warning" {
             EventType::Warning
         } else {
             EventType::Normal
         };
-        let message = format!("{} (agent of cluster {cluster:?})", event.message);
-        publish(ctx, &reference, type_, &event.reason, &message);
+        publish(type_, &event.reason, &event.message);
     }
-    match status.done.as_deref()? {
-        "CreateInCluster" => Some(("CreateInCluster", "Creating")),
-        "UpdateInCluster" => Some(("UpdateInCluster", "Updating")),
-        "DeleteInCluster" => Some(("DeleteInCluster", "Deleting")),
-        "RemoveManagedLabelFromInCluster" => Some((
-            "RemoveManagedLabelFromInCluster",
-            "Removing the managed label from",
-        )),
-        _ => None,
-    }
+    let verb = match status.done.as_deref() {
+        Some("CreateInCluster") => "Creating",
+        Some("UpdateInCluster") => "Updating",
+        Some("DeleteInCluster") => "Deleting",
+        Some("RemoveManagedLabelFromInCluster") => "Removing the managed label from",
+        _ => return,
+    };
+    let reason = status.done.as_deref().unwrap_or_default();
+    let message = format!(
+        "{verb} {} in cluster {cluster:?}",
+        kind_and_key(ctx, object)
+    );
+    publish(EventType::Normal, reason, &message);
 }
 
-/// The works of pull members the plan asked nothing of: kept, deleted, or turned into label
-/// removals ([`work_fate`]).
+/// Every pull member's work after a dispatch: the agent's new report recorded as Events
+/// ([`publish_report`]); a work the plan asked nothing of kept, deleted, or turned into a
+/// label removal ([`work_fate`]).
 pub async fn settle(
     ctx: &TypeContext,
     object: &FederatedObject,
@@ -246,6 +263,9 @@ pub async fn settle(
 ) {
     let orphaning = object.deleting && is_orphaning(&object.annotations);
     for cluster in clusters.iter().filter(|c| c.pull) {
+        if let Some(work) = lookup(ctx, &cluster.name, object) {
+            publish_report(ctx, object, &cluster.name, &work);
+        }
         let planned = plan.clusters.iter().find(|cp| cp.cluster == cluster.name);
         let requested = planned.is_some_and(|cp| {
             matches!(

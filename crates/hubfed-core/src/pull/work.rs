@@ -353,6 +353,30 @@ pub fn orphan_spec(spec: &WorkSpec) -> WorkSpec {
     }
 }
 
+/// `unjoin --remove-managed-resources` of a pull member, through its agent: the request
+/// that deletes the managed copy the agent last reported — exactly that copy (its UID as the
+/// precondition) — or `None` when it reported none (the work can go at once).
+pub fn removal_request(work: &Work) -> Option<WorkSpec> {
+    let copy = work.status.as_ref()?.copy.as_ref()?;
+    if !copy.exists || copy.managed_label.as_deref() != Some("true") || copy.uid.is_none() {
+        return None;
+    }
+    Some(WorkSpec {
+        action: WorkAction::Delete.as_str().to_owned(),
+        uid: copy.uid.clone(),
+        ..orphan_spec(&work.spec)
+    })
+}
+
+/// Whether the agent has carried out a removal request: reported on it, and done (or the
+/// copy already gone).
+pub fn removal_done(work: &Work) -> bool {
+    let Some(status) = work.status.as_ref().filter(|_| reported(work)) else {
+        return false;
+    };
+    status.result == WORK_RESULT_DONE || status.copy.as_ref().is_some_and(|c| !c.exists)
+}
+
 /// The fate of a work whose federated object is gone (a work the object's last reconcile
 /// could not settle): a label removal not yet carried out stays, everything else goes (the
 /// agent's garbage collection removes a copy left behind).
@@ -630,6 +654,59 @@ mod tests {
                 .remote_status
                 .is_none()
         );
+    }
+
+    #[test]
+    fn unjoin_deletes_exactly_the_reported_managed_copy() {
+        let (target, source, annotations) = (
+            WorkTarget::default(),
+            WorkSource::default(),
+            BTreeMap::new(),
+        );
+        let spec = work_spec(&subject(&target, &source, &annotations), &apply(false), "").unwrap();
+        assert_eq!(
+            removal_request(&work(spec.clone(), 1, None)),
+            None,
+            "nothing reported"
+        );
+        let managed = MemberObject {
+            managed_label: Some("true".into()),
+            uid: Some("u7".into()),
+            ..MemberObject::default()
+        };
+        let reported = WorkStatus {
+            observed_generation: Some(1),
+            result: WORK_RESULT_OK.into(),
+            copy: Some(copy_of(Some(&managed))),
+            ..WorkStatus::default()
+        };
+        let request = removal_request(&work(spec.clone(), 1, Some(reported.clone()))).unwrap();
+        assert_eq!(
+            work_action(&request),
+            Ok(ClusterAction::Delete(DeleteAction {
+                options: None,
+                uid: Some("u7".into())
+            }))
+        );
+        let unmanaged = WorkStatus {
+            copy: Some(copy_of(Some(&MemberObject {
+                uid: Some("u8".into()),
+                ..MemberObject::default()
+            }))),
+            ..reported.clone()
+        };
+        assert_eq!(
+            removal_request(&work(spec.clone(), 1, Some(unmanaged))),
+            None
+        );
+        // Done only once the agent reported on the request's generation.
+        assert!(!removal_done(&work(request.clone(), 2, Some(reported))));
+        let done = WorkStatus {
+            observed_generation: Some(2),
+            result: WORK_RESULT_DONE.into(),
+            ..WorkStatus::default()
+        };
+        assert!(removal_done(&work(request, 2, Some(done))));
     }
 
     #[test]

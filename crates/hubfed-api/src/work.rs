@@ -22,10 +22,6 @@ pub const PULL_GROUP: &str = "pull.hubfed.io";
 pub const AGENT_LEASE_NAME: &str = "hubfed-agent";
 /// The annotation on the heartbeat Lease carrying the member's Kubernetes `gitVersion`.
 pub const AGENT_KUBERNETES_VERSION_ANNOTATION: &str = "hubfed.io/kubernetes-version";
-/// The annotation on the heartbeat Lease listing the types (JSON [`WorkTarget`]s) the agent
-/// has worked with: a restarted agent still collects copies of a type whose works are all
-/// gone.
-pub const AGENT_TYPES_ANNOTATION: &str = "hubfed.io/agent-types";
 /// The label on a work namespace naming the cluster it belongs to.
 pub const WORK_CLUSTER_LABEL: &str = "hubfed.io/cluster";
 /// The name of the agent's ServiceAccount, in its work namespace in the hub and in the

@@ -8,10 +8,10 @@
 //!   dispatcher's own code ([`crate::sync::execute`]) and reports the result and the copy it
 //!   left in the work's status ([`works`]).
 //! - It watches its copies and reports changes (drift, deletions, readiness): the hub plans
-//!   again on each.
-//! - It removes managed copies that have no work, by push garbage collection's rule
-//!   ([`hubfed_core::gc::collect`]): deleted with this control plane's proof of ownership,
-//!   otherwise unlabelled; another control plane's copies are never touched ([`copies`]).
+//!   again on each ([`copies`]).
+//! - It deletes nothing on its own: a copy the hub wants gone while the agent was away comes
+//!   as a tombstone work; one that names no copy is checked against the live copy first
+//!   ([`hubfed_core::pull::delete_guard`]: only this control plane's managed copies).
 
 mod copies;
 mod heartbeat;
@@ -51,8 +51,8 @@ pub struct Args {
     #[arg(long, env = "HUBFED_AGENT_KUBEFED_NAMESPACE", default_value = hubfed_api::names::DEFAULT_KUBEFED_NAMESPACE)]
     pub kubefed_namespace: String,
     /// This control plane's identity, the UID of its namespace in the hub (Secret
-    /// `hubfed-agent-hub`, key `control-plane`): copies that carry it are deleted when their
-    /// work is gone. Without it, no copy is ever deleted by garbage collection.
+    /// `hubfed-agent-hub`, key `control-plane`): a tombstone that names no copy deletes only a
+    /// copy that carries it. Without it, such tombstones delete nothing.
     #[arg(long, env = "HUBFED_AGENT_CONTROL_PLANE")]
     pub control_plane: Option<String>,
     /// Seconds between heartbeats; the Lease's duration is four of them.
@@ -164,12 +164,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         Arc::clone(&health),
         shutdown.clone(),
     ));
-    // The remembered types before the first heartbeat, which writes their list again.
     let (trigger_tx, trigger_rx) = tokio::sync::mpsc::unbounded_channel();
     agent
         .copies
         .start(trigger_tx, &agent.work_namespace, shutdown.clone());
-    agent.copies.restore(&agent).await;
     let beat = tokio::spawn(heartbeat::run(Arc::clone(&agent), shutdown.clone()));
     works::run(Arc::clone(&agent), health, trigger_rx, shutdown.clone()).await;
     shutdown.cancel();

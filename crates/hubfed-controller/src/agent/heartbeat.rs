@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use hubfed_api::work::{
-    AGENT_KUBERNETES_VERSION_ANNOTATION, AGENT_LEASE_NAME, AGENT_TYPES_ANNOTATION,
-};
+use hubfed_api::work::{AGENT_KUBERNETES_VERSION_ANNOTATION, AGENT_LEASE_NAME};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -58,10 +56,7 @@ async fn renew(agent: &Agent, leases: &Api<Lease>) -> anyhow::Result<()> {
     let duration =
         i32::try_from(agent.heartbeat_interval.as_secs() * LEASE_INTERVALS).unwrap_or(i32::MAX);
     let patch = json!({
-        "metadata": { "annotations": {
-            AGENT_KUBERNETES_VERSION_ANNOTATION: version,
-            AGENT_TYPES_ANNOTATION: agent.copies.remembered(),
-        } },
+        "metadata": { "annotations": { AGENT_KUBERNETES_VERSION_ANNOTATION: version } },
         "spec": {
             "holderIdentity": holder(agent),
             "leaseDurationSeconds": duration,

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use hubfed_api::work::{WORK_RESULT_DONE, WORK_RESULT_OK, Work, WorkCopy, WorkEvent};
+use hubfed_core::plan::MemberObject;
 use hubfed_core::plan::{ClusterAction, ClusterPlan, FederatedObject};
-use hubfed_core::pull::{copy_of, member_object, reported, work_action};
+use hubfed_core::pull::{copy_of, delete_guard, member_object, reported, work_action};
 use hubfed_core::status::PropagationStatus;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -85,12 +86,6 @@ pub async fn run(
             }
         })
         .applied_objects();
-    tokio::spawn(copies::collect_loop(
-        Arc::clone(&agent),
-        store.clone(),
-        Arc::clone(&listed),
-        shutdown.clone(),
-    ));
     let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
@@ -138,24 +133,27 @@ fn member_api(agent: &Agent, work: &Work) -> Api<DynamicObject> {
     }
 }
 
+/// The live copy, whole, as the plan sees a member object.
+async fn live_member(agent: &Agent, work: &Work) -> Result<Option<MemberObject>, kube::Error> {
+    let api = member_api(agent, work);
+    let resource = copies::resource(&work.spec.target);
+    let found = api.get_opt(&work.spec.name).await?;
+    Ok(found.map(|object| {
+        let value = serde_json::to_value(&object).unwrap_or_default();
+        member_object(
+            &value,
+            &resource.group,
+            &work.spec.target.kind,
+            work.spec.collect_status,
+        )
+    }))
+}
+
 /// The copy as the plan is to see it (a copy without the managed label reads as none, as in
 /// the push member cache), read live; `None` when it cannot be read.
 async fn live_copy(agent: &Agent, work: &Work) -> Option<WorkCopy> {
-    let api = member_api(agent, work);
-    let resource = copies::resource(&work.spec.target);
-    match api.get_opt(&work.spec.name).await {
-        Ok(found) => {
-            let member = found.map(|object| {
-                let value = serde_json::to_value(&object).unwrap_or_default();
-                member_object(
-                    &value,
-                    &resource.group,
-                    &work.spec.target.kind,
-                    work.spec.collect_status,
-                )
-            });
-            Some(copy_of(member.as_ref().filter(|m| m.is_managed())))
-        }
+    match live_member(agent, work).await {
+        Ok(member) => Some(copy_of(member.as_ref().filter(|m| m.is_managed()))),
         Err(e) => {
             debug!(work = %work.name_any(), error = %e, "cannot read the copy");
             None
@@ -184,6 +182,29 @@ async fn carry_out(ctx: &Ctx, work: &Work) -> Result<(), kube::Error> {
     let spec = &work.spec;
     let generation = work.metadata.generation;
     let action = match work_action(spec) {
+        // A tombstone that names no copy (the agent never reported one): only this control
+        // plane's managed copy, checked live, is removed.
+        Ok(ClusterAction::Delete(delete)) if delete.uid.is_none() => {
+            let copy = live_member(agent, work).await?;
+            match delete_guard(copy.as_ref(), agent.control_plane.as_deref()) {
+                Some(action) => action,
+                None => {
+                    let status = json!({
+                        "observedGeneration": generation,
+                        "result": WORK_RESULT_DONE,
+                        "message": "no managed copy of this control plane's to remove",
+                        "transient": false,
+                        "done": null,
+                        "events": [],
+                        "drift": null,
+                        "appliedVersion": null,
+                        "appliedHash": null,
+                        "copy": copy_of(copy.as_ref().filter(|c| c.is_managed())),
+                    });
+                    return patch_status(agent, work, &status).await;
+                }
+            }
+        }
         Ok(action) => action,
         Err(message) => {
             warn!(work = %work.name_any(), %message, "a work cannot be carried out");

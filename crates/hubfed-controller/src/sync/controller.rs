@@ -192,7 +192,7 @@ async fn sweep_works(
                 namespace: source.namespace.clone(),
                 ..Default::default()
             };
-            if let Err(e) = super::deliver::carry_out(&ctx, &object, &cluster, &work, &fate).await {
+            if let Err(e) = super::deliver::carry_out(&ctx, &object, &cluster, &work, fate).await {
                 warn!(work = %work.name_any(), error = %e, "settling a work of a deleted object failed");
             }
         }

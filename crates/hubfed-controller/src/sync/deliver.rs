@@ -11,8 +11,7 @@ use hubfed_api::names::FIELD_MANAGER;
 use hubfed_api::work::{WORK_CLUSTER_LABEL, WORK_KIND_LABEL, Work, WorkSource, WorkTarget};
 use hubfed_core::plan::{ClusterAction, ClusterPlan, FederatedObject, Plan, is_orphaning};
 use hubfed_core::pull::{
-    WorkFate, WorkSubject, cluster_namespace, orphan_spec, outcome, reported, work_fate, work_name,
-    work_spec,
+    WorkFate, WorkSubject, cluster_namespace, outcome, reported, work_fate, work_name, work_spec,
 };
 use hubfed_core::status::ClusterOutcome;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -24,6 +23,7 @@ use serde_json::json;
 use tracing::{debug, warn};
 
 use super::TypeContext;
+use super::hub_writes::{Error, bounded};
 use super::member_io::{ClusterResult, error_message, federated_reference, kind_and_key};
 use crate::clusters::MemberCluster;
 
@@ -254,38 +254,44 @@ fn publish_report(ctx: &TypeContext, object: &FederatedObject, cluster: &str, wo
 
 /// Every pull member's work after a dispatch: the agent's new report recorded as Events
 /// ([`publish_report`]); a work the plan asked nothing of kept, deleted, or turned into a
-/// label removal ([`work_fate`]).
+/// tombstone ([`work_fate`]). An error means some work could not be settled: a deletion
+/// must not release its finalizer then (the work would stand for an object that is gone).
 pub async fn settle(
     ctx: &TypeContext,
     object: &FederatedObject,
     plan: &Plan,
     clusters: &[Arc<MemberCluster>],
-) {
+) -> Result<(), Error> {
     let orphaning = object.deleting && is_orphaning(&object.annotations);
+    let mut failed = None;
     for cluster in clusters.iter().filter(|c| c.pull) {
-        if let Some(work) = lookup(ctx, &cluster.name, object) {
-            publish_report(ctx, object, &cluster.name, &work);
-        }
-        let planned = plan.clusters.iter().find(|cp| cp.cluster == cluster.name);
-        let requested = planned.is_some_and(|cp| {
-            matches!(
-                cp.action,
+        let Some(work) = lookup(ctx, &cluster.name, object) else {
+            continue;
+        };
+        publish_report(ctx, object, &cluster.name, &work);
+        let planned = plan
+            .clusters
+            .iter()
+            .find(|cp| cp.cluster == cluster.name)
+            .map(|cp| &cp.action);
+        let requested = matches!(
+            planned,
+            Some(
                 ClusterAction::Apply(_)
                     | ClusterAction::Delete(_)
                     | ClusterAction::RemoveManagedLabel
             )
-        });
+        );
         if requested {
             continue;
         }
-        let Some(work) = lookup(ctx, &cluster.name, object) else {
-            continue;
-        };
-        let fate = work_fate(&work, planned.is_some(), orphaning);
-        if let Err(e) = carry_out(ctx, object, &cluster.name, &work, &fate).await {
+        let fate = work_fate(&work, planned, orphaning);
+        if let Err(e) = carry_out(ctx, object, &cluster.name, &work, fate).await {
             warn!(cluster = %cluster.name, work = %work.name_any(), error = %e, "settling a work failed");
+            failed = Some(e);
         }
     }
+    failed.map_or(Ok(()), Err)
 }
 
 /// Deletes or rewrites one work as `fate` says.
@@ -294,26 +300,29 @@ pub async fn carry_out(
     object: &FederatedObject,
     cluster: &str,
     work: &Work,
-    fate: &WorkFate,
-) -> Result<(), kube::Error> {
+    fate: WorkFate,
+) -> Result<(), Error> {
     let namespace = cluster_namespace(cluster);
     match fate {
         WorkFate::Keep => Ok(()),
         WorkFate::Delete => {
             let api: Api<Work> = Api::namespaced(ctx.shared.hub.clone(), &namespace);
             debug!(cluster, work = %work.name_any(), "deleting work");
-            match api.delete(&work.name_any(), &DeleteParams::default()).await {
+            match bounded(api.delete(&work.name_any(), &DeleteParams::default())).await? {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
             if let Some(uid) = work.uid() {
                 ctx.works.forget(&uid);
             }
             Ok(())
         }
-        WorkFate::Orphan => write_work(ctx, cluster, object, orphan_spec(&work.spec))
-            .await
-            .map(drop),
+        WorkFate::Rewrite(spec) if *spec == work.spec => Ok(()),
+        WorkFate::Rewrite(spec) => {
+            debug!(cluster, work = %work.name_any(), action = %spec.action, "tombstone");
+            bounded(write_work(ctx, cluster, object, *spec)).await??;
+            Ok(())
+        }
     }
 }

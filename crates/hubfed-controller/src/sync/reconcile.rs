@@ -115,7 +115,11 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
 
     let (federated, clusters) = (&observed.federated, &observed.clusters);
     let result = dispatch::execute(ctx, federated, &plan, clusters, &observed.members).await;
-    super::deliver::settle(ctx, federated, &plan, clusters).await;
+    let settled = super::deliver::settle(ctx, federated, &plan, clusters).await;
+    if plan.disposition == Disposition::Delete {
+        // A work left standing for an object that is gone would be carried out again.
+        settled?;
+    }
     if let Some(rollout) = staged.rollout {
         // Not recorded now: the retried apply fails again and is recorded then.
         if let Err(e) = super::rollout::after_dispatch(ctx, &observed, rollout, &result).await {

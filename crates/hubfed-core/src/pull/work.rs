@@ -303,38 +303,135 @@ fn result_status(result: &str) -> &str {
 }
 
 /// What becomes of a pull member's work that this reconcile's plan asked nothing of.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum WorkFate {
     Keep,
-    /// Delete the work: the copy, if one is left and still managed, is removed by the
-    /// agent's garbage collection (deleted with this control plane's proof of ownership,
-    /// else unlabelled) — the rule of push garbage collection.
+    /// Delete the work: nothing of it is left to do.
     Delete,
-    /// An orphaning deletion that could not reach the cluster: the work becomes a label
-    /// removal, and stays until the agent has carried it out.
-    Orphan,
+    /// Replace its request (a tombstone: the deletion or label removal of the copy, carried
+    /// out when the agent is back; the work stays until it reports it done).
+    Rewrite(Box<WorkSpec>),
 }
 
-/// The fate of `work` when the plan has no request for its cluster: `planned` — the plan
-/// lists the cluster at all (a passive action: up to date, waiting, blocked — the work
-/// stands); `orphaning` — the federated object is being deleted with `kubefed.io/orphan`.
-pub fn work_fate(work: &Work, planned: bool, orphaning: bool) -> WorkFate {
-    let label_removal = work.spec.action == WorkAction::RemoveManagedLabel.as_str();
-    let done = reported(work)
+fn is_removal(work: &Work) -> bool {
+    work.spec.action == WorkAction::Delete.as_str()
+        || work.spec.action == WorkAction::RemoveManagedLabel.as_str()
+}
+
+fn done(work: &Work) -> bool {
+    reported(work)
         && work
             .status
             .as_ref()
-            .is_some_and(|s| s.result == WORK_RESULT_DONE);
-    if label_removal && !done {
+            .is_some_and(|s| s.result == WORK_RESULT_DONE)
+}
+
+/// The fate of `work` when this reconcile's plan has no request for its cluster.
+///
+/// - `planned`: the plan's passive action there (up to date, waiting, blocked), `None` when
+///   the plan does not list the cluster (not placed there, and no copy seen — or the cluster
+///   is not ready);
+/// - `orphaning`: the federated object is being deleted with `kubefed.io/orphan`.
+///
+/// Nothing is ever deleted in a member because its work is gone: a copy that must go while
+/// the agent cannot be reached gets a tombstone — the work turned into the deletion of the
+/// copy the agent last reported (by UID), or into a label removal when orphaning. A deletion
+/// not carried out yet is withdrawn when the object is placed there again (the copy stays,
+/// and the plan applies to it when the agent is back).
+pub fn work_fate(work: &Work, planned: Option<&ClusterAction>, orphaning: bool) -> WorkFate {
+    if is_removal(work) {
+        if done(work) {
+            return if planned.is_some() {
+                WorkFate::Keep
+            } else {
+                WorkFate::Delete
+            };
+        }
+        let placed_again = matches!(
+            planned,
+            Some(ClusterAction::Blocked {
+                status: PropagationStatus::ClusterNotReady,
+                ..
+            })
+        );
+        return if placed_again && work.spec.action == WorkAction::Delete.as_str() {
+            WorkFate::Delete
+        } else {
+            WorkFate::Keep
+        };
+    }
+    if planned.is_some() {
         return WorkFate::Keep;
     }
-    if planned {
-        return WorkFate::Keep;
+    // The agent reported on the current request, and no managed copy: nothing to undo.
+    let no_copy = reported(work)
+        && work
+            .status
+            .as_ref()
+            .and_then(|s| s.copy.as_ref())
+            .is_some_and(|c| !c.exists || c.managed_label.as_deref() != Some("true"));
+    if no_copy {
+        WorkFate::Delete
+    } else {
+        WorkFate::Rewrite(Box::new(tombstone(work, orphaning)))
     }
-    if orphaning && !label_removal {
-        return WorkFate::Orphan;
+}
+
+/// The fate of a work whose federated object is gone (the object's last reconcile could not
+/// settle it): a removal stays until the agent has carried it out, anything else becomes a
+/// tombstone.
+pub fn orphaned_work_fate(work: &Work) -> WorkFate {
+    match (is_removal(work), done(work)) {
+        (true, true) => WorkFate::Delete,
+        (true, false) => WorkFate::Keep,
+        (false, _) => WorkFate::Rewrite(Box::new(tombstone(work, false))),
     }
-    WorkFate::Delete
+}
+
+/// The request that removes the work's copy: its label only when `orphaning`, else the copy
+/// itself — the one the agent last reported (its UID as precondition), or, when it reported
+/// none, whatever managed copy of this control plane the agent finds
+/// ([`delete_guard`]).
+pub fn tombstone(work: &Work, orphaning: bool) -> WorkSpec {
+    if orphaning {
+        return orphan_spec(&work.spec);
+    }
+    let reported_uid = work
+        .status
+        .as_ref()
+        .and_then(|s| s.copy.as_ref())
+        .filter(|c| c.exists && c.managed_label.as_deref() == Some("true"))
+        .and_then(|c| c.uid.clone());
+    WorkSpec {
+        action: WorkAction::Delete.as_str().to_owned(),
+        uid: reported_uid,
+        ..orphan_spec(&work.spec)
+    }
+}
+
+/// The agent's check before a deletion that names no UID (a tombstone for a copy it never
+/// reported): what to do with the live copy — delete exactly it when it is managed and
+/// carries this control plane's proof of ownership, only remove its label when it is
+/// managed without such proof (KubeFed's rule), leave it otherwise. Unknown is never a yes:
+/// without the control plane's identity nothing is deleted.
+pub fn delete_guard(
+    copy: Option<&MemberObject>,
+    control_plane: Option<&str>,
+) -> Option<ClusterAction> {
+    let copy = copy.filter(|c| c.is_managed() && !c.terminating)?;
+    let owner = copy
+        .annotations
+        .get(crate::gc::OWNER_ANNOTATION)
+        .map(String::as_str);
+    let ours = control_plane.is_some_and(|plane| crate::gc::owned_by(plane, owner).is_some());
+    if ours {
+        return Some(ClusterAction::Delete(crate::plan::DeleteAction {
+            options: None,
+            uid: copy.uid.clone(),
+        }));
+    }
+    // Another control plane's proof: not ours to touch.
+    owner.is_none().then_some(ClusterAction::RemoveManagedLabel)
 }
 
 /// The label removal that replaces a work's request ([`WorkFate::Orphan`]).
@@ -375,23 +472,6 @@ pub fn removal_done(work: &Work) -> bool {
         return false;
     };
     status.result == WORK_RESULT_DONE || status.copy.as_ref().is_some_and(|c| !c.exists)
-}
-
-/// The fate of a work whose federated object is gone (a work the object's last reconcile
-/// could not settle): a label removal not yet carried out stays, everything else goes (the
-/// agent's garbage collection removes a copy left behind).
-pub fn orphaned_work_fate(work: &Work) -> WorkFate {
-    let label_removal = work.spec.action == WorkAction::RemoveManagedLabel.as_str();
-    let done = reported(work)
-        && work
-            .status
-            .as_ref()
-            .is_some_and(|s| s.result == WORK_RESULT_DONE);
-    if label_removal && !done {
-        WorkFate::Keep
-    } else {
-        WorkFate::Delete
-    }
 }
 
 #[cfg(test)]
@@ -604,7 +684,7 @@ mod tests {
         let pending = work(spec.clone(), 1, None);
         assert!(outcome(&unlabel, &pending).pending);
         assert_eq!(
-            work_fate(&pending, false, true),
+            work_fate(&pending, None, true),
             WorkFate::Keep,
             "an unlabel not done stays"
         );
@@ -616,7 +696,7 @@ mod tests {
         };
         let done = work(spec, 1, Some(done));
         assert_eq!(outcome(&unlabel, &done).status, None);
-        assert_eq!(work_fate(&done, false, true), WorkFate::Delete);
+        assert_eq!(work_fate(&done, None, true), WorkFate::Delete);
         assert_eq!(orphaned_work_fate(&done), WorkFate::Delete);
 
         let delete = ClusterAction::Delete(DeleteAction {
@@ -624,8 +704,22 @@ mod tests {
             uid: None,
         });
         let spec = work_spec(&subject, &delete, "").unwrap();
-        let pending = outcome(&delete, &work(spec, 1, None));
-        assert_eq!(pending.status, Some(PropagationStatus::WaitingForRemoval));
+        let pending = work(spec, 1, None);
+        assert_eq!(
+            outcome(&delete, &pending).status,
+            Some(PropagationStatus::WaitingForRemoval)
+        );
+        // Placed there again while the agent is away: the deletion is withdrawn.
+        let not_ready = ClusterAction::Blocked {
+            status: PropagationStatus::ClusterNotReady,
+            message: String::new(),
+        };
+        assert_eq!(
+            work_fate(&pending, Some(&not_ready), false),
+            WorkFate::Delete
+        );
+        assert_eq!(work_fate(&pending, None, false), WorkFate::Keep);
+        assert_eq!(orphaned_work_fate(&pending), WorkFate::Keep);
     }
 
     #[test]
@@ -710,24 +804,105 @@ mod tests {
     }
 
     #[test]
-    fn works_the_plan_no_longer_needs_go_or_turn_into_label_removals() {
+    fn works_the_plan_no_longer_needs_become_tombstones_unless_nothing_is_left() {
         let (target, source, annotations) = (
             WorkTarget::default(),
             WorkSource::default(),
             BTreeMap::new(),
         );
         let spec = work_spec(&subject(&target, &source, &annotations), &apply(true), "").unwrap();
-        let applied = work(spec, 1, None);
+        let up_to_date = ClusterAction::UpToDate;
+        let never_reported = work(spec.clone(), 1, None);
         assert_eq!(
-            work_fate(&applied, true, false),
-            WorkFate::Keep,
-            "a passive action keeps it"
+            work_fate(&never_reported, Some(&up_to_date), false),
+            WorkFate::Keep
         );
-        assert_eq!(work_fate(&applied, false, false), WorkFate::Delete);
-        assert_eq!(work_fate(&applied, false, true), WorkFate::Orphan);
-        let orphan = orphan_spec(&applied.spec);
+        // Not reported yet: the agent may have written the copy: a tombstone, no UID (the
+        // agent's guard decides on the live copy).
+        let WorkFate::Rewrite(tombstone) = work_fate(&never_reported, None, false) else {
+            panic!("a work whose copy may exist is not simply dropped");
+        };
+        assert_eq!(
+            work_action(&tombstone),
+            Ok(ClusterAction::Delete(DeleteAction {
+                options: None,
+                uid: None
+            }))
+        );
+        let WorkFate::Rewrite(orphan) = work_fate(&never_reported, None, true) else {
+            panic!("an orphaning deletion keeps a label removal");
+        };
         assert_eq!(work_action(&orphan), Ok(ClusterAction::RemoveManagedLabel));
         assert_eq!(orphan.object, None, "nothing of the object is kept");
-        assert_eq!(orphaned_work_fate(&applied), WorkFate::Delete);
+        // Reported with a managed copy: the tombstone names it.
+        let managed = MemberObject {
+            managed_label: Some("true".into()),
+            uid: Some("u3".into()),
+            ..MemberObject::default()
+        };
+        let reported = WorkStatus {
+            observed_generation: Some(1),
+            result: WORK_RESULT_OK.into(),
+            copy: Some(copy_of(Some(&managed))),
+            ..WorkStatus::default()
+        };
+        let with_copy = work(spec.clone(), 1, Some(reported.clone()));
+        let WorkFate::Rewrite(tombstone) = orphaned_work_fate(&with_copy) else {
+            panic!("a work of a deleted object with a copy becomes a tombstone");
+        };
+        assert_eq!(tombstone.uid.as_deref(), Some("u3"));
+        // Reported, no copy left: the work goes.
+        let gone = WorkStatus {
+            copy: Some(copy_of(None)),
+            ..reported
+        };
+        assert_eq!(
+            work_fate(&work(spec, 1, Some(gone)), None, false),
+            WorkFate::Delete
+        );
+    }
+
+    #[test]
+    fn a_deletion_without_uid_touches_only_this_control_planes_managed_copy() {
+        let owned = MemberObject {
+            managed_label: Some("true".into()),
+            uid: Some("u1".into()),
+            annotations: BTreeMap::from([(
+                crate::gc::OWNER_ANNOTATION.to_owned(),
+                crate::gc::owner("plane", "obj"),
+            )]),
+            ..MemberObject::default()
+        };
+        assert_eq!(
+            delete_guard(Some(&owned), Some("plane")),
+            Some(ClusterAction::Delete(DeleteAction {
+                options: None,
+                uid: Some("u1".into())
+            }))
+        );
+        assert_eq!(
+            delete_guard(Some(&owned), Some("other")),
+            None,
+            "another plane's"
+        );
+        assert_eq!(
+            delete_guard(Some(&owned), None),
+            None,
+            "unknown is never a yes"
+        );
+        let unproven = MemberObject {
+            managed_label: Some("true".into()),
+            ..MemberObject::default()
+        };
+        assert_eq!(
+            delete_guard(Some(&unproven), Some("plane")),
+            Some(ClusterAction::RemoveManagedLabel)
+        );
+        assert_eq!(
+            delete_guard(Some(&MemberObject::default()), Some("plane")),
+            None,
+            "unmanaged"
+        );
+        assert_eq!(delete_guard(None, Some("plane")), None);
     }
 }

@@ -342,15 +342,25 @@ async fn scenario(setup: &mut Setup) -> anyhow::Result<()> {
 
     // Garbage collection after the agent was down: the object is deleted while member2 is
     // Offline (the deletion does not wait for it); the copy goes when the agent is back.
+    // Another object leaves member2's placement and comes back while the agent is away: its
+    // copy must survive (the pending deletion is withdrawn), the same copy (same UID).
     let spec = json!({
         "template": { "data": { "k": "v" } },
         "placement": placement(&["member1", "member2"]),
     });
-    create_federated(&hub, "ConfigMap", Some(ns), "gc", spec).await?;
-    wait_copies(setup, ns, "gc", "gc in both", |c, copy| {
-        data_is(c, copy, "k", "v")
-    })
-    .await?;
+    create_federated(&hub, "ConfigMap", Some(ns), "gc", spec.clone()).await?;
+    create_federated(&hub, "ConfigMap", Some(ns), "stay", spec).await?;
+    for name in ["gc", "stay"] {
+        wait_copies(setup, ns, name, &format!("{name} in both"), |c, copy| {
+            data_is(c, copy, "k", "v")
+        })
+        .await?;
+        wait_propagated(&api, name, &["member1", "member2"]).await?;
+    }
+    let stay_uid = get_value(&member2_api, "stay")
+        .await?
+        .context("stay in member2")?["metadata"]["uid"]
+        .clone();
     setup.agent.kill().await?;
     let offline = wait_ready(&hub, "member2", false).await?;
     report(format!(
@@ -374,6 +384,13 @@ async fn scenario(setup: &mut Setup) -> anyhow::Result<()> {
         copy.is_some(),
         "member2's copy went while its agent was down"
     );
+    for clusters in [&["member1"][..], &["member1", "member2"][..]] {
+        let patch = json!({"spec": {"placement": placement(clusters)}});
+        api.patch("stay", &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        // Let the controller settle each placement (a tombstone, then its withdrawal).
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
     setup.agent = AgentProcess::start(&setup.env, "member2", 1).await?;
     let started = Instant::now();
     let back = wait_ready(&hub, "member2", true).await?;
@@ -391,6 +408,13 @@ async fn scenario(setup: &mut Setup) -> anyhow::Result<()> {
         back.as_secs_f64(),
         started.elapsed().as_secs_f64()
     ));
+    wait_propagated(&api, "stay", &["member1", "member2"]).await?;
+    let stay = get_value(&member2_api, "stay").await?;
+    ensure!(
+        stay.as_ref()
+            .is_some_and(|s| s["metadata"]["uid"] == stay_uid),
+        "member2's copy of stay, placed out and back while the agent was away, was replaced or removed: {stay:?}"
+    );
 
     // The hub controller restarts: the agent carries on, and new work still arrives.
     setup.controller.kill().await?;

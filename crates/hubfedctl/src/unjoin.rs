@@ -41,33 +41,7 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     let host = host_cluster(session, args.host_cluster_name.as_deref()).await?;
     let hub = &host.target;
 
-    let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
-    let registered = match hub_clusters.get_opt(cluster).await {
-        Ok(found) => found,
-        Err(kube::Error::Api(status)) if status.code == 404 => None,
-        Err(e) => return Err(hub.err(e)),
-    };
-    // A pull join whose unjoin stopped after the KubeFedCluster (its agent had not removed
-    // the copies yet) left its work namespace: unjoin carries on from there.
-    let pull_leftover = registered.is_none() && {
-        let namespaces: Api<Namespace> = Api::all(hub.client.clone());
-        namespaces
-            .get_opt(&cluster_namespace(cluster))
-            .await
-            .map_err(|e| hub.err(e))?
-            .is_some_and(|n| {
-                n.labels().get(WORK_CLUSTER_LABEL).map(String::as_str) == Some(cluster)
-            })
-    };
-    if registered.is_none() && !pull_leftover && !args.force {
-        return Err(Error::NotFound(format!(
-            "cluster {cluster:?} is not joined: no KubeFedCluster {ns}/{cluster} in the hub (pass --force to clean up the member anyway)"
-        )));
-    }
-    let pull = pull_leftover
-        || registered
-            .as_ref()
-            .is_some_and(|c| c.spec.sync_mode == SyncMode::Pull);
+    let (registered, pull) = registration(hub, &ns, cluster, args.force).await?;
     // A pull member's agent acts as `hubfed-agent`; a push member's hubfed as kubefedctl's
     // `<cluster>-<host>`.
     let names = if pull {
@@ -111,16 +85,16 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     .await?;
 
     let Some(member) = member else {
-        if pull {
-            session.say(format_args!(
-                "cluster {cluster:?} unjoined from the hub; remove its agent there (helm uninstall, or the manifests join printed: ServiceAccount, RBAC and Secret {AGENT_HUB_SECRET} in {ns})"
-            ))?;
+        let left = if pull {
+            format!(
+                "remove its agent there (helm uninstall, or the manifests join printed: ServiceAccount, RBAC and Secret {AGENT_HUB_SECRET} in {ns})"
+            )
         } else {
-            session.say(format_args!(
-                "cluster {cluster:?} unjoined from the hub; its own objects were not cleaned up"
-            ))?;
-        }
-        return Ok(());
+            "its own objects were not cleaned up".to_owned()
+        };
+        return session.say(format_args!(
+            "cluster {cluster:?} unjoined from the hub; {left}"
+        ));
     };
     match clean_member(
         session,
@@ -141,6 +115,40 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     }
     let suffix = if dry_run { " (dry run)" } else { "" };
     session.say(format_args!("cluster {cluster:?} unjoined{suffix}"))
+}
+
+/// The cluster's KubeFedCluster, if it is registered, and whether it is a pull member —
+/// also when a former unjoin of a pull member stopped after its KubeFedCluster (its agent
+/// had not removed the copies yet) and left the work namespace: unjoin carries on from
+/// there. Not registered, and no such leftover, is an error unless `force`.
+async fn registration(
+    hub: &Target,
+    ns: &str,
+    cluster: &str,
+    force: bool,
+) -> Result<(Option<KubeFedCluster>, bool)> {
+    let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), ns);
+    let registered = match hub_clusters.get_opt(cluster).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(status)) if status.code == 404 => None,
+        Err(e) => return Err(hub.err(e)),
+    };
+    if let Some(registered) = registered {
+        let pull = registered.spec.sync_mode == SyncMode::Pull;
+        return Ok((Some(registered), pull));
+    }
+    let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+    let pull_leftover = namespaces
+        .get_opt(&cluster_namespace(cluster))
+        .await
+        .map_err(|e| hub.err(e))?
+        .is_some_and(|n| n.labels().get(WORK_CLUSTER_LABEL).map(String::as_str) == Some(cluster));
+    if !pull_leftover && !force {
+        return Err(Error::NotFound(format!(
+            "cluster {cluster:?} is not joined: no KubeFedCluster {ns}/{cluster} in the hub (pass --force to clean up the member anyway)"
+        )));
+    }
+    Ok((None, pull_leftover))
 }
 
 /// The member, when it answers; with `--force`, `None` (and a warning) when it does not.

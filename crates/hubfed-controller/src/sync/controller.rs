@@ -199,35 +199,28 @@ async fn sweep_works(
     }
 }
 
-/// Runs the sync controller of one FTC until `stop` is cancelled.
-pub async fn run_type(
-    shared: Arc<Shared>,
-    ftc: FederatedTypeConfig,
-    federated_namespace: Option<ApiResource>,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
-    let federated = ftc.spec.federated_type.to_dynamic();
-    let target_resource = ftc.spec.target_type.to_dynamic();
-    let target = TargetType {
-        kind: ftc.spec.target_type.kind.clone(),
-        group: ftc.spec.target_type.group.clone(),
-        version: ftc.spec.target_type.version.clone(),
-        namespaced: ftc.target_namespaced(),
-    };
+/// The kube-runtime controller over one type's federated objects, their cache, and whether
+/// its first list completed (a kube-runtime controller stopped before that never finishes
+/// stopping: it holds its queue until the cache loads, and the watch that would load it has
+/// stopped).
+fn federated_controller(
+    shared: &Shared,
+    ftc: &FederatedTypeConfig,
+    federated: &ApiResource,
+) -> (
+    Controller<DynamicObject>,
+    Store<DynamicObject>,
+    Arc<std::sync::atomic::AtomicBool>,
+) {
     let hub = shared.hub.clone();
     let fed_api: Api<DynamicObject> = match shared.target_namespace() {
-        Some(ns) if ftc.federated_namespaced() => Api::namespaced_with(hub.clone(), ns, &federated),
-        _ => Api::all_with(hub.clone(), &federated),
+        Some(ns) if ftc.federated_namespaced() => Api::namespaced_with(hub, ns, federated),
+        _ => Api::all_with(hub, federated),
     };
-
-    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
     // The federated objects' cache, lean: their managedFields (a JSON tree of every template
     // field, per writer) and kubectl's last-applied copy of the whole object are never read.
     let writer = reflector::store::Writer::new(federated.clone());
     let store = writer.as_reader();
-    // Whether the federated objects' first list completed: a kube-runtime controller stopped
-    // before that never finishes stopping (it holds its queue until the cache loads, and the
-    // watch that would load it has stopped).
     let listed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let objects = reflector::reflector(
         writer,
@@ -253,6 +246,26 @@ pub async fn run_type(
                 .concurrency(shared.reconcile_concurrency)
                 .debounce(Duration::from_millis(20)),
         );
+    (controller, store, listed)
+}
+
+/// Runs the sync controller of one FTC until `stop` is cancelled.
+pub async fn run_type(
+    shared: Arc<Shared>,
+    ftc: FederatedTypeConfig,
+    federated_namespace: Option<ApiResource>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let federated = ftc.spec.federated_type.to_dynamic();
+    let target_resource = ftc.spec.target_type.to_dynamic();
+    let target = TargetType {
+        kind: ftc.spec.target_type.kind.clone(),
+        group: ftc.spec.target_type.group.clone(),
+        version: ftc.spec.target_type.version.clone(),
+        namespaced: ftc.target_namespaced(),
+    };
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
+    let (controller, store, listed) = federated_controller(&shared, &ftc, &federated);
 
     // FederatedNamespaces: their placement bounds every namespaced object in them.
     let federated_namespaces = match (&federated_namespace, target.namespaced) {
@@ -288,7 +301,7 @@ pub async fn run_type(
         instance: std::env::var("HOSTNAME").ok(),
     };
     let ctx = Arc::new(TypeContext {
-        recorder: Recorder::new(hub.clone(), reporter),
+        recorder: Recorder::new(shared.hub.clone(), reporter),
         shared: Arc::clone(&shared),
         ftc,
         federated: federated.clone(),
@@ -306,16 +319,49 @@ pub async fn run_type(
         collect_status,
         status_written: std::sync::Mutex::new(HashMap::new()),
     });
+    let running = Running {
+        controller,
+        store,
+        listed,
+        trigger_rx,
+    };
+    let served = serve(ctx, running, stop.clone()).await;
+    stop.cancel();
+    let _ = members_task.await;
+    served
+}
 
+/// What [`serve`] runs: the controller, its cache, whether that has listed, and its queue of
+/// objects to look at again.
+struct Running {
+    controller: Controller<DynamicObject>,
+    store: Store<DynamicObject>,
+    listed: Arc<std::sync::atomic::AtomicBool>,
+    trigger_rx: mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>,
+}
+
+/// Waits for the caches, then runs the controller (and its periodic tasks) until `stop`.
+async fn serve(
+    ctx: Arc<TypeContext>,
+    running: Running,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let Running {
+        controller,
+        store,
+        listed,
+        trigger_rx,
+    } = running;
+    let shared = Arc::clone(&ctx.shared);
+    let kind = ctx.federated.kind.clone();
     let depth = crate::metrics::METRICS
         .workqueue_depth
-        .with_label_values(&[&federated.kind.to_lowercase()]);
+        .with_label_values(&[&kind.to_lowercase()]);
     tokio::spawn(export_object_gauges(
         Arc::clone(&ctx),
         store.clone(),
         stop.clone(),
     ));
-    let gc_store = store.clone();
     let triggers = futures::stream::unfold((trigger_rx, depth), |(mut rx, depth)| async move {
         let next = rx.recv().await;
         if next.is_some() {
@@ -330,29 +376,20 @@ pub async fn run_type(
         futures::stream::unfold(shared.settings.subscribe(), |mut rx| async move {
             rx.changed().await.ok().map(|()| ((), rx))
         });
-    let stores_ready = caches_loaded(&ctx, &shared);
     // A stop that comes while the caches load wins: a controller started with its shutdown
     // already signalled never finished draining (a KubeFedConfig change right after start hung
     // the restart).
     tokio::select! {
         biased;
-        () = stop.cancelled() => {
-            let _ = members_task.await;
-            return Ok(());
-        }
-        ready = stores_ready => ready?,
+        () = stop.cancelled() => return Ok(()),
+        ready = caches_loaded(&ctx, &shared) => ready?,
     }
     if stop.is_cancelled() {
-        let _ = members_task.await;
         return Ok(());
     }
-    info!(kind = %federated.kind, "starting sync controller");
-    tokio::spawn(sweep_works(
-        Arc::clone(&ctx),
-        gc_store.clone(),
-        stop.clone(),
-    ));
-    tokio::spawn(gc::run(Arc::clone(&ctx), gc_store, stop.clone()));
+    info!(kind = %kind, "starting sync controller");
+    tokio::spawn(sweep_works(Arc::clone(&ctx), store.clone(), stop.clone()));
+    tokio::spawn(gc::run(Arc::clone(&ctx), store, stop.clone()));
     let stop_signal = stop.clone();
     let running = controller
         .reconcile_on(triggers)
@@ -371,9 +408,7 @@ pub async fn run_type(
         () = running => {}
         () = stopped_unlisted => {}
     }
-    stop.cancel();
-    let _ = members_task.await;
-    info!(kind = %federated.kind, "sync controller stopped");
+    info!(kind = %kind, "sync controller stopped");
     Ok(())
 }
 

@@ -147,21 +147,32 @@ pub async fn execute(
         }
         result.outcomes.extend(r.outcome);
     }
-    if !done.is_empty() {
-        let reference = federated_reference(ctx, object);
-        let what = kind_and_key(ctx, object);
-        for ((reason, verb), clusters) in done {
-            let clusters: Vec<String> = clusters.iter().map(|c| format!("{c:?}")).collect();
-            let noun = if clusters.len() == 1 {
-                "cluster"
-            } else {
-                "clusters"
-            };
-            let message = format!("{verb} {what} in {noun} {}", clusters.join(", "));
-            publish(ctx, &reference, EventType::Normal, reason, &message);
-        }
-    }
+    summarize(ctx, object, done);
     result
+}
+
+/// One Normal Event per kind of write for all clusters together: at scale one Event per
+/// member write would double the hub's write load.
+fn summarize(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    done: BTreeMap<(&'static str, &'static str), Vec<&str>>,
+) {
+    if done.is_empty() {
+        return;
+    }
+    let reference = federated_reference(ctx, object);
+    let what = kind_and_key(ctx, object);
+    for ((reason, verb), clusters) in done {
+        let clusters: Vec<String> = clusters.iter().map(|c| format!("{c:?}")).collect();
+        let noun = if clusters.len() == 1 {
+            "cluster"
+        } else {
+            "clusters"
+        };
+        let message = format!("{verb} {what} in {noun} {}", clusters.join(", "));
+        publish(ctx, &reference, EventType::Normal, reason, &message);
+    }
 }
 
 async fn dispatch_one(

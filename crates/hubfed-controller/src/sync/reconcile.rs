@@ -113,19 +113,7 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         latency.observe_start(&observed.object_ref, generation);
     }
 
-    let (federated, clusters) = (&observed.federated, &observed.clusters);
-    let result = dispatch::execute(ctx, federated, &plan, clusters, &observed.members).await;
-    let settled = super::deliver::settle(ctx, federated, &plan, clusters).await;
-    if plan.disposition == Disposition::Delete {
-        // A work left standing for an object that is gone would be carried out again.
-        settled?;
-    }
-    if let Some(rollout) = staged.rollout {
-        // Not recorded now: the retried apply fails again and is recorded then.
-        if let Err(e) = super::rollout::after_dispatch(ctx, &observed, rollout, &result).await {
-            warn!(name = %obj.name_any(), error = %e, "recording the rollout's failed applies failed");
-        }
-    }
+    let result = execute(ctx, obj, &observed, &plan, staged.rollout).await?;
 
     let carried = Carried {
         recoverable_failure: result.recoverable_failure,
@@ -164,6 +152,31 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
             (Requeue::After(delay), None) => Action::requeue(delay),
         },
     )
+}
+
+/// *Execute*: every cluster's action (a pull member's as its work), the works the plan no
+/// longer needs settled, and a rollout's failed applies recorded.
+async fn execute(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    observed: &Observed,
+    plan: &Plan,
+    rollout: Option<super::rollout::Rollout>,
+) -> Result<DispatchResult, Error> {
+    let (federated, clusters) = (&observed.federated, &observed.clusters);
+    let result = dispatch::execute(ctx, federated, plan, clusters, &observed.members).await;
+    let settled = super::deliver::settle(ctx, federated, plan, clusters).await;
+    if plan.disposition == Disposition::Delete {
+        // A work left standing for an object that is gone would be carried out again.
+        settled?;
+    }
+    if let Some(rollout) = rollout {
+        // Not recorded now: the retried apply fails again and is recorded then.
+        if let Err(e) = super::rollout::after_dispatch(ctx, observed, rollout, &result).await {
+            warn!(name = %obj.name_any(), error = %e, "recording the rollout's failed applies failed");
+        }
+    }
+    Ok(result)
 }
 
 /// How long the object's backoff still holds every attempt ([`backoff_remaining`]).

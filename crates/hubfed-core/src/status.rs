@@ -155,13 +155,49 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
         input.reason
     };
 
+    let clusters = cluster_entries(&by_cluster, input, &previous_status.clusters);
+    let clusters_changed = clusters != previous_status.clusters;
+    let message = condition_message(reason, input, &failing, by_cluster.len());
+    let condition = propagation_condition(
+        &previous_status.conditions,
+        reason,
+        message,
+        input,
+        clusters_changed,
+    );
+
+    let mut conditions = previous_status.conditions.clone();
+    replace_condition(&mut conditions, condition);
+    let mut ready = previous_status.ready.clone();
+    if let Some(readiness) = input.readiness {
+        let (condition, count) = ready_condition(&conditions, readiness, input.now);
+        replace_condition(&mut conditions, condition);
+        ready = Some(count);
+    }
+
+    let status = FederatedStatus {
+        observed_generation: Some(input.generation),
+        conditions,
+        clusters,
+        ready,
+    };
+    let changed = previous != Some(&status);
+    StatusUpdate { status, changed }
+}
+
+/// `status.clusters[]`: one entry per outcome, with its readiness and its last drift.
+fn cluster_entries(
+    by_cluster: &BTreeMap<&str, &ClusterOutcome>,
+    input: &StatusInput<'_>,
+    previous: &[ClusterPropagationStatus],
+) -> Vec<ClusterPropagationStatus> {
     let readiness_of = |cluster: &str| {
         input
             .readiness
             .and_then(|all| all.iter().find(|(name, _)| name == cluster))
             .map(|(_, readiness)| readiness)
     };
-    let clusters: Vec<ClusterPropagationStatus> = by_cluster
+    by_cluster
         .values()
         .map(|o| ClusterPropagationStatus {
             name: o.cluster.clone(),
@@ -175,78 +211,61 @@ pub fn compute_status(previous: Option<&FederatedStatus>, input: &StatusInput<'_
             },
             last_drift: last_drift(
                 o.drift.as_ref(),
-                previous_status
-                    .clusters
+                previous
                     .iter()
                     .find(|c| c.name == o.cluster)
                     .and_then(|c| c.last_drift.as_ref()),
             ),
         })
-        .collect();
-    let clusters_changed = clusters != previous_status.clusters;
+        .collect()
+}
 
+/// The `Propagation` condition: `True` for `Success`; `lastTransitionTime` moves when status
+/// or reason change, `lastUpdateTime` also when the clusters' entries changed or members were
+/// written.
+fn propagation_condition(
+    conditions: &[FederatedCondition],
+    reason: AggregateReason,
+    message: Option<String>,
+    input: &StatusInput<'_>,
+    clusters_changed: bool,
+) -> FederatedCondition {
     let condition_status = if reason == AggregateReason::Success {
         "True"
     } else {
         "False"
     };
     let reason_str = reason.as_str();
-    let previous_condition = previous_status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == PROPAGATION_CONDITION);
-    let transition = previous_condition.is_none_or(|c| {
+    let previous = conditions.iter().find(|c| c.type_ == PROPAGATION_CONDITION);
+    let transition = previous.is_none_or(|c| {
         c.status != condition_status || c.reason.as_deref().unwrap_or_default() != reason_str
     });
-    let last_transition_time = match previous_condition {
+    let last_transition_time = match previous {
         Some(c) if !transition => c.last_transition_time.clone(),
         _ => Some(input.now.to_owned()),
     };
-    let last_update_time = match previous_condition {
+    let last_update_time = match previous {
         Some(c) if !(transition || clusters_changed || input.resources_updated) => {
             c.last_update_time.clone()
         }
         _ => Some(input.now.to_owned()),
     };
-    let condition = FederatedCondition {
+    FederatedCondition {
         type_: PROPAGATION_CONDITION.to_owned(),
         status: condition_status.to_owned(),
         reason: (!reason_str.is_empty()).then(|| reason_str.to_owned()),
-        message: condition_message(reason, input, &failing, by_cluster.len()),
+        message,
         last_update_time,
         last_transition_time,
-    };
+    }
+}
 
-    let mut conditions = previous_status.conditions.clone();
-    match conditions
-        .iter_mut()
-        .find(|c| c.type_ == PROPAGATION_CONDITION)
-    {
+/// Puts `condition` in place of the one of its type, or adds it.
+fn replace_condition(conditions: &mut Vec<FederatedCondition>, condition: FederatedCondition) {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
         Some(existing) => *existing = condition,
         None => conditions.push(condition),
     }
-
-    let mut ready = previous_status.ready.clone();
-    if let Some(readiness) = input.readiness {
-        let (condition, count) = ready_condition(&conditions, readiness, input.now);
-        match conditions
-            .iter_mut()
-            .find(|c| c.type_ == READY_CONDITION_TYPE)
-        {
-            Some(existing) => *existing = condition,
-            None => conditions.push(condition),
-        }
-        ready = Some(count);
-    }
-
-    let status = FederatedStatus {
-        observed_generation: Some(input.generation),
-        conditions,
-        clusters,
-        ready,
-    };
-    let changed = previous != Some(&status);
-    StatusUpdate { status, changed }
 }
 
 /// The last drift stays until a different one replaces it: the same drift seen again (its

@@ -15,7 +15,7 @@ use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
 use hubfed_e2e::agent::AgentProcess;
-use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
+use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, sample};
 use hubfed_e2e::{
     KUBEFED_NAMESPACE, TIMEOUT, Wait, cluster_status, create_federated, create_federated_namespace,
     get_value, hubfedctl, install_control_plane, is_managed, member_mismatch, modify_as, placement,
@@ -253,6 +253,27 @@ async fn scenario(setup: &mut Setup) -> anyhow::Result<()> {
         "pull: drift reverted in {:.1}s",
         started.elapsed().as_secs_f64()
     ));
+    // The hub's metrics count the pull member as a push member's: its managed copies (the
+    // gauge is refreshed every 10 s) and the drift its agent reverted.
+    wait_for(
+        "the pull member in the hub's metrics",
+        TIMEOUT,
+        async || {
+            let metrics = setup.controller.metrics().await.unwrap_or_default();
+            let member2 = "cluster=\"member2\"";
+            let managed = sample(
+                &metrics,
+                "hubfed_managed_objects",
+                &[member2, "federatedconfigmap"],
+            );
+            let drift = sample(&metrics, "hubfed_drift_total", &[member2, "Reverted"]);
+            Ok(match (managed, drift) {
+                (Some(m), Some(d)) if m >= 1.0 && d >= 1.0 => Wait::Done(()),
+                other => Wait::Pending(format!("managed, drift: {other:?}")),
+            })
+        },
+    )
+    .await?;
 
     // Placement change: out of the pull member (deleted there), and back.
     let started = Instant::now();

@@ -40,6 +40,21 @@ pub struct Carried {
     pub cache_pending: bool,
     /// Some cache started listing only moments ago.
     pub cache_warming: bool,
+    /// A pull member's agent has not reported on this object's current request yet.
+    pub pull_pending: bool,
+}
+
+/// How long the status and versions of an object may wait for pull members' agents to
+/// report before they are written anyway (showing each such cluster's last report).
+pub const PULL_REPORT_GRACE: Duration = Duration::from_secs(30);
+
+/// Whether this reconcile writes the object's status and versions: not while pull members'
+/// agents have yet to report — each report queues the object again, and writing a status per
+/// report would multiply the hub's writes by the number of pull members — unless they have
+/// been pending for [`PULL_REPORT_GRACE`] (an agent that stays silent must not hide what the
+/// other clusters did).
+pub fn writes_status(carried: Carried, pending_for: Duration) -> bool {
+    !carried.pull_pending || pending_for >= PULL_REPORT_GRACE
 }
 
 /// The delay before the next attempt after `failures` failed attempts in a row: 5 s doubling
@@ -152,6 +167,7 @@ pub fn requeue(disposition: Disposition, carried: Carried, released: bool) -> Re
 /// Every placed cluster holds the current object: the end of a propagation.
 pub fn converged(carried: Carried, reason: AggregateReason, outcomes: &[ClusterOutcome]) -> bool {
     !carried.cache_pending
+        && !carried.pull_pending
         && reason == AggregateReason::Success
         && outcomes.iter().all(|o| o.status == PropagationStatus::Ok)
 }
@@ -172,6 +188,25 @@ pub fn oldest_waiting_deletion(now: i64, deletions: impl IntoIterator<Item = (i6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_waits_for_pull_reports_but_not_for_ever() {
+        let quiet = Carried {
+            recoverable_failure: false,
+            failures: 0,
+            waiting: false,
+            cache_pending: false,
+            cache_warming: false,
+            pull_pending: false,
+        };
+        assert!(writes_status(quiet, Duration::ZERO));
+        let pending = Carried {
+            pull_pending: true,
+            ..quiet
+        };
+        assert!(!writes_status(pending, Duration::from_secs(1)));
+        assert!(writes_status(pending, PULL_REPORT_GRACE));
+    }
     use crate::plan::IgnoreReason;
 
     const FAILED: Carried = Carried {
@@ -180,6 +215,7 @@ mod tests {
         waiting: false,
         cache_pending: false,
         cache_warming: false,
+        pull_pending: false,
     };
 
     #[test]
@@ -311,6 +347,14 @@ mod tests {
             ..carried
         };
         assert!(!converged(pending, AggregateReason::Success, &ok));
+        let agents_pending = Carried {
+            pull_pending: true,
+            ..carried
+        };
+        assert!(
+            !converged(agents_pending, AggregateReason::Success, &ok),
+            "an outcome shown while an agent has yet to report is not convergence"
+        );
         assert!(!converged(
             carried,
             AggregateReason::ComputePlacementFailed,

@@ -33,12 +33,18 @@ use crate::sync::{ClusterResult, Unmanaged};
 
 /// How often a quiet work is looked at again anyway (a safety net; changes arrive by watch).
 const RESYNC: Duration = Duration::from_secs(300);
+/// The deadline of one action in the member (the push dispatcher's).
+const EXECUTE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Retry delay after a failed report.
 const RETRY: Duration = Duration::from_secs(5);
 
 struct Ctx {
     agent: Arc<Agent>,
     drift_reported: Mutex<HashMap<String, String>>,
+    /// Work UID → the generation this process carried out and reported. The cache may not
+    /// show the report yet when the copy's own watch event queues the work again: without
+    /// this, the work would be carried out twice.
+    carried_out: Mutex<HashMap<String, i64>>,
 }
 
 /// Events an action makes, kept for the work's status.
@@ -73,7 +79,11 @@ pub async fn run(
     let api: Api<Work> = Api::namespaced(agent.hub.clone(), &agent.work_namespace);
     let (store, writer) = reflector::store();
     let listed = Arc::new(AtomicBool::new(false));
-    let works = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+    // Lean: the works' managedFields are never read.
+    let works = watcher(api, watcher::Config::default()).modify(|work| {
+        work.metadata.managed_fields = None;
+    });
+    let works = reflector::reflector(writer, works)
         .default_backoff()
         .inspect({
             let listed = Arc::clone(&listed);
@@ -92,6 +102,7 @@ pub async fn run(
     let ctx = Arc::new(Ctx {
         agent: Arc::clone(&agent),
         drift_reported: Mutex::new(HashMap::new()),
+        carried_out: Mutex::new(HashMap::new()),
     });
     let stop = shutdown.clone();
     Controller::for_stream(works, store)
@@ -112,10 +123,23 @@ fn error_policy(work: Arc<Work>, error: &kube::Error, _ctx: Arc<Ctx>) -> Action 
 async fn reconcile(work: Arc<Work>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
     let agent = &ctx.agent;
     let cache = agent.copies.ensure(&work.spec.target);
+    let uid = work.metadata.uid.clone().unwrap_or_default();
+    let done_here = ctx
+        .carried_out
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&uid)
+        .copied();
     if reported(&work) {
         report_copy(agent, &work, &cache).await?;
-    } else {
+    } else if done_here.is_none() || done_here != work.metadata.generation {
         carry_out(&ctx, &work).await?;
+        if let Some(generation) = work.metadata.generation {
+            ctx.carried_out
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(uid, generation);
+        }
     }
     Ok(Action::requeue(RESYNC))
 }
@@ -244,7 +268,33 @@ async fn carry_out(ctx: &Ctx, work: &Work) -> Result<(), kube::Error> {
         events: &events,
     };
     let api = member_api(agent, work);
-    let result = execute_action(&env, &object, &cp, &api).await;
+    // As the push dispatcher's deadline: a member that does not answer is reported, not
+    // waited for.
+    let result =
+        match tokio::time::timeout(EXECUTE_TIMEOUT, execute_action(&env, &object, &cp, &api)).await
+        {
+            Ok(result) => result,
+            Err(_) => ClusterResult {
+                outcome: hubfed_core::status::ClusterOutcome {
+                    cluster: agent.cluster.clone(),
+                    status: cp
+                        .action
+                        .status_on_timeout()
+                        .unwrap_or(PropagationStatus::UpdateTimedOut),
+                    message: Some(format!(
+                        "no answer from the cluster within {}s",
+                        EXECUTE_TIMEOUT.as_secs()
+                    )),
+                    remote_status: None,
+                    drift: None,
+                }
+                .into(),
+                version: None,
+                wrote: false,
+                done: None,
+                transient: true,
+            },
+        };
     let copy = live_copy(agent, work).await;
     let events = events.0.into_inner().unwrap_or_else(|e| e.into_inner());
     let status = report(&cp.action, &result, generation, copy, &events);

@@ -126,7 +126,11 @@ fn watch_works(
     let kind = fed_ar.kind.to_lowercase();
     let config = watcher::Config::default().labels(&format!("{WORK_KIND_LABEL}={kind}"));
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config))
+    // Lean: the works' managedFields are never read.
+    let works = watcher(api, config).modify(|work| {
+        work.metadata.managed_fields = None;
+    });
+    let stream = reflector::reflector(writer, works)
         .default_backoff()
         .touched_objects();
     let fed_ar = fed_ar.clone();
@@ -316,6 +320,7 @@ pub async fn run_type(
         written_versions: std::sync::Mutex::new(HashMap::new()),
         backoff: std::sync::Mutex::new(HashMap::new()),
         drift_reported: std::sync::Mutex::new(HashMap::new()),
+        pull_pending_since: std::sync::Mutex::new(HashMap::new()),
         collect_status,
         status_written: std::sync::Mutex::new(HashMap::new()),
     });
@@ -412,6 +417,22 @@ async fn serve(
     Ok(())
 }
 
+/// Managed copies per pull member, as their agents last reported them.
+fn pull_counts(ctx: &TypeContext) -> Vec<(String, usize)> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for work in ctx.works.store.state() {
+        let managed = work
+            .status
+            .as_ref()
+            .and_then(|s| s.copy.as_ref())
+            .is_some_and(|c| c.exists && c.managed_label.as_deref() == Some("true"));
+        if let Some(cluster) = work.labels().get(WORK_CLUSTER_LABEL) {
+            *counts.entry(cluster.clone()).or_default() += usize::from(managed);
+        }
+    }
+    counts.into_iter().collect()
+}
+
 /// Refreshes `hubfed_managed_objects` and `hubfed_federated_objects` for one type, and
 /// forgets written PropagatedVersions once the hub cache shows them.
 async fn export_object_gauges(
@@ -437,6 +458,10 @@ async fn export_object_gauges(
                 };
                 federated.get(&reference).is_some()
             });
+        ctx.pull_pending_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|object, _| federated.get(object).is_some());
         let in_backoff = {
             let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
             backoff.retain(|object, _| federated.get(object).is_some());
@@ -468,7 +493,7 @@ async fn export_object_gauges(
             .federated_objects
             .with_label_values(&[type_label.as_str(), "false"])
             .set(failing);
-        for (cluster, count) in ctx.members.counts() {
+        for (cluster, count) in ctx.members.counts().into_iter().chain(pull_counts(&ctx)) {
             let count = i64::try_from(count).unwrap_or(i64::MAX);
             metrics
                 .managed_objects

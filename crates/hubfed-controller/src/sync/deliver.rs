@@ -32,6 +32,9 @@ pub struct PullWorks {
     pub store: Store<Work>,
     /// Work UID → the generation whose report's Events were recorded.
     reported: Mutex<HashMap<String, i64>>,
+    /// Works this process wrote that the cache does not show yet, by namespace and name: a
+    /// reconcile queued meanwhile must not write the same work again.
+    written: Mutex<HashMap<(String, String), Arc<Work>>>,
 }
 
 impl PullWorks {
@@ -39,6 +42,7 @@ impl PullWorks {
         Self {
             store,
             reported: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
@@ -51,7 +55,8 @@ impl PullWorks {
     }
 }
 
-/// The work of `object` for `cluster`, as the cache shows it.
+/// The work of `object` for `cluster`: as the cache shows it, or as this process last wrote
+/// it when the cache does not show that generation yet.
 pub fn lookup(ctx: &TypeContext, cluster: &str, object: &FederatedObject) -> Option<Arc<Work>> {
     let name = work_name(
         &ctx.target.group,
@@ -62,9 +67,23 @@ pub fn lookup(ctx: &TypeContext, cluster: &str, object: &FederatedObject) -> Opt
             .filter(|_| ctx.target.namespaced),
         &object.name,
     );
-    ctx.works
+    let namespace = cluster_namespace(cluster);
+    let cached = ctx
+        .works
         .store
-        .get(&ObjectRef::new(&name).within(&cluster_namespace(cluster)))
+        .get(&ObjectRef::new(&name).within(&namespace));
+    let mut written = ctx.works.written.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (namespace, name);
+    match (cached, written.get(&key)) {
+        (Some(cached), Some(mine)) if cached.metadata.generation < mine.metadata.generation => {
+            Some(Arc::clone(mine))
+        }
+        (None, Some(mine)) => Some(Arc::clone(mine)),
+        (cached, _) => {
+            written.remove(&key);
+            cached
+        }
+    }
 }
 
 fn target(ctx: &TypeContext) -> WorkTarget {
@@ -113,7 +132,7 @@ pub async fn deliver(
     let work = match current {
         Some(work) if work.spec == spec => work,
         _ => match write_work(ctx, &cp.cluster, object, spec).await {
-            Ok(work) => Arc::new(work),
+            Ok(work) => remember(ctx, work),
             Err(e) => {
                 let message = format!(
                     "the work cannot be written to the hub: {}",
@@ -139,6 +158,18 @@ pub async fn deliver(
         transient: pull.transient,
     };
     (result, pull.pending)
+}
+
+/// Keeps a work just written until the cache shows it ([`lookup`]).
+fn remember(ctx: &TypeContext, work: Work) -> Arc<Work> {
+    let work = Arc::new(work);
+    let key = (work.namespace().unwrap_or_default(), work.name_any());
+    ctx.works
+        .written
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, Arc::clone(&work));
+    work
 }
 
 fn failed(cp: &ClusterPlan, message: String) -> ClusterResult {
@@ -229,6 +260,15 @@ fn publish_report(ctx: &TypeContext, object: &FederatedObject, cluster: &str, wo
             message,
         );
     };
+    // The agent's drift handling counts here, as a push member's does in the controller:
+    // once per new drift (the agent reports a drift seen again without its Event).
+    let drifted = status.events.iter().any(|e| e.reason == "Drifted");
+    if let Some(drift) = status.drift.as_ref().filter(|_| drifted) {
+        crate::metrics::METRICS
+            .drift_total
+            .with_label_values(&[&ctx.federated.kind.to_lowercase(), cluster, &drift.action])
+            .inc();
+    }
     for event in &status.events {
         let type_ = if event.type_ == "Warning" {
             EventType::Warning
@@ -316,12 +356,18 @@ pub async fn carry_out(
             if let Some(uid) = work.uid() {
                 ctx.works.forget(&uid);
             }
+            ctx.works
+                .written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&(namespace.clone(), work.name_any()));
             Ok(())
         }
         WorkFate::Rewrite(spec) if *spec == work.spec => Ok(()),
         WorkFate::Rewrite(spec) => {
             debug!(cluster, work = %work.name_any(), action = %spec.action, "tombstone");
-            bounded(write_work(ctx, cluster, object, *spec)).await??;
+            let written = bounded(write_work(ctx, cluster, object, *spec)).await??;
+            remember(ctx, written);
             Ok(())
         }
     }

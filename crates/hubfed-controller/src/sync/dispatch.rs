@@ -34,6 +34,8 @@ pub struct DispatchResult {
     pub recoverable_failure: bool,
     /// Some member object is on its way out.
     pub waiting: bool,
+    /// Some pull member's agent has yet to report on its request.
+    pub pending: bool,
     /// The clusters whose write failed without the member refusing the object
     /// (`ClusterResult::transient`): such a failure never halts a rollout.
     pub transient: std::collections::BTreeSet<String>,
@@ -126,7 +128,7 @@ pub async fn execute(
     let mut result = DispatchResult::default();
     let mut done: BTreeMap<(&'static str, &'static str), Vec<&str>> = BTreeMap::new();
     for (cp, (r, pending)) in plan.clusters.iter().zip(join_all(tasks).await) {
-        result.waiting |= pending;
+        result.pending |= pending;
         if let Some(key) = r.done {
             done.entry(key).or_default().push(&cp.cluster);
         }

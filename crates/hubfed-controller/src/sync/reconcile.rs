@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use hubfed_core::conclude::{
-    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining, converged,
-    failures_after, finalizer_release, requeue,
+    Carried, PULL_REPORT_GRACE, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining,
+    converged, failures_after, finalizer_release, requeue, writes_status,
 };
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
@@ -121,20 +121,23 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         waiting: result.waiting,
         cache_pending: awaits_cache(&plan),
         cache_warming: observed.cache_warming,
+        pull_pending: result.pending,
     };
+    let hold = pull_hold(ctx, &observed.object_ref, carried);
     let (released, deferred) = match plan.disposition {
         Disposition::Delete => {
             let released = conclude_deletion(ctx, obj, &observed, &plan, carried).await?;
-            let deferred = if released {
-                None
-            } else {
+            let deferred = match (released, hold) {
+                (true, _) => None,
+                (false, Some(hold)) => Some(hold),
                 // A deletion that waits says on what: the clusters and why, in status.
-                write_status(ctx, obj, &observed, &plan, &result).await?
+                (false, None) => write_status(ctx, obj, &observed, &plan, &result).await?,
             };
             (released, deferred)
         }
         _ => {
-            let deferred = conclude_sync(ctx, obj, &observed, &plan, &result, carried).await?;
+            let conclusion = (carried, hold);
+            let deferred = conclude_sync(ctx, obj, &observed, &plan, &result, conclusion).await?;
             (false, deferred)
         }
     };
@@ -152,6 +155,28 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
             (Requeue::After(delay), None) => Action::requeue(delay),
         },
     )
+}
+
+/// How long the status and versions still wait for pull members' reports, if they wait
+/// ([`writes_status`]).
+fn pull_hold(
+    ctx: &TypeContext,
+    object_ref: &ObjectRef<DynamicObject>,
+    carried: Carried,
+) -> Option<Duration> {
+    let mut since = ctx
+        .pull_pending_since
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if !carried.pull_pending {
+        since.remove(object_ref);
+        return None;
+    }
+    let first = *since
+        .entry(object_ref.clone())
+        .or_insert_with(std::time::Instant::now);
+    let pending_for = first.elapsed();
+    (!writes_status(carried, pending_for)).then(|| PULL_REPORT_GRACE.saturating_sub(pending_for))
 }
 
 /// *Execute*: every cluster's action (a pull member's as its work), the works the plan no
@@ -303,6 +328,10 @@ async fn conclude_deletion(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .forget(object_ref);
+    ctx.pull_pending_since
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(object_ref);
     let mut release = match finalizer_release(plan.finalizer, carried) {
         Release::Keep => false,
         Release::Now => true,
@@ -364,10 +393,17 @@ async fn conclude_sync(
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
-    carried: Carried,
+    (carried, hold): (Carried, Option<Duration>),
 ) -> Result<Option<Duration>, Error> {
-    let deferred = write_status(ctx, obj, observed, plan, result).await?;
-    write_versions(ctx, obj, observed, plan, result).await;
+    let deferred = match hold {
+        // Pull members' agents have yet to report: one write once they have.
+        Some(hold) => Some(hold),
+        None => {
+            let deferred = write_status(ctx, obj, observed, plan, result).await?;
+            write_versions(ctx, obj, observed, plan, result).await;
+            deferred
+        }
+    };
     let generation = obj.metadata.generation.unwrap_or(0);
     let converged = converged(carried, plan.reason, &result.outcomes);
     let mut latency = ctx.latency.lock().unwrap_or_else(|e| e.into_inner());

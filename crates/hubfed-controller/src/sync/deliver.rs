@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 
 use super::TypeContext;
 use super::hub_writes::{Error, bounded};
-use super::member_io::{ClusterResult, error_message, federated_reference, kind_and_key};
+use super::member_io::{ClusterResult, error_message, federated_reference};
 use crate::clusters::MemberCluster;
 
 /// One type's works in the hub, and which reports were already turned into Events.
@@ -129,10 +129,10 @@ pub async fn deliver(
         return (super::execute::passive(&cp.cluster, &cp.action), false);
     };
     let current = lookup(ctx, &cp.cluster, object);
-    let work = match current {
-        Some(work) if work.spec == spec => work,
+    let (work, requested) = match current {
+        Some(work) if work.spec == spec => (work, false),
         _ => match write_work(ctx, &cp.cluster, object, spec).await {
-            Ok(work) => remember(ctx, work),
+            Ok(work) => (remember(ctx, work), true),
             Err(e) => {
                 let message = format!(
                     "the work cannot be written to the hub: {}",
@@ -152,9 +152,11 @@ pub async fn deliver(
             drift: pull.drift,
         }),
         version: pull.version,
-        // The agent's writes are reported as it makes them ([`settle`]).
-        wrote: false,
-        done: None,
+        // A new request is this reconcile's write to the cluster: its Event is the
+        // dispatch's, one for all clusters (per pull member and object, Events would double
+        // the hub's writes in a cold start); the agent's own Events come with its report.
+        wrote: requested,
+        done: requested.then(|| done_event(&cp.action)).flatten(),
         transient: pull.transient,
     };
     (result, pull.pending)
@@ -170,6 +172,20 @@ fn remember(ctx: &TypeContext, work: Work) -> Arc<Work> {
         .unwrap_or_else(|e| e.into_inner())
         .insert(key, Arc::clone(&work));
     work
+}
+
+/// The dispatch's Event for a new request (as for the same write to a push member).
+fn done_event(action: &ClusterAction) -> Option<(&'static str, &'static str)> {
+    match action {
+        ClusterAction::Apply(apply) if apply.creates => Some(("CreateInCluster", "Creating")),
+        ClusterAction::Apply(_) => Some(("UpdateInCluster", "Updating")),
+        ClusterAction::Delete(_) => Some(("DeleteInCluster", "Deleting")),
+        ClusterAction::RemoveManagedLabel => Some((
+            "RemoveManagedLabelFromInCluster",
+            "Removing the managed label from",
+        )),
+        _ => None,
+    }
 }
 
 fn failed(cp: &ClusterPlan, message: String) -> ClusterResult {
@@ -224,8 +240,8 @@ async fn write_work(
 }
 
 /// The first time this process sees the agent's report on the work's current generation:
-/// records the Events the agent's action made on the federated object, and the write it
-/// made (`Creating ConfigMap "ns/name" in cluster "member2"`, as for a push member).
+/// records the Events the agent's action made (adoption, drift, a refused write, ...) on
+/// the federated object, related to the cluster's KubeFedCluster.
 fn publish_report(ctx: &TypeContext, object: &FederatedObject, cluster: &str, work: &Work) {
     if !reported(work) {
         return;
@@ -277,19 +293,6 @@ fn publish_report(ctx: &TypeContext, object: &FederatedObject, cluster: &str, wo
         };
         publish(type_, &event.reason, &event.message);
     }
-    let verb = match status.done.as_deref() {
-        Some("CreateInCluster") => "Creating",
-        Some("UpdateInCluster") => "Updating",
-        Some("DeleteInCluster") => "Deleting",
-        Some("RemoveManagedLabelFromInCluster") => "Removing the managed label from",
-        _ => return,
-    };
-    let reason = status.done.as_deref().unwrap_or_default();
-    let message = format!(
-        "{verb} {} in cluster {cluster:?}",
-        kind_and_key(ctx, object)
-    );
-    publish(EventType::Normal, reason, &message);
 }
 
 /// Every pull member's work after a dispatch: the agent's new report recorded as Events

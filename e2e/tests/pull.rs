@@ -447,8 +447,8 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
         offline_after.as_secs_f64(),
         back_after.as_secs_f64()
     ));
-    // Objects placed on a pull member are not delivered yet, and say so; their deletion does
-    // not wait on it.
+    // An object placed on a pull member whose agent is silent says so; its deletion does not
+    // wait on it.
     object_on_pull_member(&hub).await?;
 
     // pull-b never had an agent: still Offline, with the reason.
@@ -657,8 +657,9 @@ async fn offline_condition(
         }))
 }
 
-/// A FederatedClusterRole placed on pull-a: not delivered (nothing delivers to a pull member
-/// yet), its status says ClusterNotReady for pull-a; deleting it does not hang.
+/// A FederatedClusterRole placed on pull-a, whose heartbeat has stopped (no agent runs here:
+/// e2e/tests/pull_agent.rs runs one): its status says ClusterNotReady for pull-a once pull-a
+/// is Offline; deleting it does not hang (its work becomes a tombstone for the agent).
 async fn object_on_pull_member(hub: &Client) -> anyhow::Result<()> {
     let federated = hubfed_e2e::federated("ClusterRole");
     let api: Api<DynamicObject> = Api::all_with(hub.clone(), &federated);

@@ -52,7 +52,8 @@ pub const PULL_REPORT_GRACE: Duration = Duration::from_secs(30);
 /// agents have yet to report — each report queues the object again, and writing a status per
 /// report would multiply the hub's writes by the number of pull members — unless they have
 /// been pending for [`PULL_REPORT_GRACE`] (an agent that stays silent must not hide what the
-/// other clusters did).
+/// other clusters did; the controller then counts the period again from that write, so a
+/// slow hub gets one status write per period, not one per report).
 pub fn writes_status(carried: Carried, pending_for: Duration) -> bool {
     !carried.pull_pending || pending_for >= PULL_REPORT_GRACE
 }

@@ -172,11 +172,17 @@ fn pull_hold(
         since.remove(object_ref);
         return None;
     }
-    let first = *since
+    let first = since
         .entry(object_ref.clone())
         .or_insert_with(std::time::Instant::now);
     let pending_for = first.elapsed();
-    (!writes_status(carried, pending_for)).then(|| PULL_REPORT_GRACE.saturating_sub(pending_for))
+    if writes_status(carried, pending_for) {
+        // Written now with what is known; the next write waits for the reports again (or
+        // another grace period): under load, at most one write per period, not one per report.
+        *first = std::time::Instant::now();
+        return None;
+    }
+    Some(PULL_REPORT_GRACE.saturating_sub(pending_for))
 }
 
 /// *Execute*: every cluster's action (a pull member's as its work), the works the plan no

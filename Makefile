@@ -95,10 +95,11 @@ demo: tools
 
 ## bench: a hub + 10 members; raw apply limit, cold start, propagation latency, memory,
 ## writes at rest. Results in target/bench/ (result.json, result.md). Parameters go in
-## BENCH_ARGS, e.g. make bench BENCH_ARGS="--members 20 --objects 1000"
+## BENCH_ARGS, e.g. make bench BENCH_ARGS="--members 20 --objects 1000"; pull mode (one
+## hubfed-agent per member): make bench BENCH_ARGS="--pull --output-dir target/bench/pull"
 BENCH_ARGS ?=
 bench: tools
-	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-bench
+	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-agent --bin hubfed-bench
 	$(CARGO) run --release -q -p hubfed-e2e --bin hubfed-bench -- $(BENCH_ARGS)
 
 clean:

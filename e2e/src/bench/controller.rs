@@ -261,6 +261,17 @@ impl Metrics {
         self.sum(&format!("{name}_sum"), with) / count * 1e3
     }
 
+    /// [`Metrics::mean_ms`] of the observations made since `before`.
+    pub fn mean_ms_since(&self, before: &Metrics, name: &str, with: &[(&str, &str)]) -> f64 {
+        let count_name = format!("{name}_count");
+        let sum_name = format!("{name}_sum");
+        let count = self.sum(&count_name, with) - before.sum(&count_name, with);
+        if count <= 0.0 {
+            return 0.0;
+        }
+        (self.sum(&sum_name, with) - before.sum(&sum_name, with)) / count * 1e3
+    }
+
     /// Member requests that change something, over all clusters and results.
     pub fn member_writes(&self) -> f64 {
         WRITE_OPERATIONS
@@ -295,6 +306,14 @@ impl Metrics {
 pub async fn apiserver_writes(
     client: &kube::Client,
 ) -> anyhow::Result<std::collections::BTreeMap<String, f64>> {
+    Ok(apiserver_write_counts(client).await?.0)
+}
+
+/// [`apiserver_writes`], and apart from them the writes of Leases (the API server's own
+/// identity heartbeat, and with `--pull` the agents' heartbeats).
+pub async fn apiserver_write_counts(
+    client: &kube::Client,
+) -> anyhow::Result<(std::collections::BTreeMap<String, f64>, f64)> {
     let request = http::Request::get("/metrics").body(Vec::new())?;
     let text = client
         .request_text(request)
@@ -302,6 +321,7 @@ pub async fn apiserver_writes(
         .context("scraping the hub API server's /metrics")?;
     let metrics = Metrics::parse(&text);
     let mut by = std::collections::BTreeMap::new();
+    let mut leases = 0.0;
     for s in metrics
         .samples
         .iter()
@@ -314,11 +334,13 @@ pub async fn apiserver_writes(
                 .map_or("", |(_, v)| v.as_str())
         };
         let verb = label("verb");
+        if matches!(verb, "GET" | "LIST" | "WATCH" | "CONNECT" | "") {
+            continue;
+        }
         // Leases: the API server's own identity heartbeat (the controller runs without
-        // leader election).
-        if matches!(verb, "GET" | "LIST" | "WATCH" | "CONNECT" | "")
-            || label("resource") == "leases"
-        {
+        // leader election) and the agents' heartbeats, counted apart.
+        if label("resource") == "leases" {
+            leases += s.value;
             continue;
         }
         let subresource = label("subresource");
@@ -334,7 +356,7 @@ pub async fn apiserver_writes(
         }
         *by.entry(key).or_insert(0.0) += s.value;
     }
-    Ok(by)
+    Ok((by, leases))
 }
 
 /// Differences `after - before` of two `member_operations` maps, dropping zeros.
@@ -367,5 +389,23 @@ mod tests {
         assert_eq!(m.sum("hubfed_leader", &[]), 1.0);
         assert_eq!(m.member_operations()["create/success"], 7.0);
         assert_eq!(m.member_operations()["get/success"], 7.0);
+    }
+
+    #[test]
+    fn mean_since_takes_only_the_new_observations() {
+        let series = |sum: f64, count: f64| {
+            Metrics::parse(&format!(
+                "d_seconds_sum{{operation=\"get\"}} {sum}\nd_seconds_count{{operation=\"get\"}} {count}\n"
+            ))
+        };
+        let (before, after) = (series(10.0, 100.0), series(12.0, 110.0));
+        assert!(
+            (after.mean_ms_since(&before, "d_seconds", &[("operation", "get")]) - 200.0).abs()
+                < 1e-9
+        );
+        assert_eq!(after.mean_ms_since(&after, "d_seconds", &[]), 0.0);
+        assert!(
+            (after.mean_ms_since(&Metrics::default(), "d_seconds", &[]) - 109.090_909).abs() < 1e-3
+        );
     }
 }

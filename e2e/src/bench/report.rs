@@ -33,6 +33,10 @@ pub struct Parameters {
     pub reconcile_concurrency: u16,
     pub controller_manager: bool,
     pub remote_status: bool,
+    /// Members joined in pull mode, each with a `hubfed-agent` process.
+    pub pull: bool,
+    /// The agents' heartbeat interval (pull mode).
+    pub agent_heartbeat_seconds: Option<u64>,
     pub kube_version: String,
 }
 
@@ -129,10 +133,73 @@ pub struct Idle {
     /// Writes the hub API server served in the window, by `VERB resource`.
     pub hub_writes: BTreeMap<String, f64>,
     pub reconciles: f64,
-    /// Hub objects (federated objects, FederatedNamespaces, PropagatedVersions) whose
-    /// resourceVersion changed in the window.
+    /// Hub objects (federated objects, FederatedNamespaces, PropagatedVersions,
+    /// KubeFedClusters, Works) whose resourceVersion changed in the window, and the first of
+    /// them (`Kind/namespace/name`).
     pub hub_objects_changed: usize,
+    pub hub_objects_changed_examples: Vec<String>,
+    /// Lease writes the hub API server served in the window: its own identity Lease and,
+    /// in pull mode, the agents' heartbeats (not in `hub_writes`).
+    pub hub_lease_writes: f64,
     pub cpu: CpuUsage,
+}
+
+/// The `hubfed-agent` processes of a pull run (bytes, in member order).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct AgentResources {
+    pub agents: usize,
+    pub heartbeat_seconds: u64,
+    /// Joined, namespaces delivered, no objects.
+    pub baseline_rss_bytes: Vec<u64>,
+    pub rss_after_cold_start_bytes: Vec<u64>,
+    pub rss_after_updates_bytes: Vec<u64>,
+    pub rss_at_rest_bytes: Vec<u64>,
+    pub peak_rss_bytes: Vec<u64>,
+    /// Sum of the agents' RSS at rest / pairs (each agent holds its member's pairs).
+    pub bytes_per_pair: f64,
+    /// Agents' CPU seconds (all together) in the cold start, and cores during updates and at
+    /// rest.
+    pub cold_start_cpu_seconds: f64,
+    pub cores_updates: f64,
+    pub cores_at_rest: f64,
+    /// Agent RSS after the controller's warm restart.
+    pub rss_after_restart_bytes: Vec<u64>,
+}
+
+/// A set of hub objects as listed from the hub API server (JSON as served).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ObjectSet {
+    pub count: usize,
+    pub bytes: u64,
+    /// Of `bytes`: `metadata.managedFields`, and `status`.
+    pub managed_fields_bytes: u64,
+    pub status_bytes: u64,
+    pub bytes_per_object: f64,
+    /// Objects by `metadata.generation` (how often their spec was written).
+    pub by_generation: BTreeMap<i64, usize>,
+}
+
+/// What the federation takes in the hub, at rest after the updates.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct HubStorage {
+    /// `Work`s (pull mode: one per object×pull cluster).
+    pub works: ObjectSet,
+    /// Works' bytes / object×cluster pairs.
+    pub work_bytes_per_pair: f64,
+    pub propagated_versions: ObjectSet,
+    /// The benchmark's federated objects (templates and status).
+    pub federated_objects: ObjectSet,
+    /// Hub kube-apiserver RSS with the members joined and no objects, after the cold start,
+    /// after the updates, and at rest (after the at-rest window, whose two listings of every
+    /// hub object the controller writes are the benchmark's own).
+    pub hub_apiserver_rss_baseline_bytes: u64,
+    pub hub_apiserver_rss_after_cold_start_bytes: u64,
+    pub hub_apiserver_rss_after_updates_bytes: u64,
+    pub hub_apiserver_rss_at_rest_bytes: u64,
+    /// Size of etcd's database file (every cluster's data and its history until compaction)
+    /// before the federated objects are created and at rest.
+    pub etcd_db_before_bytes: u64,
+    pub etcd_db_at_rest_bytes: u64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -200,6 +267,8 @@ pub struct BenchResult {
     pub idle: Option<Idle>,
     pub verification: Option<Verification>,
     pub restart: Option<Restart>,
+    pub agents: Option<AgentResources>,
+    pub hub_storage: Option<HubStorage>,
     pub targets: Vec<Target>,
     pub error: Option<String>,
 }
@@ -325,7 +394,7 @@ impl BenchResult {
         );
         let _ = writeln!(
             md,
-            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd (tmpfs), {}\n- remote status collection: {}\n",
+            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd (tmpfs), {}\n- remote status collection: {}\n- mode: {}\n",
             self.date,
             self.machine.cores,
             self.machine.cpu_model,
@@ -339,7 +408,13 @@ impl BenchResult {
             } else {
                 "no kube-controller-manager"
             },
-            if p.remote_status { "on" } else { "off" }
+            if p.remote_status { "on" } else { "off" },
+            match p.agent_heartbeat_seconds {
+                Some(beat) if p.pull => format!(
+                    "**pull** (`hubfedctl join --mode pull`, one hubfed-agent process per member, heartbeat {beat} s; member requests are the agents')"
+                ),
+                _ => "push".to_owned(),
+            }
         );
         if let Some(error) = &self.error {
             let _ = writeln!(md, "**The run stopped early:** {error}\n");
@@ -467,18 +542,100 @@ impl BenchResult {
                 ),
             );
         }
+        if let Some(a) = &self.agents {
+            let all = |v: &[u64]| mib(v.iter().sum());
+            let spread = |v: &[u64]| {
+                format!(
+                    "{}–{}",
+                    mib(v.iter().copied().min().unwrap_or(0)),
+                    mib(v.iter().copied().max().unwrap_or(0))
+                )
+            };
+            row(
+                "agents memory",
+                format!(
+                    "{} agents, RSS in all (per agent): {} ({}) without objects, {} ({}) after cold start, {} ({}) after updates, **{} ({}) at rest**, {} after the controller's restart; peak per agent {}; **{} per pair**",
+                    a.agents,
+                    all(&a.baseline_rss_bytes),
+                    spread(&a.baseline_rss_bytes),
+                    all(&a.rss_after_cold_start_bytes),
+                    spread(&a.rss_after_cold_start_bytes),
+                    all(&a.rss_after_updates_bytes),
+                    spread(&a.rss_after_updates_bytes),
+                    all(&a.rss_at_rest_bytes),
+                    spread(&a.rss_at_rest_bytes),
+                    all(&a.rss_after_restart_bytes),
+                    spread(&a.peak_rss_bytes),
+                    kib(a.bytes_per_pair)
+                ),
+            );
+            row(
+                "agents CPU",
+                format!(
+                    "{:.1} CPU-s for the cold start (all agents); {:.2} cores during updates; {:.3} cores at rest",
+                    a.cold_start_cpu_seconds, a.cores_updates, a.cores_at_rest
+                ),
+            );
+        }
+        if let Some(h) = &self.hub_storage {
+            let set = |name: &str, s: &ObjectSet| {
+                let n = s.count.max(1) as f64;
+                format!(
+                    "{} {name}, {} ({:.0} bytes each: {:.0} managedFields, {:.0} status; by generation {})",
+                    thousands(s.count),
+                    mib(s.bytes),
+                    s.bytes_per_object,
+                    s.managed_fields_bytes as f64 / n,
+                    s.status_bytes as f64 / n,
+                    s.by_generation
+                        .iter()
+                        .map(|(g, c)| format!("{g}: {}", thousands(*c)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let works = if h.works.count > 0 {
+                format!(
+                    "{}; **{:.0} bytes of Works per pair**; ",
+                    set("Works", &h.works),
+                    h.work_bytes_per_pair
+                )
+            } else {
+                String::new()
+            };
+            row(
+                "hub storage at rest",
+                format!(
+                    "{works}{}; {}; hub apiserver RSS {} without objects, {} after cold start, {} after updates, {} at rest; etcd db file {} → {} (all clusters, history included)",
+                    set("PropagatedVersions", &h.propagated_versions),
+                    set("federated objects", &h.federated_objects),
+                    mib(h.hub_apiserver_rss_baseline_bytes),
+                    mib(h.hub_apiserver_rss_after_cold_start_bytes),
+                    mib(h.hub_apiserver_rss_after_updates_bytes),
+                    mib(h.hub_apiserver_rss_at_rest_bytes),
+                    mib(h.etcd_db_before_bytes),
+                    mib(h.etcd_db_at_rest_bytes)
+                ),
+            );
+        }
         if let Some(i) = &self.idle {
             row(
                 "at rest",
                 format!(
-                    "{:.0} s window after {:.1} s quiet: {:.0} member writes, {} member watch events, {:.0} reconciles, {} hub objects changed, hub API writes: {}",
+                    "{:.0} s window after {:.1} s quiet: {:.0} member writes, {} member watch events, {:.0} reconciles, {} hub objects changed{}, hub API writes: {}; Lease writes (heartbeats): {:.0}",
                     i.seconds,
                     i.settle_seconds,
                     i.member_writes,
                     i.member_watch_events,
                     i.reconciles,
                     i.hub_objects_changed,
-                    ops(&i.hub_writes)
+                    if i.hub_objects_changed_examples.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", i.hub_objects_changed_examples.join(", "))
+                    },
+                    ops(&i.hub_writes),
+                    i.hub_lease_writes
                 ),
             );
         }

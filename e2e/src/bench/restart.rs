@@ -12,8 +12,9 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use tokio_util::sync::CancellationToken;
 
+use super::agents::Agents;
 use super::controller::{
-    ControllerProcess, ControllerSettings, apiserver_writes, operations_delta,
+    ControllerProcess, ControllerSettings, Metrics, apiserver_writes, operations_delta,
 };
 use super::procstat::{CpuSnapshot, CpuUsage};
 use super::report::Restart;
@@ -28,6 +29,7 @@ pub async fn run(
     args: &Args,
     fed: &Federation,
     settings: &ControllerSettings,
+    agents: &Agents,
     tracker: &Arc<Tracker>,
     timeout: Duration,
 ) -> anyhow::Result<Restart> {
@@ -53,6 +55,12 @@ pub async fn run(
         )
     };
     let hub_writes_before = apiserver_writes(&fed.hub).await?;
+    // Pull mode: the agents keep running; their member requests count from here.
+    let agent_metrics_before = if agents.is_empty() {
+        Metrics::default()
+    } else {
+        agents.metrics().await?
+    };
     let stop_flaps = CancellationToken::new();
     let _stop_flaps = stop_flaps.clone().drop_guard();
     let flaps = watch_propagation_flaps(&fed.hub, &stop_flaps).await?;
@@ -64,9 +72,25 @@ pub async fn run(
     let objects = (args.objects + args.namespaces) as f64;
     controller.wait_reconciles(objects, timeout).await?;
     let settle_began = controller.started.elapsed();
-    let settled = controller.wait_settled(QUIET, timeout).await?;
+    let mut settled = controller.wait_settled(QUIET, timeout).await?;
+    if !agents.is_empty() {
+        settled += agents.wait_quiet(QUIET, timeout).await?;
+        settled += controller.wait_settled(QUIET, timeout).await?;
+    }
     let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(&groups));
     let metrics = controller.metrics().await?;
+    let (member_writes, member_operations) = if agents.is_empty() {
+        (metrics.member_writes(), metrics.member_operations())
+    } else {
+        let after = agents.metrics().await?;
+        (
+            after.member_writes() - agent_metrics_before.member_writes(),
+            operations_delta(
+                &agent_metrics_before.member_operations(),
+                &after.member_operations(),
+            ),
+        )
+    };
     let hub_writes = operations_delta(&hub_writes_before, &apiserver_writes(&fed.hub).await?);
     let (member_watch_events, member_regressions, member_generation_changes, member_deletions) = {
         let state = tracker.state();
@@ -116,8 +140,8 @@ pub async fn run(
         status_changes: changed.len(),
         status_change_example,
         settled_seconds: (settle_began + settled).as_secs_f64(),
-        member_writes: metrics.member_writes(),
-        member_operations: metrics.member_operations(),
+        member_writes,
+        member_operations,
         member_watch_events,
         member_regressions,
         member_generation_changes,

@@ -6,19 +6,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::propagatedversion::PropagatedVersion;
+use hubfed_api::work::Work;
 use hubfed_testenv::{TestEnv, TestEnvConfig};
 use k8s_openapi::api::core::v1::Event;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
 use tokio_util::sync::CancellationToken;
 
+use super::agents::Agents;
 use super::controller::{
-    ControllerProcess, ControllerSettings, Metrics, apiserver_writes, operations_delta,
+    ControllerProcess, ControllerSettings, Metrics, apiserver_write_counts, apiserver_writes,
+    operations_delta,
 };
 use super::procstat::{CpuSnapshot, CpuUsage, Groups, Machine};
 use super::report::{
-    BenchResult, ColdStart, Idle, Latency, Parameters, Resources, Restart, Setup, Verification,
+    AgentResources, BenchResult, ColdStart, HubStorage, Idle, Latency, ObjectSet, Parameters,
+    Resources, Restart, Setup, Verification,
 };
 use super::stats::Percentiles;
 use super::tracker::Tracker;
@@ -38,6 +44,8 @@ pub struct Federation {
     pub hub: Client,
     pub members: Vec<Client>,
     pub names: Vec<String>,
+    /// The agents' processes (pull mode), a CPU group of their own.
+    pub agent_pids: Vec<u32>,
 }
 
 impl Federation {
@@ -64,6 +72,9 @@ impl Federation {
         groups.insert("hub apiserver", hub_pids);
         groups.insert("etcd", etcd);
         groups.insert("bench", vec![std::process::id()]);
+        if !self.agent_pids.is_empty() {
+            groups.insert("agents", self.agent_pids.clone());
+        }
         Groups(groups)
     }
 }
@@ -83,6 +94,8 @@ fn parameters(args: &Args) -> Parameters {
         reconcile_concurrency: args.reconcile_concurrency,
         controller_manager: args.controller_manager,
         remote_status: args.remote_status,
+        pull: args.pull,
+        agent_heartbeat_seconds: args.pull.then_some(args.agent_heartbeat_seconds),
         kube_version: hubfed_testenv::kube_version().to_owned(),
     }
 }
@@ -111,7 +124,11 @@ fn commit() -> String {
 }
 
 /// Runs every phase; what was measured before a failure is kept in the result.
-pub async fn run(args: &Args, controller_binary: std::path::PathBuf) -> BenchResult {
+pub async fn run(
+    args: &Args,
+    controller_binary: std::path::PathBuf,
+    agent_binary: Option<std::path::PathBuf>,
+) -> BenchResult {
     let mut result = BenchResult {
         date: k8s_openapi::jiff::Timestamp::now()
             .strftime("%Y-%m-%d %H:%M UTC")
@@ -129,10 +146,23 @@ pub async fn run(args: &Args, controller_binary: std::path::PathBuf) -> BenchRes
         idle: None,
         verification: None,
         restart: None,
+        agents: None,
+        hub_storage: None,
         targets: Vec::new(),
         error: None,
     };
-    if let Err(e) = phases(args, controller_binary, &mut result).await {
+    let mut agents = Agents::default();
+    let outcome = phases(
+        args,
+        controller_binary,
+        agent_binary,
+        &mut agents,
+        &mut result,
+    )
+    .await;
+    // Before the clusters go (a failed run leaves them to their guardians).
+    agents.stop();
+    if let Err(e) = outcome {
         progress(format_args!("the run failed: {e:#}"));
         result.error = Some(format!("{e:#}"));
     }
@@ -140,9 +170,49 @@ pub async fn run(args: &Args, controller_binary: std::path::PathBuf) -> BenchRes
     result
 }
 
+/// The processes under test: the controller and, in pull mode, the agents.
+#[derive(Clone, Copy)]
+struct UnderTest<'a> {
+    controller: &'a ControllerProcess,
+    agents: &'a Agents,
+}
+
+/// Member requests, from where they are made: the controller (push) or the agents (pull).
+async fn member_metrics(
+    controller: &ControllerProcess,
+    agents: &Agents,
+) -> anyhow::Result<Metrics> {
+    if agents.is_empty() {
+        controller.metrics().await
+    } else {
+        agents.metrics().await
+    }
+}
+
+/// Waits until the controller has nothing left to do and, in pull mode, the agents neither.
+async fn wait_settled(
+    controller: &ControllerProcess,
+    agents: &Agents,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    let mut waited = controller.wait_settled(QUIET, timeout).await?;
+    if !agents.is_empty() {
+        waited += agents.wait_quiet(QUIET, timeout).await?;
+        // The agents' last reports make the controller reconcile once more.
+        waited += controller.wait_settled(QUIET, timeout).await?;
+    }
+    Ok(waited)
+}
+
+fn sum(values: &[u64]) -> u64 {
+    values.iter().sum()
+}
+
 async fn phases(
     args: &Args,
     controller_binary: std::path::PathBuf,
+    agent_binary: Option<std::path::PathBuf>,
+    agent_slot: &mut Agents,
     result: &mut BenchResult,
 ) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(args.timeout_seconds);
@@ -187,11 +257,12 @@ async fn phases(
         members.push(cluster.client().await?);
         names.push(cluster.name().to_owned());
     }
-    let fed = Federation {
+    let mut fed = Federation {
         env,
         hub,
         members,
         names,
+        agent_pids: Vec::new(),
     };
 
     // Control plane, joins, federated namespaces, with a first controller (baseline memory).
@@ -200,11 +271,39 @@ async fn phases(
     if args.remote_status {
         setup::enable_remote_status(&fed.hub).await?;
     }
-    for (name, cluster) in fed.names.iter().zip(fed.env.members()) {
-        setup::join(&fed.hub, name, cluster).await?;
+    match &agent_binary {
+        None => {
+            for (name, cluster) in fed.names.iter().zip(fed.env.members()) {
+                setup::join(&fed.hub, name, cluster).await?;
+            }
+        }
+        Some(_) => {
+            for name in &fed.names {
+                setup::join_pull(&fed.env, &fed.hub, name).await?;
+            }
+        }
     }
     let first = ControllerProcess::start(&fed.env, &settings, "setup")?;
     first.wait_ready(timeout).await?;
+    if let Some(binary) = &agent_binary {
+        *agent_slot = Agents::start(
+            &fed.env,
+            binary,
+            &fed.names,
+            args.agent_heartbeat_seconds,
+            &args.output_dir,
+        )
+        .await?;
+        fed.agent_pids = agent_slot.pids();
+        progress(format_args!(
+            "{} members joined in pull mode; {} hubfed-agent processes started (heartbeat {}s)",
+            fed.names.len(),
+            agent_slot.0.len(),
+            args.agent_heartbeat_seconds
+        ));
+    }
+    let fed = fed;
+    let agents: &Agents = &*agent_slot;
     setup::wait_clusters_ready(&fed.hub, &fed.names, timeout).await?;
     result.setup.join_seconds = began.elapsed().as_secs_f64();
     progress(format_args!(
@@ -215,8 +314,24 @@ async fn phases(
     let namespaces = workload.namespace_names();
     setup::federate_namespaces(&fed.hub, &namespaces, &fed.names()).await?;
     setup::wait_member_namespaces(&fed.members, &namespaces, timeout).await?;
-    first.wait_settled(QUIET, timeout).await?;
+    wait_settled(&first, agents, timeout).await?;
     result.setup.baseline_rss_bytes = first.rss();
+    let mut storage = HubStorage {
+        hub_apiserver_rss_baseline_bytes: hub_apiserver_rss(&fed),
+        ..HubStorage::default()
+    };
+    if !agents.is_empty() {
+        result.agents = Some(AgentResources {
+            agents: agents.0.len(),
+            heartbeat_seconds: args.agent_heartbeat_seconds,
+            baseline_rss_bytes: agents.rss(),
+            ..AgentResources::default()
+        });
+        progress(format_args!(
+            "agents' RSS without objects: {:.1} MiB in all",
+            sum(&agents.rss()) as f64 / 1048576.0
+        ));
+    }
     progress(format_args!(
         "namespaces {} federated; controller RSS without objects {:.1} MiB; stopping it",
         namespaces.join(", "),
@@ -273,6 +388,8 @@ async fn phases(
         args.objects, result.setup.hub_create_seconds
     ));
 
+    storage.etcd_db_before_bytes = etcd_db_bytes(&fed);
+
     // 2. Cold start.
     let stop_watches = CancellationToken::new();
     let _stop_watches = stop_watches.clone().drop_guard();
@@ -285,6 +402,12 @@ async fn phases(
         "cold start: starting the controller; waiting for {pairs} member objects"
     ));
     let hub_writes_before = apiserver_writes(&fed.hub).await?;
+    // The agents run already (pull): their requests count from here.
+    let agent_metrics_before = if agents.is_empty() {
+        Metrics::default()
+    } else {
+        agents.metrics().await?
+    };
     // Taken before the controller exists: its CPU counts from zero.
     let cpu_before = CpuSnapshot::take(&fed.groups(None));
     let controller = ControllerProcess::start(&fed.env, &settings, "run")?;
@@ -300,6 +423,7 @@ async fn phases(
             break last.unwrap_or_else(Instant::now);
         }
         controller.ensure_running()?;
+        agents.ensure_running()?;
         anyhow::ensure!(
             controller.started.elapsed() < timeout,
             "cold start: only {present} of {pairs} member objects after {}s",
@@ -308,10 +432,9 @@ async fn phases(
         if last_report.0.elapsed() >= Duration::from_secs(5) {
             let rate = (present - last_report.1.min(present)) as f64
                 / last_report.0.elapsed().as_secs_f64();
-            let writes = controller
-                .metrics()
+            let writes = member_metrics(&controller, agents)
                 .await
-                .map(|m| m.member_writes())
+                .map(|m| m.member_writes() - agent_metrics_before.member_writes())
                 .unwrap_or(0.0);
             progress(format_args!(
                 "cold start: {present}/{pairs} member objects ({:.0} %), {rate:.0}/s, {writes:.0} member writes",
@@ -323,6 +446,11 @@ async fn phases(
     };
     let cold_cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(&groups));
     result.resources.rss_after_cold_start_bytes = controller.rss();
+    storage.hub_apiserver_rss_after_cold_start_bytes = hub_apiserver_rss(&fed);
+    if let Some(a) = result.agents.as_mut() {
+        a.rss_after_cold_start_bytes = agents.rss();
+        a.cold_start_cpu_seconds = cold_cpu.cpu_seconds.get("agents").copied().unwrap_or(0.0);
+    }
     let first_arrival = tracker.state().first_arrival.unwrap_or(converged_at);
     let seconds = converged_at
         .duration_since(controller.started)
@@ -334,19 +462,24 @@ async fn phases(
         cold_cpu.summary()
     ));
     let settle_began = controller.started.elapsed();
-    let settled = controller.wait_settled(QUIET, timeout).await?;
+    let settled = wait_settled(&controller, agents, timeout).await?;
     let settled_seconds = (settle_began + settled).as_secs_f64();
     // Counted once settled: a member write can show in a member watch before the controller
     // has counted it.
     let cold_metrics = controller.metrics().await?;
+    let member_after = member_metrics(&controller, agents).await?;
     let hub_writes = operations_delta(&hub_writes_before, &apiserver_writes(&fed.hub).await?);
     let hub_events = count_hub_events(&fed.hub, &namespaces).await?;
-    let operations = cold_metrics.member_operations();
+    let operations = operations_delta(
+        &agent_metrics_before.member_operations(),
+        &member_after.member_operations(),
+    );
     let requests: f64 = operations.values().sum();
     let member_request_mean_ms = ["get", "create", "update"]
         .iter()
         .map(|op| {
-            let ms = cold_metrics.mean_ms(
+            let ms = member_after.mean_ms_since(
+                &agent_metrics_before,
                 "hubfed_member_operation_duration_seconds",
                 &[("operation", op)],
             );
@@ -397,7 +530,10 @@ async fn phases(
             args,
             &fed,
             &workload,
-            &controller,
+            UnderTest {
+                controller: &controller,
+                agents,
+            },
             &tracker,
             &groups,
             timeout,
@@ -405,19 +541,36 @@ async fn phases(
         .await?,
     );
     result.resources.rss_after_updates_bytes = controller.rss();
+    storage.hub_apiserver_rss_after_updates_bytes = hub_apiserver_rss(&fed);
+    if let Some(a) = result.agents.as_mut() {
+        a.rss_after_updates_bytes = agents.rss();
+        a.cores_updates = result
+            .latency
+            .as_ref()
+            .map_or(0.0, |l| l.cpu.cores_used("agents"));
+    }
 
     // 4 and 5. At rest.
     let idle = idle_phase(
         args,
         &fed,
         &namespaces,
-        &controller,
+        UnderTest {
+            controller: &controller,
+            agents,
+        },
         &tracker,
         &groups,
         timeout,
     )
     .await?;
     result.resources.rss_at_rest_bytes = controller.rss();
+    if let Some(a) = result.agents.as_mut() {
+        a.rss_at_rest_bytes = agents.rss();
+        a.peak_rss_bytes = agents.peak_rss();
+        a.bytes_per_pair = sum(&a.rss_at_rest_bytes) as f64 / pairs as f64;
+        a.cores_at_rest = idle.cpu.cores_used("agents");
+    }
     result.resources.peak_rss_bytes = controller.peak_rss();
     result.resources.cores_at_rest = idle.cpu.cores_used("controller");
     let rest = result.resources.rss_at_rest_bytes as f64;
@@ -428,6 +581,43 @@ async fn phases(
     result.resources.marginal_bytes_per_pair = marginal / pairs as f64;
     result.idle = Some(idle);
 
+    // Hub storage, after the window (listing every work is not quiet).
+    storage.hub_apiserver_rss_at_rest_bytes = hub_apiserver_rss(&fed);
+    storage.etcd_db_at_rest_bytes = etcd_db_bytes(&fed);
+    storage.works = list_sizes(&fed.hub, &ApiResource::erase::<Work>(&())).await?;
+    storage.work_bytes_per_pair = storage.works.bytes as f64 / pairs as f64;
+    storage.propagated_versions =
+        list_sizes(&fed.hub, &ApiResource::erase::<PropagatedVersion>(&())).await?;
+    for kind in KINDS {
+        let set = list_sizes(&fed.hub, &kind.federated()).await?;
+        let all = &mut storage.federated_objects;
+        all.count += set.count;
+        all.bytes += set.bytes;
+        all.managed_fields_bytes += set.managed_fields_bytes;
+        all.status_bytes += set.status_bytes;
+        for (generation, count) in set.by_generation {
+            *all.by_generation.entry(generation).or_insert(0) += count;
+        }
+    }
+    storage.federated_objects.bytes_per_object =
+        storage.federated_objects.bytes as f64 / storage.federated_objects.count.max(1) as f64;
+    progress(format_args!(
+        "hub storage: {} Works, {:.1} MiB ({:.0} bytes each, {:.0} per pair); {} PropagatedVersions, {:.1} MiB; hub apiserver RSS {:.0} → {:.0} → {:.0} → {:.0} MiB; etcd db {:.0} → {:.0} MiB",
+        storage.works.count,
+        storage.works.bytes as f64 / 1048576.0,
+        storage.works.bytes_per_object,
+        storage.work_bytes_per_pair,
+        storage.propagated_versions.count,
+        storage.propagated_versions.bytes as f64 / 1048576.0,
+        storage.hub_apiserver_rss_baseline_bytes as f64 / 1048576.0,
+        storage.hub_apiserver_rss_after_cold_start_bytes as f64 / 1048576.0,
+        storage.hub_apiserver_rss_after_updates_bytes as f64 / 1048576.0,
+        storage.hub_apiserver_rss_at_rest_bytes as f64 / 1048576.0,
+        storage.etcd_db_before_bytes as f64 / 1048576.0,
+        storage.etcd_db_at_rest_bytes as f64 / 1048576.0,
+    ));
+    result.hub_storage = Some(storage);
+
     // What the members hold, read back in full.
     let mut updated = updated_objects(args.updates, args.objects);
     updated.sort_unstable();
@@ -435,7 +625,10 @@ async fn phases(
     controller.stop();
 
     // 6. Warm restart on the converged federation.
-    let restart = super::restart::run(args, &fed, &settings, &tracker, timeout).await?;
+    let restart = super::restart::run(args, &fed, &settings, agents, &tracker, timeout).await?;
+    if let Some(a) = result.agents.as_mut() {
+        a.rss_after_restart_bytes = agents.rss();
+    }
     result.restart = Some(Restart {
         bytes_per_pair: restart.rss_bytes as f64 / pairs as f64,
         marginal_bytes_per_pair: (restart.rss_bytes as f64
@@ -444,6 +637,7 @@ async fn phases(
         ..restart
     });
     stop_watches.cancel();
+    std::mem::take(agent_slot).stop();
     progress(format_args!("stopping the clusters"));
     let env = fed.env;
     tokio::task::spawn_blocking(move || env.shutdown()).await?;
@@ -488,18 +682,19 @@ async fn latency_phase(
     args: &Args,
     fed: &Federation,
     workload: &Workload,
-    controller: &ControllerProcess,
+    under: UnderTest<'_>,
     tracker: &Arc<Tracker>,
     groups: &Groups,
     timeout: Duration,
 ) -> anyhow::Result<Latency> {
+    let (controller, agents) = (under.controller, under.agents);
     let objects = updated_objects(args.updates, args.objects);
     progress(format_args!(
         "propagation latency: {} template updates at {}/s",
         objects.len(),
         args.rate
     ));
-    let before = controller.metrics().await?;
+    let before = member_metrics(controller, agents).await?;
     let cpu_before = CpuSnapshot::take(groups);
     let period = Duration::from_secs_f64(1.0 / args.rate);
     let mut ticks = tokio::time::interval(period);
@@ -541,11 +736,12 @@ async fn latency_phase(
             break;
         }
         controller.ensure_running()?;
+        agents.ensure_running()?;
         tracker.changed(Duration::from_millis(500)).await;
     }
     let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(groups));
-    controller.wait_settled(QUIET, timeout).await?;
-    let after = controller.metrics().await?;
+    wait_settled(controller, agents, timeout).await?;
+    let after = member_metrics(controller, agents).await?;
     let (latencies, missing) = {
         let state = tracker.state();
         (state.latencies.clone(), state.in_flight())
@@ -578,33 +774,37 @@ async fn idle_phase(
     args: &Args,
     fed: &Federation,
     namespaces: &[String],
-    controller: &ControllerProcess,
+    under: UnderTest<'_>,
     tracker: &Arc<Tracker>,
     groups: &Groups,
     timeout: Duration,
 ) -> anyhow::Result<Idle> {
-    let settle = controller.wait_settled(QUIET, timeout).await?;
+    let (controller, agents) = (under.controller, under.agents);
+    let settle = wait_settled(controller, agents, timeout).await?;
     progress(format_args!(
         "at rest: watching member writes for {}s",
         args.idle_seconds
     ));
     let before: Metrics = controller.metrics().await?;
+    let member_before = member_metrics(controller, agents).await?;
     let events_before = tracker.state().events;
     let hub_before = hub_versions(&fed.hub, namespaces).await?;
-    let hub_writes_before = apiserver_writes(&fed.hub).await?;
+    let (hub_writes_before, leases_before) = apiserver_write_counts(&fed.hub).await?;
     let cpu_before = CpuSnapshot::take(groups);
     let window = Duration::from_secs(args.idle_seconds);
     let began = Instant::now();
     // The window itself is the measurement: sleeping is what it is for.
     loop {
         controller.ensure_running()?;
+        agents.ensure_running()?;
         let left = window.saturating_sub(began.elapsed());
         if left.is_zero() {
             break;
         }
         tokio::time::sleep(left.min(Duration::from_secs(15))).await;
         if began.elapsed() < window {
-            let writes = controller.metrics().await?.member_writes() - before.member_writes();
+            let writes = member_metrics(controller, agents).await?.member_writes()
+                - member_before.member_writes();
             progress(format_args!(
                 "at rest: {:.0}s, {writes:.0} member writes so far",
                 began.elapsed().as_secs_f64()
@@ -613,19 +813,36 @@ async fn idle_phase(
     }
     let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(groups));
     let after = controller.metrics().await?;
+    let member_after = member_metrics(controller, agents).await?;
     let events = tracker.state().events - events_before;
-    let hub_writes = operations_delta(&hub_writes_before, &apiserver_writes(&fed.hub).await?);
+    let (hub_writes_after, leases_after) = apiserver_write_counts(&fed.hub).await?;
+    let hub_writes = operations_delta(&hub_writes_before, &hub_writes_after);
     let hub_after = hub_versions(&fed.hub, namespaces).await?;
-    let hub_changed = hub_after
+    let changed: Vec<String> = hub_after
         .iter()
         .filter(|(key, version)| hub_before.get(*key) != Some(*version))
-        .count()
-        + hub_before
-            .keys()
-            .filter(|k| !hub_after.contains_key(*k))
-            .count();
+        .map(|(key, _)| key.clone())
+        .chain(
+            hub_before
+                .keys()
+                .filter(|k| !hub_after.contains_key(*k))
+                .map(|k| format!("{k} (gone)")),
+        )
+        .collect();
+    let hub_changed = changed.len();
+    if hub_changed > 0 {
+        progress(format_args!(
+            "at rest: hub objects changed: {}",
+            changed
+                .iter()
+                .take(20)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let seconds = cpu.wall_seconds;
-    let member_writes = after.member_writes() - before.member_writes();
+    let member_writes = member_after.member_writes() - member_before.member_writes();
     let reconciles = after.sum("controller_runtime_reconcile_total", &[])
         - before.sum("controller_runtime_reconcile_total", &[]);
     progress(format_args!(
@@ -638,13 +855,15 @@ async fn idle_phase(
         member_writes,
         member_writes_per_minute: member_writes * 60.0 / seconds,
         member_operations: operations_delta(
-            &before.member_operations(),
-            &after.member_operations(),
+            &member_before.member_operations(),
+            &member_after.member_operations(),
         ),
         member_watch_events: events,
         hub_writes,
         reconciles,
         hub_objects_changed: hub_changed,
+        hub_objects_changed_examples: changed.into_iter().take(20).collect(),
+        hub_lease_writes: leases_after - leases_before,
         cpu,
     })
 }
@@ -663,8 +882,10 @@ async fn count_hub_events(hub: &Client, namespaces: &[String]) -> anyhow::Result
     Ok(count)
 }
 
-/// resourceVersion of every hub object the controller writes in the benchmark namespaces:
-/// federated objects (their status), FederatedNamespaces and PropagatedVersions.
+/// resourceVersion of every hub object the controller writes: in the benchmark namespaces
+/// federated objects (their status), FederatedNamespaces and PropagatedVersions; the
+/// KubeFedClusters; the Works of pull members (the controller writes them, the agents their
+/// status).
 async fn hub_versions(
     hub: &Client,
     namespaces: &[String],
@@ -697,7 +918,69 @@ async fn hub_versions(
             );
         }
     }
+    let cluster_resource = ApiResource::erase::<KubeFedCluster>(&());
+    for resource in [cluster_resource, ApiResource::erase::<Work>(&())] {
+        let api: Api<DynamicObject> = Api::all_with(hub.clone(), &resource);
+        for item in api.list_metadata(&ListParams::default()).await?.items {
+            versions.insert(
+                format!(
+                    "{}/{}/{}",
+                    resource.kind,
+                    item.metadata.namespace.unwrap_or_default(),
+                    item.metadata.name.unwrap_or_default()
+                ),
+                item.metadata.resource_version.unwrap_or_default(),
+            );
+        }
+    }
     Ok(versions)
+}
+
+/// Count and JSON size of every object of `resource` in the hub, listed in pages.
+async fn list_sizes(hub: &Client, resource: &ApiResource) -> anyhow::Result<ObjectSet> {
+    let api: Api<DynamicObject> = Api::all_with(hub.clone(), resource);
+    let mut set = ObjectSet::default();
+    let mut page = ListParams::default().limit(500);
+    loop {
+        let list = api
+            .list(&page)
+            .await
+            .with_context(|| format!("listing {}", resource.plural))?;
+        for item in &list.items {
+            set.count += 1;
+            set.bytes += serde_json::to_vec(item)?.len() as u64;
+            if let Some(fields) = &item.metadata.managed_fields {
+                set.managed_fields_bytes += serde_json::to_vec(fields)?.len() as u64;
+            }
+            if let Some(status) = item.data.get("status") {
+                set.status_bytes += serde_json::to_vec(status)?.len() as u64;
+            }
+            *set.by_generation
+                .entry(item.metadata.generation.unwrap_or(0))
+                .or_insert(0) += 1;
+        }
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => page = page.continue_token(&token),
+            None => break,
+        }
+    }
+    set.bytes_per_object = set.bytes as f64 / set.count.max(1) as f64;
+    Ok(set)
+}
+
+/// The hub kube-apiserver's RSS.
+fn hub_apiserver_rss(fed: &Federation) -> u64 {
+    fed.env
+        .hub()
+        .pids()
+        .into_iter()
+        .filter_map(|pid| super::procstat::status_bytes(pid, "VmRSS"))
+        .sum()
+}
+
+/// Size of etcd's database file (one etcd for every cluster).
+fn etcd_db_bytes(fed: &Federation) -> u64 {
+    std::fs::metadata(fed.env.dir().join("etcd/member/snap/db")).map_or(0, |m| m.len())
 }
 
 /// Reads every managed member object in full and compares it with its template.

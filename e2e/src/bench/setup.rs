@@ -1,6 +1,7 @@
 //! The federation under test: the KubeFed CRDs and default FederatedTypeConfigs in the hub,
-//! N members joined with TokenRequest tokens (as the e2e harness joins two), and the
-//! benchmark namespaces federated onto every member.
+//! N members joined with TokenRequest tokens (as the e2e harness joins two) or, with
+//! `--pull`, by `hubfedctl join --mode pull`, and the benchmark namespaces federated onto
+//! every member.
 
 use std::time::{Duration, Instant};
 
@@ -8,13 +9,23 @@ use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::names::MANAGED_LABEL;
-use hubfed_e2e::{KUBEFED_NAMESPACE, apply, federated};
-use hubfed_testenv::Cluster;
-use k8s_openapi::api::core::v1::Namespace;
+use hubfed_api::work::AGENT_SERVICE_ACCOUNT;
+use hubfed_e2e::{KUBEFED_NAMESPACE, apply, federated, hubfedctl as hubfedctl_e2e};
+use hubfed_testenv::{Cluster, TestEnv};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// The hub Secret `hubfedctl join --mode pull` makes for the agent's token (in the cluster's
+/// work namespace).
+const AGENT_TOKEN_SECRET: &str = "hubfed-agent-token";
+/// Lifetime of the agent tokens the benchmark fills in: a day, far beyond any run.
+const AGENT_TOKEN_SECONDS: i64 = 24 * 3600;
 
 fn named(name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -27,6 +38,86 @@ fn named(name: &str) -> ObjectMeta {
 /// it, then the token Secret and the KubeFedCluster in the hub.
 pub async fn join(hub: &Client, name: &str, cluster: &Cluster) -> anyhow::Result<()> {
     hubfed_e2e::register_cluster(hub, name, cluster).await
+}
+
+/// Joins member `name` of `env` in pull mode: `hubfedctl join NAME --mode pull
+/// --cluster-context NAME` (run in process, as the e2e tests run it). The join waits for the
+/// hub's token controller to fill the agent's token Secret; the benchmark runs no
+/// kube-controller-manager, so meanwhile the benchmark fills it itself with a TokenRequest
+/// token for the agent's ServiceAccount and the hub's CA — the pull equivalent of the push
+/// join's TokenRequest tokens.
+pub async fn join_pull(env: &TestEnv, hub: &Client, name: &str) -> anyhow::Result<()> {
+    let stop = CancellationToken::new();
+    let filler = tokio::spawn(fill_agent_token(
+        hub.clone(),
+        name.to_owned(),
+        env.hub().ca_pem().to_owned(),
+        stop.clone(),
+    ));
+    let args = ["join", name, "--mode", "pull", "--cluster-context", name];
+    let (code, out, err) = hubfedctl_e2e(env.kubeconfig_path(), &args).await;
+    stop.cancel();
+    let filled = filler.await.context("the token filler task")?;
+    anyhow::ensure!(
+        code == 0,
+        "hubfedctl {}: exit {code}\n{out}\n{err}\ntoken filler: {filled:?}",
+        args.join(" ")
+    );
+    filled
+}
+
+/// Fills the agent's hub token Secret of cluster `name` once it exists, until `stop`.
+async fn fill_agent_token(
+    hub: Client,
+    name: String,
+    hub_ca: String,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let work_ns = hubfed_core::pull::cluster_namespace(&name);
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), &work_ns);
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), &work_ns);
+    loop {
+        let secret = tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            secret = secrets.get_opt(AGENT_TOKEN_SECRET) => secret?,
+        };
+        let empty = secret.as_ref().is_some_and(|s| {
+            s.data
+                .as_ref()
+                .and_then(|d| d.get("token"))
+                .is_none_or(|t| t.0.is_empty())
+        });
+        if empty && accounts.get_opt(AGENT_SERVICE_ACCOUNT).await?.is_some() {
+            let request = TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(AGENT_TOKEN_SECONDS),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let token = accounts
+                .create_token_request(AGENT_SERVICE_ACCOUNT, &PostParams::default(), &request)
+                .await
+                .with_context(|| format!("{work_ns}: a token for {AGENT_SERVICE_ACCOUNT}"))?
+                .status
+                .and_then(|s| s.token)
+                .filter(|t| !t.is_empty())
+                .with_context(|| format!("{work_ns}: the token request returned no token"))?;
+            let patch = json!({"data": {
+                "token": ByteString(token.into_bytes()),
+                "ca.crt": ByteString(hub_ca.clone().into_bytes()),
+            }});
+            secrets
+                .patch(
+                    AGENT_TOKEN_SECRET,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .with_context(|| format!("{work_ns}: filling {AGENT_TOKEN_SECRET}"))?;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until every KubeFedCluster of `names` is Ready.

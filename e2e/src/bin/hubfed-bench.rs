@@ -17,9 +17,16 @@
 //! 6. **Warm restart**: the controller restarted on the converged federation — member writes
 //!    (expected none), time to settle, and its RSS without cold-start leftovers.
 //!
+//! With `--pull` every member is joined in pull mode (`hubfedctl join --mode pull`) and runs a
+//! `hubfed-agent` process: the controller writes a `Work` per member object in the hub and
+//! the agents apply them. The phases measure the same things; the report adds the agents'
+//! memory and CPU and the hub storage the works take.
+//!
 //! Results: `<output-dir>/result.json`, `<output-dir>/result.md` (also printed), and the
 //! controller logs. Performance is reported, never asserted.
 
+#[path = "../bench/agents.rs"]
+mod agents;
 #[path = "../bench/controller.rs"]
 mod controller;
 #[path = "../bench/procstat.rs"]
@@ -52,7 +59,7 @@ use clap::Parser;
 #[derive(Parser, Debug, Clone)]
 #[command(
     version,
-    about = "hubfed benchmark: raw apply limit, cold start, propagation latency, memory, writes at rest"
+    about = "hubfed benchmark: raw apply limit, cold start, propagation latency, memory, writes at rest (push or pull mode)"
 )]
 pub struct Args {
     /// Member clusters.
@@ -117,6 +124,21 @@ pub struct Args {
         value_parser = parse_key_value
     )]
     pub controller_env: Vec<(String, String)>,
+    /// Join every member in pull mode (`hubfedctl join --mode pull`) and run one
+    /// `hubfed-agent` process per member; the controller delivers through `Work` objects.
+    #[arg(long, env = "HUBFED_BENCH_PULL", default_value_t = false)]
+    pub pull: bool,
+    /// The agent binary (with `--pull`); default: `hubfed-agent` next to this binary (build
+    /// it with `cargo build --release -p hubfed-controller --bins`; `make bench` does).
+    #[arg(long, env = "HUBFED_BENCH_AGENT")]
+    pub agent_bin: Option<PathBuf>,
+    /// The agents' `--heartbeat-interval`, in seconds (with `--pull`).
+    #[arg(
+        long,
+        env = "HUBFED_BENCH_AGENT_HEARTBEAT_SECONDS",
+        default_value_t = 10
+    )]
+    pub agent_heartbeat_seconds: u64,
     /// Deadline of each wait (cluster start-up, cold start, settling), in seconds.
     #[arg(long, env = "HUBFED_BENCH_TIMEOUT_SECONDS", default_value_t = 1800)]
     pub timeout_seconds: u64,
@@ -142,6 +164,10 @@ impl Args {
         anyhow::ensure!(
             self.rate > 0.0 && self.rate.is_finite(),
             "--rate must be positive"
+        );
+        anyhow::ensure!(
+            self.agent_heartbeat_seconds >= 1,
+            "--agent-heartbeat-seconds must be at least 1"
         );
         anyhow::ensure!(
             self.objects < 100_000,
@@ -187,13 +213,18 @@ fn main() -> anyhow::Result<()> {
     args.validate()?;
     began();
     let controller = args.controller_binary()?;
+    let agent = if args.pull {
+        Some(agents::binary(args.agent_bin.as_ref())?)
+    } else {
+        None
+    };
     std::fs::create_dir_all(&args.output_dir)
         .with_context(|| format!("creating {}", args.output_dir.display()))?;
     // GOMAXPROCS stays unset: the API servers use every core, as they would in production.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = runtime.block_on(run::run(&args, controller));
+    let result = runtime.block_on(run::run(&args, controller, agent));
     result.write(&args.output_dir)?;
     let markdown = result.markdown();
     let mut out = std::io::stdout().lock();

@@ -497,6 +497,21 @@ async fn quiet_and_evented(setup: &Setup, ns: &str) -> anyhow::Result<()> {
         before == after,
         "writes while nothing changed (work, member2 copy, federated object): {before:?} → {after:?}"
     );
+    // The PropagatedVersion records the pull member's copy version, as a push member's.
+    let versions: Api<hubfed_api::propagatedversion::PropagatedVersion> =
+        Api::namespaced(setup.hub.clone(), ns);
+    let name = hubfed_api::propagatedversion::propagated_version_name("ConfigMap", "web");
+    let recorded = versions
+        .get(&name)
+        .await?
+        .status
+        .map(|s| s.cluster_versions)
+        .unwrap_or_default();
+    let clusters: Vec<&str> = recorded.iter().map(|v| v.cluster_name.as_str()).collect();
+    ensure!(
+        clusters == ["member1", "member2"],
+        "PropagatedVersion {name} records {clusters:?}"
+    );
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(setup.hub.clone(), ns);
     wait_for("the pull member's writes as Events", TIMEOUT, async || {
         let list = events.list(&kube::api::ListParams::default()).await?;

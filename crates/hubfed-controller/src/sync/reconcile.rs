@@ -540,12 +540,26 @@ async fn write_versions(
     plan: &Plan,
     result: &DispatchResult,
 ) {
+    // A copy found up to date keeps the version recorded for it: a pull member's is known
+    // only from its agent's report, after the write that a held status left unrecorded.
+    let mut new_versions = result.new_versions.clone();
+    for cp in plan
+        .clusters
+        .iter()
+        .filter(|cp| cp.action == ClusterAction::UpToDate)
+    {
+        if let Some(recorded) = observed.recorded.get(&cp.cluster) {
+            new_versions
+                .entry(cp.cluster.clone())
+                .or_insert_with(|| recorded.version.clone());
+        }
+    }
     let Some(versions) = update_propagated_version(
         observed.stored_versions.as_ref(),
         &observed.template_version,
         &observed.overrides_version,
         &plan.placement.clusters,
-        &result.new_versions,
+        &new_versions,
     ) else {
         return;
     };

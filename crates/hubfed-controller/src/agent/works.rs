@@ -203,47 +203,10 @@ async fn report_copy(agent: &Agent, work: &Work, cache: &TypeCache) -> Result<()
 /// Carries out the work's action and reports the result.
 async fn carry_out(ctx: &Ctx, work: &Work) -> Result<(), kube::Error> {
     let agent = &ctx.agent;
-    let spec = &work.spec;
-    let generation = work.metadata.generation;
-    let action = match work_action(spec) {
-        // A tombstone that names no copy (the agent never reported one): only this control
-        // plane's managed copy, checked live, is removed.
-        Ok(ClusterAction::Delete(delete)) if delete.uid.is_none() => {
-            let copy = live_member(agent, work).await?;
-            match delete_guard(copy.as_ref(), agent.control_plane.as_deref()) {
-                Some(action) => action,
-                None => {
-                    let status = json!({
-                        "observedGeneration": generation,
-                        "result": WORK_RESULT_DONE,
-                        "message": "no managed copy of this control plane's to remove",
-                        "transient": false,
-                        "done": null,
-                        "events": [],
-                        "drift": null,
-                        "appliedVersion": null,
-                        "appliedHash": null,
-                        "copy": copy_of(copy.as_ref().filter(|c| c.is_managed())),
-                    });
-                    return patch_status(agent, work, &status).await;
-                }
-            }
-        }
-        Ok(action) => action,
-        Err(message) => {
-            warn!(work = %work.name_any(), %message, "a work cannot be carried out");
-            let status = json!({
-                "observedGeneration": generation,
-                "result": PropagationStatus::UpdateFailed.as_str(),
-                "message": message,
-                "transient": false,
-                "done": null,
-                "events": [],
-                "drift": null,
-            });
-            return patch_status(agent, work, &status).await;
-        }
+    let Some(action) = action_to_take(agent, work).await? else {
+        return Ok(());
     };
+    let spec = &work.spec;
     let object = FederatedObject {
         name: spec.name.clone(),
         namespace: spec.namespace.clone(),
@@ -270,36 +233,83 @@ async fn carry_out(ctx: &Ctx, work: &Work) -> Result<(), kube::Error> {
     let api = member_api(agent, work);
     // As the push dispatcher's deadline: a member that does not answer is reported, not
     // waited for.
-    let result =
-        match tokio::time::timeout(EXECUTE_TIMEOUT, execute_action(&env, &object, &cp, &api)).await
-        {
-            Ok(result) => result,
-            Err(_) => ClusterResult {
-                outcome: hubfed_core::status::ClusterOutcome {
-                    cluster: agent.cluster.clone(),
-                    status: cp
-                        .action
-                        .status_on_timeout()
-                        .unwrap_or(PropagationStatus::UpdateTimedOut),
-                    message: Some(format!(
-                        "no answer from the cluster within {}s",
-                        EXECUTE_TIMEOUT.as_secs()
-                    )),
-                    remote_status: None,
-                    drift: None,
-                }
-                .into(),
-                version: None,
-                wrote: false,
-                done: None,
-                transient: true,
-            },
-        };
+    let executed = tokio::time::timeout(EXECUTE_TIMEOUT, execute_action(&env, &object, &cp, &api));
+    let result = match executed.await {
+        Ok(result) => result,
+        Err(_) => timed_out(&cp),
+    };
     let copy = live_copy(agent, work).await;
     let events = events.0.into_inner().unwrap_or_else(|e| e.into_inner());
-    let status = report(&cp.action, &result, generation, copy, &events);
+    let status = report(&cp.action, &result, work.metadata.generation, copy, &events);
     debug!(work = %work.name_any(), result = %status["result"], "carried out");
     patch_status(agent, work, &status).await
+}
+
+/// The action the work asks for, or `None` when there is none to take and the work has been
+/// reported: an unreadable work (reported as a refusal, never guessed at), or a tombstone that
+/// names no copy (the agent never reported one) and finds none of this control plane's to
+/// remove — checked live ([`delete_guard`]).
+async fn action_to_take(agent: &Agent, work: &Work) -> Result<Option<ClusterAction>, kube::Error> {
+    let generation = work.metadata.generation;
+    match work_action(&work.spec) {
+        Ok(ClusterAction::Delete(delete)) if delete.uid.is_none() => {
+            let copy = live_member(agent, work).await?;
+            if let Some(action) = delete_guard(copy.as_ref(), agent.control_plane.as_deref()) {
+                return Ok(Some(action));
+            }
+            let status = json!({
+                "observedGeneration": generation,
+                "result": WORK_RESULT_DONE,
+                "message": "no managed copy of this control plane's to remove",
+                "transient": false,
+                "done": null,
+                "events": [],
+                "drift": null,
+                "appliedVersion": null,
+                "appliedHash": null,
+                "copy": copy_of(copy.as_ref().filter(|c| c.is_managed())),
+            });
+            patch_status(agent, work, &status).await.map(|()| None)
+        }
+        Ok(action) => Ok(Some(action)),
+        Err(message) => {
+            warn!(work = %work.name_any(), %message, "a work cannot be carried out");
+            let status = json!({
+                "observedGeneration": generation,
+                "result": PropagationStatus::UpdateFailed.as_str(),
+                "message": message,
+                "transient": false,
+                "done": null,
+                "events": [],
+                "drift": null,
+            });
+            patch_status(agent, work, &status).await.map(|()| None)
+        }
+    }
+}
+
+/// The result of an action the member did not answer in time.
+fn timed_out(cp: &ClusterPlan) -> ClusterResult {
+    let outcome = hubfed_core::status::ClusterOutcome {
+        cluster: cp.cluster.clone(),
+        status: cp
+            .action
+            .status_on_timeout()
+            .unwrap_or(PropagationStatus::UpdateTimedOut),
+        message: Some(format!(
+            "no answer from the cluster within {}s",
+            EXECUTE_TIMEOUT.as_secs()
+        )),
+        remote_status: None,
+        drift: None,
+    };
+    ClusterResult {
+        outcome: Some(outcome),
+        version: None,
+        wrote: false,
+        done: None,
+        transient: true,
+    }
 }
 
 /// The status that reports `result` of `action`.

@@ -21,7 +21,17 @@ use super::config::error_chain;
 /// reports; `None` when there is no Lease yet).
 pub(super) enum Probed {
     Member(ProbeOutcome),
-    Heartbeat(Result<Option<HeartbeatLease>, String>),
+    Heartbeat(Result<Option<HeartbeatLease>, HeartbeatReadError>),
+}
+
+/// Why the heartbeat Lease could not be read.
+pub(super) enum HeartbeatReadError {
+    /// The hub itself is in trouble (no answer, a server error, throttling): nothing is known
+    /// of the member, and nothing is concluded — an overloaded hub must not turn every pull
+    /// member Offline at once.
+    Hub(String),
+    /// The hub refused the read (RBAC, a missing namespace ...): a problem to show.
+    Refused(String),
 }
 
 pub(super) struct HeartbeatLease {
@@ -34,15 +44,20 @@ pub(super) struct HeartbeatLease {
 pub(super) async fn read_heartbeat(
     leases: &Api<Lease>,
     timeout: Duration,
-) -> Result<Option<HeartbeatLease>, String> {
+) -> Result<Option<HeartbeatLease>, HeartbeatReadError> {
     let lease = match tokio::time::timeout(timeout, leases.get_opt(AGENT_LEASE_NAME)).await {
         Err(_) => {
-            return Err(format!(
+            return Err(HeartbeatReadError::Hub(format!(
                 "the hub did not answer within {}",
                 format_duration(timeout)
-            ));
+            )));
         }
-        Ok(Err(error)) => return Err(error_chain(&error)),
+        Ok(Err(kube::Error::Api(status)))
+            if hubfed_core::rollout::is_refusal(Some(status.code)) =>
+        {
+            return Err(HeartbeatReadError::Refused(status.message));
+        }
+        Ok(Err(error)) => return Err(HeartbeatReadError::Hub(error_chain(&error))),
         Ok(Ok(lease)) => lease,
     };
     Ok(lease.map(|lease| HeartbeatLease {
@@ -62,17 +77,22 @@ pub(super) async fn read_heartbeat(
 
 /// A pull member's health from its heartbeat ([`heartbeat_verdict`]): renewed within the
 /// Lease's duration (default: four probe periods) is healthy, otherwise unreachable with the
-/// reason; `None` while a Lease has been seen only once (after a restart) — what was
-/// published stands. The thresholds then apply as to a push member's probes.
+/// reason; `None` while a Lease has been seen only once (after a restart), or when the hub
+/// itself did not answer — what was published stands. The thresholds then apply as to a push
+/// member's probes.
 pub(super) fn heartbeat_outcome(
     heartbeat: &mut Option<HeartbeatSeen>,
-    lease: Result<Option<HeartbeatLease>, String>,
+    lease: Result<Option<HeartbeatLease>, HeartbeatReadError>,
     settings: HealthCheckSettings,
 ) -> Option<ProbeOutcome> {
     let now_ms = u64::try_from(process_clock().elapsed().as_millis()).unwrap_or(u64::MAX);
     let lease = match lease {
         Ok(lease) => lease,
-        Err(error) => {
+        Err(HeartbeatReadError::Hub(error)) => {
+            debug!(%error, "cannot read a heartbeat: the hub is in trouble; no verdict");
+            return None;
+        }
+        Err(HeartbeatReadError::Refused(error)) => {
             return Some(ProbeOutcome::Unreachable {
                 error: format!("cannot read the agent's heartbeat in the hub: {error}"),
             });

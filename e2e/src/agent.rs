@@ -45,10 +45,24 @@ pub fn agent_binary() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-impl AgentProcess {
-    /// Starts the agent of pull cluster `cluster` in `member` (a cluster of `env`), with a
-    /// heartbeat every `heartbeat` seconds.
-    pub async fn start(env: &TestEnv, member: &str, heartbeat: u64) -> anyhow::Result<Self> {
+/// What an agent is started with: its cluster's name, and its arguments — the hub kubeconfig
+/// and the control plane's identity from the member's Secret `hubfed-agent-hub`, the member's
+/// own kubeconfig — with both kubeconfigs written to `dir`.
+pub struct AgentLaunch {
+    pub cluster: String,
+    pub args: Vec<String>,
+}
+
+impl AgentLaunch {
+    /// Reads `member`'s agent Secret (as join wrote it) and prepares the arguments of its agent
+    /// (heartbeat every `heartbeat` seconds, admin server on `admin_port`).
+    pub async fn prepare(
+        env: &TestEnv,
+        member: &str,
+        dir: &Path,
+        heartbeat: u64,
+        admin_port: u16,
+    ) -> anyhow::Result<Self> {
         let member_cluster = env.cluster(member).context(member.to_owned())?;
         let secrets: Api<Secret> =
             Api::namespaced(member_cluster.client().await?, KUBEFED_NAMESPACE);
@@ -60,34 +74,45 @@ impl AgentProcess {
         let field = |key: &str| -> anyhow::Result<String> {
             data.get(key)
                 .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-                .with_context(|| format!("no {key} in the agent's secret"))
+                .with_context(|| format!("{member}: no {key} in the agent's secret"))
         };
         let (cluster, control_plane) = (field("cluster")?, field("control-plane")?);
-        let dir = env.dir().join(format!("agent-{cluster}"));
-        std::fs::create_dir_all(&dir)?;
+        std::fs::create_dir_all(dir)?;
         let hub_kubeconfig = dir.join("hub-kubeconfig");
         std::fs::write(&hub_kubeconfig, field("kubeconfig")?)?;
         let member_kubeconfig = dir.join("member-kubeconfig");
         let kubeconfig = member_cluster.kubeconfig()?;
         std::fs::write(&member_kubeconfig, serde_json::to_string(&kubeconfig)?)?;
+        let args = vec![
+            format!("--hub-kubeconfig={}", hub_kubeconfig.display()),
+            format!("--kubeconfig={}", member_kubeconfig.display()),
+            format!("--cluster={cluster}"),
+            format!("--control-plane={control_plane}"),
+            format!("--heartbeat-interval={heartbeat}"),
+            format!("--admin-addr=127.0.0.1:{admin_port}"),
+        ];
+        Ok(Self { cluster, args })
+    }
+}
+
+impl AgentProcess {
+    /// Starts the agent of pull cluster `cluster` in `member` (a cluster of `env`), with a
+    /// heartbeat every `heartbeat` seconds.
+    pub async fn start(env: &TestEnv, member: &str, heartbeat: u64) -> anyhow::Result<Self> {
         // Each start its own guardian name and log: a guardian dropped later (the agent it
         // watched was killed) must not take a new agent's pid file for its own.
         static STARTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let admin_port = free_port()?;
+        let dir = env.dir().join(format!("agent-{member}"));
+        let AgentLaunch { cluster, args } =
+            AgentLaunch::prepare(env, member, &dir, heartbeat, admin_port).await?;
         let pid_dir = env.dir().join("agent-pids");
         std::fs::create_dir_all(&pid_dir)?;
         let process = GuardedProcess::spawn(Spawn {
             name: &format!("hubfed-agent-{cluster}-{start}"),
             program: &agent_binary()?,
-            args: vec![
-                format!("--hub-kubeconfig={}", hub_kubeconfig.display()),
-                format!("--kubeconfig={}", member_kubeconfig.display()),
-                format!("--cluster={cluster}"),
-                format!("--control-plane={control_plane}"),
-                format!("--heartbeat-interval={heartbeat}"),
-                format!("--admin-addr=127.0.0.1:{admin_port}"),
-            ],
+            args,
             env: vec![
                 (
                     "RUST_LOG",

@@ -9,12 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use hubfed_e2e::agent::AGENT_HUB_SECRET;
-use hubfed_e2e::{KUBEFED_NAMESPACE, http_get};
+use hubfed_e2e::agent::AgentLaunch;
+use hubfed_e2e::http_get;
 use hubfed_testenv::TestEnv;
 use hubfed_testenv::process::{GuardedProcess, Spawn};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
 
 use super::controller::Metrics;
 use super::procstat;
@@ -36,43 +34,16 @@ impl AgentProcess {
         heartbeat_seconds: u64,
         log_dir: &Path,
     ) -> anyhow::Result<Self> {
-        let member_cluster = env.cluster(member).context(member.to_owned())?;
-        let secrets: Api<Secret> =
-            Api::namespaced(member_cluster.client().await?, KUBEFED_NAMESPACE);
-        let secret = secrets
-            .get(AGENT_HUB_SECRET)
-            .await
-            .with_context(|| format!("{member}: secret {KUBEFED_NAMESPACE}/{AGENT_HUB_SECRET}"))?;
-        let data = secret.data.unwrap_or_default();
-        let field = |key: &str| -> anyhow::Result<String> {
-            data.get(key)
-                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-                .with_context(|| format!("{member}: no {key} in the agent's secret"))
-        };
-        let (cluster, control_plane) = (field("cluster")?, field("control-plane")?);
-        let dir = env.dir().join(format!("bench-agent-{cluster}"));
-        std::fs::create_dir_all(&dir)?;
-        let hub_kubeconfig = dir.join("hub-kubeconfig");
-        std::fs::write(&hub_kubeconfig, field("kubeconfig")?)?;
-        let member_kubeconfig = dir.join("member-kubeconfig");
-        std::fs::write(
-            &member_kubeconfig,
-            serde_json::to_string(&member_cluster.kubeconfig()?)?,
-        )?;
         let admin_port = hubfed_testenv::free_port()?;
+        let dir = env.dir().join(format!("bench-agent-{member}"));
+        let AgentLaunch { cluster, args } =
+            AgentLaunch::prepare(env, member, &dir, heartbeat_seconds, admin_port).await?;
         let pid_dir = env.dir().join("bench-pids");
         std::fs::create_dir_all(&pid_dir)?;
         let process = GuardedProcess::spawn(Spawn {
             name: &format!("hubfed-agent-{cluster}"),
             program: binary,
-            args: vec![
-                format!("--hub-kubeconfig={}", hub_kubeconfig.display()),
-                format!("--kubeconfig={}", member_kubeconfig.display()),
-                format!("--cluster={cluster}"),
-                format!("--control-plane={control_plane}"),
-                format!("--heartbeat-interval={heartbeat_seconds}"),
-                format!("--admin-addr=127.0.0.1:{admin_port}"),
-            ],
+            args,
             env: vec![
                 (
                     "RUST_LOG",

@@ -126,6 +126,9 @@ pub struct PlanInput<'a> {
     /// For `Namespace` targets: the hub's own namespace of the object's name, read only when a
     /// plan asks for it ([`Plan::needs_hub_namespace`]).
     pub hub_namespace: HubNamespace<'a>,
+    /// For namespaced objects: the hub's namespace that holds the object, read only when a
+    /// sync plan would delete a copy ([`Plan::needs_containing_namespace`]).
+    pub containing_namespace: ContainingNamespace<'a>,
     /// Clusters that reach the same API server as other joined clusters
     /// ([`crate::hub::duplicate_clusters`]): nothing is written or deleted there.
     pub duplicates: &'a BTreeMap<String, Vec<String>>,
@@ -160,6 +163,29 @@ pub enum IgnoreReason {
     InvalidNamespaceName,
     /// Being deleted without the sync finalizer: cleanup already finished.
     FinalizerAbsent,
+    /// Not being deleted yet, but the hub's namespace that holds it is: its own deletion is
+    /// on its way and decides the copies' fate ([`ContainingNamespace::Deleting`]).
+    NamespaceDeleting,
+}
+
+/// The hub's namespace that holds a namespaced federated object (for a FederatedNamespace,
+/// the namespace it federates).
+///
+/// When it is deleted, the API server's namespace controller deletes the federated objects in
+/// it in no set order: a FederatedNamespace that goes first leaves the other objects "not
+/// federated" for a moment, and a sync plan would then delete their copies — also those whose
+/// `kubefed.io/orphan: "true"` asks to keep them. While the namespace is being deleted, no
+/// sync plan deletes a copy: each object's own deletion, which follows, decides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContainingNamespace<'a> {
+    /// Not read: read only when a sync plan would delete a copy.
+    #[default]
+    NotRead,
+    Active,
+    /// Being deleted, or already gone.
+    Deleting,
+    /// It could not be read; the message says why.
+    Unreadable(&'a str),
 }
 
 /// What to do with the `kubefed.io/sync-controller` finalizer.
@@ -171,7 +197,9 @@ pub enum FinalizerAction {
     Ensure,
     /// Deletion in progress: keep it and check again later.
     Keep,
-    /// Orphaning deletion: remove it, then remove the managed labels (KubeFed's order).
+    /// Orphaning deletion: remove it once the managed labels are off every copy. (KubeFed
+    /// removed it first: a crash in between left managed copies of a federated object that
+    /// no longer exists — garbage that a collector would delete.)
     Remove,
     /// No managed member object is left according to the caches: confirm with live reads
     /// that no object in a ready cluster still carries the managed label, then remove it.
@@ -199,6 +227,9 @@ pub struct Plan {
     /// A namespace would be deleted in a member but [`PlanInput::hub_namespace`] was not read:
     /// read the hub's namespace and plan again before carrying anything out.
     pub needs_hub_namespace: bool,
+    /// A copy of a namespaced object would be deleted but [`PlanInput::containing_namespace`]
+    /// was not read: read it and plan again (the deletions are held until then).
+    pub needs_containing_namespace: bool,
     /// Clusters whose copy is the hub's own namespace: kept (unlabelled) and, on deletion,
     /// never waited for nor verified absent.
     pub hub_namespace_in: Vec<String>,
@@ -364,6 +395,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         overrides_version: overrides_version(spec.overrides.as_deref()),
         warnings: template_warnings(spec),
         needs_hub_namespace: false,
+        needs_containing_namespace: false,
         hub_namespace_in: Vec::new(),
         verify_absent_in: Vec::new(),
         leftovers: Vec::new(),
@@ -413,6 +445,50 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 cluster: cluster.name.clone(),
                 action,
             });
+        }
+    }
+    hold_deletions_in_deleting_namespace(input, plan)
+}
+
+/// A sync plan deletes no copy of a namespaced object while the hub's namespace holding it
+/// is being deleted ([`ContainingNamespace`]): the object is left alone until its own deletion
+/// starts. Until the namespace has been read, or when it cannot be, the deletions are held.
+fn hold_deletions_in_deleting_namespace(input: &PlanInput<'_>, mut plan: Plan) -> Plan {
+    let Some(namespace) = input.object.namespace.as_deref() else {
+        return plan;
+    };
+    let deletes = |p: &Plan| {
+        p.clusters
+            .iter()
+            .any(|c| matches!(c.action, ClusterAction::Delete(_)))
+    };
+    if !deletes(&plan) {
+        return plan;
+    }
+    let message = match input.containing_namespace {
+        ContainingNamespace::Active => return plan,
+        ContainingNamespace::Deleting => {
+            plan.disposition = Disposition::Ignore(IgnoreReason::NamespaceDeleting);
+            plan.finalizer = FinalizerAction::Untouched;
+            plan.clusters.clear();
+            return plan;
+        }
+        ContainingNamespace::NotRead => {
+            plan.needs_containing_namespace = true;
+            format!(
+                "the hub's namespace {namespace:?} has not been read yet; the copy stays until it has"
+            )
+        }
+        ContainingNamespace::Unreadable(why) => format!(
+            "the hub's namespace {namespace:?} could not be read ({why}); the copy stays until it can"
+        ),
+    };
+    for cluster in &mut plan.clusters {
+        if matches!(cluster.action, ClusterAction::Delete(_)) {
+            cluster.action = ClusterAction::Blocked {
+                status: PropagationStatus::RetrievalFailed,
+                message: message.clone(),
+            };
         }
     }
     plan
@@ -910,6 +986,7 @@ mod tests {
         scope: ControlPlaneScope,
         identities: BTreeMap<String, ClusterIdentity>,
         hub_namespace: HubNamespace<'static>,
+        containing_namespace: ContainingNamespace<'static>,
         control_plane: Option<&'static str>,
         duplicates: BTreeMap<String, Vec<String>>,
         adopt_resources: bool,
@@ -949,6 +1026,7 @@ mod tests {
                     .map(|c| (c.to_owned(), ClusterIdentity::NotHub))
                     .collect(),
                 hub_namespace: HubNamespace::Absent,
+                containing_namespace: ContainingNamespace::Active,
                 control_plane: None,
                 duplicates: BTreeMap::new(),
                 adopt_resources: true,
@@ -994,6 +1072,7 @@ mod tests {
                 duplicates: &self.duplicates,
                 identities: &self.identities,
                 hub_namespace: self.hub_namespace,
+                containing_namespace: self.containing_namespace,
                 adopt_resources: self.adopt_resources,
                 members: &self.members,
                 recorded: &self.recorded,
@@ -1434,6 +1513,95 @@ mod tests {
         let p = f.plan();
         assert_eq!(p.reason, AggregateReason::Success);
         assert_eq!(p.clusters.len(), 2);
+    }
+
+    /// The hub's namespace is being deleted and its FederatedNamespace went first: the objects
+    /// still in it read as "namespace not federated", but their copies are not deleted on the
+    /// way — their own deletion, with `kubefed.io/orphan`, decides (an orphaned copy was once
+    /// deleted this way). Until the namespace is read, or when it cannot be, nothing is deleted.
+    #[test]
+    fn no_copy_is_deleted_while_the_hub_namespace_is_being_deleted() {
+        let mut f = Fixture::deployment(basic_spec())
+            .member("c1", managed("gen:1"))
+            .member("c2", managed("gen:1"));
+        f.object
+            .annotations
+            .insert(ORPHAN_ANNOTATION.into(), "true".into());
+        f.namespace_placement = Some(None);
+        let deletes = |p: &Plan| {
+            p.clusters
+                .iter()
+                .filter(|c| matches!(c.action, ClusterAction::Delete(_)))
+                .count()
+        };
+
+        f.containing_namespace = ContainingNamespace::NotRead;
+        let p = f.plan();
+        assert!(p.needs_containing_namespace);
+        assert_eq!(deletes(&p), 0);
+        assert!(p.clusters.iter().all(|c| matches!(
+            &c.action,
+            ClusterAction::Blocked { status: PropagationStatus::RetrievalFailed, message }
+                if message.contains("\"prod\" has not been read")
+        )));
+
+        f.containing_namespace = ContainingNamespace::Deleting;
+        let p = f.plan();
+        assert_eq!(
+            p.disposition,
+            Disposition::Ignore(IgnoreReason::NamespaceDeleting)
+        );
+        assert_eq!(p.finalizer, FinalizerAction::Untouched);
+        assert!(p.clusters.is_empty());
+        assert!(!p.needs_containing_namespace);
+
+        f.containing_namespace = ContainingNamespace::Unreadable("503 Service Unavailable");
+        let p = f.plan();
+        assert_eq!(deletes(&p), 0);
+        assert_eq!(
+            p.clusters[0].action.status_on_success(),
+            Some(PropagationStatus::RetrievalFailed)
+        );
+
+        f.containing_namespace = ContainingNamespace::Active;
+        assert_eq!(deletes(&f.plan()), 2, "a live namespace: KubeFed's rule");
+
+        // Its own deletion then orphans: the copies are unlabelled, not deleted.
+        f.containing_namespace = ContainingNamespace::Deleting;
+        let p = deleting(f).plan();
+        assert_eq!(p.disposition, Disposition::Delete);
+        assert_eq!(
+            actions(&p),
+            [
+                ("c1", &ClusterAction::RemoveManagedLabel),
+                ("c2", &ClusterAction::RemoveManagedLabel)
+            ]
+        );
+    }
+
+    /// Only deletions need the namespace: applies and a plan without deletions never read it.
+    #[test]
+    fn the_hub_namespace_is_read_only_for_deletions() {
+        let mut f = Fixture::deployment(basic_spec()).member("c1", managed("gen:1"));
+        f.containing_namespace = ContainingNamespace::NotRead;
+        let p = f.plan();
+        assert!(!p.needs_containing_namespace);
+        assert_eq!(p.disposition, Disposition::Sync);
+        assert!(
+            p.clusters
+                .iter()
+                .all(|c| matches!(c.action, ClusterAction::Apply(_) | ClusterAction::UpToDate))
+        );
+        // A cluster-scoped object has no containing namespace.
+        let mut f = Fixture::namespace("team", json!({"placement": {"clusters": []}}))
+            .member("c1", managed("gen:1"));
+        f.object.namespace = None;
+        f.target.kind = "ClusterRole".into();
+        f.target.group = "rbac.authorization.k8s.io".into();
+        f.containing_namespace = ContainingNamespace::NotRead;
+        let p = f.plan();
+        assert!(!p.needs_containing_namespace);
+        assert!(matches!(p.clusters[0].action, ClusterAction::Delete(_)));
     }
 
     #[test]

@@ -20,7 +20,8 @@ use hubfed_core::desired::TargetType;
 use hubfed_core::hub::HubNamespace;
 use hubfed_core::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation};
 use hubfed_core::plan::{
-    ClusterAction, FederatedObject, MemberObject, MemberObservation, PlanInput, plan,
+    ClusterAction, ContainingNamespace, FederatedObject, MemberObject, MemberObservation,
+    PlanInput, plan,
 };
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -372,6 +373,8 @@ async fn evaluate(
         control_plane: view.control_plane.as_deref(),
         identities: &identities,
         hub_namespace: HubNamespace::NotRead,
+        // A manifest cannot be applied in a namespace being deleted.
+        containing_namespace: ContainingNamespace::Active,
         duplicates: &duplicates,
         adopt_resources: adopt,
         members: &observations,

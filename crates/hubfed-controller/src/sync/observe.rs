@@ -11,7 +11,9 @@ use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
 use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
 use hubfed_core::hub::{ClusterIdentity, HubNamespace};
 use hubfed_core::placement::{ClusterInfo, NamespaceFederation};
-use hubfed_core::plan::{ClusterAction, FederatedObject, MemberObservation, Plan, PlanInput, plan};
+use hubfed_core::plan::{
+    ClusterAction, ContainingNamespace, FederatedObject, MemberObservation, Plan, PlanInput, plan,
+};
 use hubfed_core::status::PropagationStatus;
 use hubfed_core::version::{
     PropagatedVersionStatus, RecordedApply, overrides_version, propagated_version_name,
@@ -218,6 +220,7 @@ impl Observed {
             duplicates: &self.duplicates,
             identities: &self.identities,
             hub_namespace: HubNamespace::NotRead,
+            containing_namespace: ContainingNamespace::NotRead,
             adopt_resources: ctx
                 .shared
                 .adopt_resources
@@ -255,8 +258,10 @@ fn namespace_placement(
     )
 }
 
-/// Plans, and when the plan would delete a namespace in a member, reads the hub's namespace of
-/// that name and plans again with it ([`hubfed_core::hub`]: the hub's own namespace is never
+/// Plans, and when the plan would delete a namespace in a member, or a copy of a namespaced
+/// object, reads the hub's namespace of that name and plans again with it
+/// ([`hubfed_core::hub`]: the hub's own namespace is never deleted;
+/// [`hubfed_core::plan::ContainingNamespace`]: nothing is deleted on the way while it is being
 /// deleted). Says in an Event why a namespace is held back.
 pub async fn plan_with_hub_namespace(
     ctx: &TypeContext,
@@ -265,17 +270,37 @@ pub async fn plan_with_hub_namespace(
 ) -> Plan {
     let mut planned = plan(&input);
     let read;
-    if planned.needs_hub_namespace {
+    if planned.needs_hub_namespace || planned.needs_containing_namespace {
+        // A FederatedNamespace's name is its namespace's; any other object's namespace holds it.
+        let name = match &input.object.namespace {
+            Some(namespace) if !planned.needs_hub_namespace => namespace,
+            _ => &input.object.name,
+        };
         let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.shared.hub.clone());
         read = api
-            .get_metadata_opt(&input.object.name)
+            .get_metadata_opt(name)
             .await
-            .map(|found| found.map(|m| m.metadata.uid.unwrap_or_default()))
+            .map(|found| {
+                found.map(|m| {
+                    let deleting = m.metadata.deletion_timestamp.is_some();
+                    (m.metadata.uid.unwrap_or_default(), deleting)
+                })
+            })
             .map_err(|e| e.to_string());
-        input.hub_namespace = match &read {
-            Ok(None) => HubNamespace::Absent,
-            Ok(Some(uid)) => HubNamespace::Uid(uid),
-            Err(why) => HubNamespace::Unreadable(why),
+        (input.hub_namespace, input.containing_namespace) = match &read {
+            Ok(None) => (HubNamespace::Absent, ContainingNamespace::Deleting),
+            Ok(Some((uid, deleting))) => (
+                HubNamespace::Uid(uid),
+                if *deleting {
+                    ContainingNamespace::Deleting
+                } else {
+                    ContainingNamespace::Active
+                },
+            ),
+            Err(why) => (
+                HubNamespace::Unreadable(why),
+                ContainingNamespace::Unreadable(why),
+            ),
         };
         planned = plan(&input);
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hubfed_api::federatedtypeconfig::{ApiResource, FederatedTypeConfig, ResourceScope};
+use hubfed_api::federatedtypeconfig::{ApiResource, ResourceScope};
 use hubfed_api::kubefedcluster::{
     ClusterConditionType, KubeFedCluster, KubeFedClusterSpec, LocalSecretReference, SyncMode,
     TlsValidation,
@@ -24,6 +24,7 @@ use crate::kubeconfig::{ClusterEndpoint, Target};
 use crate::ops::{self, FIELD_MANAGER};
 use crate::rbac::{Grant, JoinNames, member_rbac, service_account};
 use crate::session::Session;
+use crate::types::defaulted_ftcs;
 
 /// Secret type the token controller fills with a token for the annotated ServiceAccount.
 const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
@@ -58,6 +59,11 @@ pub async fn host_cluster(
     };
     let target = session.hub().await?;
     Ok(HostCluster { target, name })
+}
+
+/// The kubeconfig context of the member `cluster`: `--cluster-context`, else its name.
+pub fn member_context(cluster: &str, explicit: Option<&str>) -> String {
+    explicit.unwrap_or(cluster).to_owned()
 }
 
 /// A DNS-1123 subdomain (object names), as the API server checks it.
@@ -100,18 +106,10 @@ pub async fn control_plane_scope(hub: &Target, namespace: &str) -> Result<Resour
 
 /// The target types of every FederatedTypeConfig in the hub, defaulted.
 pub async fn federated_targets(hub: &Target, namespace: &str) -> Result<Vec<ApiResource>> {
-    let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), namespace);
-    let list = ftcs
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| hub.err(e))?;
-    Ok(list
-        .items
+    Ok(defaulted_ftcs(hub, namespace)
+        .await?
         .into_iter()
-        .map(|mut ftc| {
-            ftc.set_defaults();
-            ftc.spec.target_type
-        })
+        .map(|ftc| ftc.spec.target_type)
         .collect())
 }
 
@@ -172,10 +170,7 @@ impl PushJoin {
     /// Preflight: nothing is written unless the cluster can be joined as asked.
     async fn prepare(session: &mut Session<'_>, args: &JoinArgs) -> Result<Self> {
         let cluster = args.cluster.as_str();
-        let member_context = args
-            .cluster_context
-            .clone()
-            .unwrap_or_else(|| cluster.to_owned());
+        let member_context = member_context(cluster, args.cluster_context.as_deref());
         let ns = session.kubefed_namespace().to_owned();
         let hub = host_cluster(session, args.host_cluster_name.as_deref()).await?;
         let names = JoinNames::new(&ns, cluster, &hub.name);

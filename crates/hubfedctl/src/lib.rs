@@ -8,6 +8,7 @@
 //! with `error: `. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_NOT_READY`].
 
 mod cli;
+mod enable;
 mod error;
 mod federate;
 mod get;
@@ -123,8 +124,8 @@ async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Err
     match command {
         Command::Join(args) => join::join(session, args).await,
         Command::Unjoin(args) => unjoin::unjoin(session, args).await.map(|()| EXIT_OK),
-        Command::Enable(args) => types::enable(session, args).await.map(|()| EXIT_OK),
-        Command::Disable(args) => types::disable(session, args).await.map(|()| EXIT_OK),
+        Command::Enable(args) => enable::enable(session, args).await.map(|()| EXIT_OK),
+        Command::Disable(args) => enable::disable(session, args).await.map(|()| EXIT_OK),
         Command::Federate(args) => federate::federate(session, args).await.map(|()| EXIT_OK),
         Command::OrphaningDeletion(command) => {
             orphan::orphaning(session, command).await.map(|()| EXIT_OK)

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use crate::cli::JoinArgs;
 use crate::error::{EXIT_OK, Error, Result};
 use crate::join::{
-    control_plane_scope, ensure_kubefed_installed, federated_targets, host_cluster,
+    control_plane_scope, ensure_kubefed_installed, federated_targets, host_cluster, member_context,
     service_account_token_secret, wait_for_token, wait_namespace_not_terminating,
 };
 use crate::kubeconfig::Target;
@@ -133,10 +133,7 @@ async fn reach(
     hub: &Target,
 ) -> Result<(Option<Target>, String, String)> {
     let cluster = args.cluster.as_str();
-    let member_context = args
-        .cluster_context
-        .clone()
-        .unwrap_or_else(|| cluster.to_owned());
+    let member_context = member_context(cluster, args.cluster_context.as_deref());
     let member = match args.output {
         Some(_) => None,
         None => Some(session.member(cluster, &member_context).await?),

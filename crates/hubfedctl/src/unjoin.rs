@@ -23,7 +23,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 
 use crate::cli::UnjoinArgs;
 use crate::error::{Error, Result};
-use crate::join::{HostCluster, federated_targets, host_cluster};
+use crate::join::{HostCluster, federated_targets, host_cluster, member_context};
 use crate::kubeconfig::Target;
 use crate::ops;
 use crate::pull::AGENT_HUB_SECRET;
@@ -32,26 +32,14 @@ use crate::session::Session;
 
 pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     let cluster = args.cluster.as_str();
-    let member_context = args
-        .cluster_context
-        .clone()
-        .unwrap_or_else(|| cluster.to_owned());
+    let member_context = member_context(cluster, args.cluster_context.as_deref());
     let ns = session.kubefed_namespace().to_owned();
     let dry_run = args.dry_run;
     let host = host_cluster(session, args.host_cluster_name.as_deref()).await?;
     let hub = &host.target;
 
     let (registered, pull) = registration(hub, &ns, cluster, args.force).await?;
-    // A pull member's agent acts as `hubfed-agent`; a push member's hubfed as kubefedctl's
-    // `<cluster>-<host>`.
-    let names = if pull {
-        JoinNames {
-            namespace: ns.clone(),
-            service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
-        }
-    } else {
-        JoinNames::new(&ns, cluster, &host.name)
-    };
+    let names = acting_names(pull, &ns, cluster, &host.name);
 
     // Everything that can fail on the member side without --force is checked before the hub
     // is changed.
@@ -85,16 +73,7 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     .await?;
 
     let Some(member) = member else {
-        let left = if pull {
-            format!(
-                "remove its agent there (helm uninstall, or the manifests join printed: ServiceAccount, RBAC and Secret {AGENT_HUB_SECRET} in {ns})"
-            )
-        } else {
-            "its own objects were not cleaned up".to_owned()
-        };
-        return session.say(format_args!(
-            "cluster {cluster:?} unjoined from the hub; {left}"
-        ));
+        return say_member_left_as_is(session, cluster, pull, &ns);
     };
     match clean_member(
         session,
@@ -115,6 +94,39 @@ pub async fn unjoin(session: &mut Session<'_>, args: UnjoinArgs) -> Result<()> {
     }
     let suffix = if dry_run { " (dry run)" } else { "" };
     session.say(format_args!("cluster {cluster:?} unjoined{suffix}"))
+}
+
+/// Who hubfed acts as in the member: a pull member's agent as `hubfed-agent`, a push
+/// member's hubfed as kubefedctl's `<cluster>-<host>`.
+fn acting_names(pull: bool, ns: &str, cluster: &str, host_name: &str) -> JoinNames {
+    if pull {
+        JoinNames {
+            namespace: ns.to_owned(),
+            service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
+        }
+    } else {
+        JoinNames::new(ns, cluster, host_name)
+    }
+}
+
+/// The last word when the member was not reached: unjoined from the hub only, and what is
+/// left in the member.
+fn say_member_left_as_is(
+    session: &mut Session<'_>,
+    cluster: &str,
+    pull: bool,
+    ns: &str,
+) -> Result<()> {
+    let left = if pull {
+        format!(
+            "remove its agent there (helm uninstall, or the manifests join printed: ServiceAccount, RBAC and Secret {AGENT_HUB_SECRET} in {ns})"
+        )
+    } else {
+        "its own objects were not cleaned up".to_owned()
+    };
+    session.say(format_args!(
+        "cluster {cluster:?} unjoined from the hub; {left}"
+    ))
 }
 
 /// The cluster's KubeFedCluster, if it is registered, and whether it is a pull member —

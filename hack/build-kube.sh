@@ -4,6 +4,8 @@
 # returns at once; a cache from before kube-scheduler was added gets just the missing binary.
 #
 #   hack/build-kube.sh            # prints the directory holding the binaries
+#   hack/build-kube.sh kubelet    # the same for the named binaries of k8s.io/kubernetes/cmd
+#                                 # (the kubelet is only needed by e2e/tests/image_pod.rs)
 #
 # KUBE_VERSION overrides the pinned release; HUBFED_KUBE_BIN_DIR points at a directory that
 # already holds the three binaries (nothing is built then).
@@ -14,6 +16,7 @@ V=${V#v}
 OUT=${HUBFED_KUBE_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hubfed/kube/v$V}
 
 BINS=(kube-apiserver kube-controller-manager kube-scheduler)
+[ $# -eq 0 ] || BINS=("$@")
 MISSING=()
 for c in "${BINS[@]}"; do
   [ -x "$OUT/$c" ] || MISSING+=("$c")
@@ -36,7 +39,7 @@ cd "$W"
 # GOTOOLCHAIN=local: never try to download another Go toolchain.
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-echo "building ${MISSING[*]} v$V into $OUT (first time only, ~15 min for all three)" >&2
+echo "building ${MISSING[*]} v$V into $OUT (first time only, ~15 min for the first three)" >&2
 go mod init hubfed.local/kubebins >/dev/null 2>&1
 KGOMOD=$(go mod download -json "k8s.io/kubernetes@v$V" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 [ -f "$KGOMOD" ] || { echo "could not download k8s.io/kubernetes@v$V" >&2; exit 1; }

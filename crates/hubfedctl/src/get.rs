@@ -6,6 +6,7 @@ use kube::api::{Api, ListParams};
 use crate::cli::{GetClustersArgs, OutputFormat, VersionArgs};
 use crate::error::{Error, Result};
 use crate::join::ensure_kubefed_installed;
+use crate::kubeconfig::Target;
 use crate::ops;
 use crate::session::Session;
 
@@ -16,32 +17,7 @@ pub async fn clusters(session: &mut Session<'_>, args: GetClustersArgs) -> Resul
     let ns = session.kubefed_namespace().to_owned();
     let hub = session.hub().await?;
     ensure_kubefed_installed(&hub, &ns).await?;
-    let api: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
-    let mut clusters = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| hub.err(e))?
-        .items;
-    if !args.names.is_empty() {
-        for name in &args.names {
-            if !clusters
-                .iter()
-                .any(|c| c.metadata.name.as_ref() == Some(name))
-            {
-                return Err(Error::NotFound(format!(
-                    "cluster {name:?} is not joined: no KubeFedCluster {ns}/{name} in the hub"
-                )));
-            }
-        }
-        clusters.retain(|c| {
-            c.metadata
-                .name
-                .as_ref()
-                .is_some_and(|n| args.names.contains(n))
-        });
-    }
-    clusters.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-
+    let clusters = joined_clusters(&hub, &ns, &args.names).await?;
     if let Some(format) = args.output {
         let values = clusters
             .iter()
@@ -58,40 +34,66 @@ pub async fn clusters(session: &mut Session<'_>, args: GetClustersArgs) -> Resul
         return session.note(format_args!("no clusters are joined (namespace {ns})"));
     }
     let now = k8s_openapi::jiff::Timestamp::now();
-    let rows: Vec<[String; 4]> = clusters
-        .iter()
-        .map(|cluster| {
-            let status = cluster.status.as_ref();
-            let ready = status
-                .and_then(|s| s.condition(ClusterConditionType::Ready))
-                .map(|c| c.status.clone())
-                .or_else(|| {
-                    status
-                        .and_then(|s| s.conditions.iter().find(|c| c.status == "True"))
-                        .map(|c| format!("False ({})", c.type_))
-                })
-                .unwrap_or_else(|| "Unknown".to_owned());
-            let version = status
-                .and_then(|s| s.kubernetes_version.clone())
-                .unwrap_or_else(|| "<none>".to_owned());
-            let age = cluster
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| {
-                    let seconds = now.duration_since(t.0).as_secs().max(0);
-                    ops::age(std::time::Duration::from_secs(seconds.unsigned_abs()))
-                })
-                .unwrap_or_else(|| "<unknown>".to_owned());
-            [
-                cluster.metadata.name.clone().unwrap_or_default(),
-                ready,
-                version,
-                age,
-            ]
-        })
-        .collect();
+    let rows: Vec<[String; 4]> = clusters.iter().map(|c| cluster_row(c, now)).collect();
     session.print(&table(&["NAME", "READY", "VERSION", "AGE"], &rows))
+}
+
+/// The KubeFedClusters of the hub sorted by name: those `names` asks for (each must be
+/// joined), or all.
+async fn joined_clusters(hub: &Target, ns: &str, names: &[String]) -> Result<Vec<KubeFedCluster>> {
+    let api: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), ns);
+    let mut clusters = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| hub.err(e))?
+        .items;
+    if !names.is_empty() {
+        for name in names {
+            if !clusters
+                .iter()
+                .any(|c| c.metadata.name.as_ref() == Some(name))
+            {
+                return Err(Error::NotFound(format!(
+                    "cluster {name:?} is not joined: no KubeFedCluster {ns}/{name} in the hub"
+                )));
+            }
+        }
+        clusters.retain(|c| c.metadata.name.as_ref().is_some_and(|n| names.contains(n)));
+    }
+    clusters.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(clusters)
+}
+
+/// One cluster's NAME, READY (else the condition that is true), VERSION and AGE.
+fn cluster_row(cluster: &KubeFedCluster, now: k8s_openapi::jiff::Timestamp) -> [String; 4] {
+    let status = cluster.status.as_ref();
+    let ready = status
+        .and_then(|s| s.condition(ClusterConditionType::Ready))
+        .map(|c| c.status.clone())
+        .or_else(|| {
+            status
+                .and_then(|s| s.conditions.iter().find(|c| c.status == "True"))
+                .map(|c| format!("False ({})", c.type_))
+        })
+        .unwrap_or_else(|| "Unknown".to_owned());
+    let version = status
+        .and_then(|s| s.kubernetes_version.clone())
+        .unwrap_or_else(|| "<none>".to_owned());
+    let age = cluster
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| {
+            let seconds = now.duration_since(t.0).as_secs().max(0);
+            ops::age(std::time::Duration::from_secs(seconds.unsigned_abs()))
+        })
+        .unwrap_or_else(|| "<unknown>".to_owned());
+    [
+        cluster.metadata.name.clone().unwrap_or_default(),
+        ready,
+        version,
+        age,
+    ]
 }
 
 /// A kubectl-style table: columns left-aligned, three spaces apart.

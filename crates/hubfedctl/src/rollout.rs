@@ -16,6 +16,7 @@ use hubfed_core::rollout::{
 
 use crate::cli::RolloutCommand;
 use crate::error::{Error, Result};
+use crate::kubeconfig::Target;
 use crate::session::Session;
 use crate::types::{HubObject, hub_object};
 
@@ -28,80 +29,122 @@ pub async fn rollout(session: &mut Session<'_>, command: RolloutCommand) -> Resu
     };
     let hub = session.hub().await?;
     let kubefed_ns = session.kubefed_namespace().to_owned();
-    let HubObject {
-        ftc,
-        api,
-        namespace,
-        object,
-        shown,
-    } = hub_object(&hub, &kubefed_ns, &args.target, args.namespace.as_deref()).await?;
-    let name = object.metadata.name.clone().unwrap_or_default();
-    let resource = ftc.spec.federated_type.to_dynamic();
-    let annotations = object.metadata.annotations.clone().unwrap_or_default();
-    let strategy = annotations.get(STRATEGY_ANNOTATION).cloned().or_else(|| {
-        ftc.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(STRATEGY_ANNOTATION).cloned())
-    });
-    let Some(strategy) = strategy else {
-        return Err(Error::Refused(format!(
-            "{shown} has no rollout strategy: annotate it (or its FederatedTypeConfig) with {STRATEGY_ANNOTATION}: <RolloutStrategy name>"
-        )));
+    let found = hub_object(&hub, &kubefed_ns, &args.target, args.namespace.as_deref()).await?;
+    let name = found.object.metadata.name.clone().unwrap_or_default();
+    let resource = found.ftc.spec.federated_type.to_dynamic();
+    let state_name = state_name(&resource.kind, found.namespace.as_deref(), &name);
+    let stored = StoredState {
+        hub: &hub,
+        namespace: &kubefed_ns,
+        name: &state_name,
     };
-    if let Some(control) = control {
-        // An abort belongs to the revision being rolled out now (the stored state's): a later
-        // revision is not aborted by it. Pause and resume lift it.
-        let revision = if control == "aborted" {
-            let maps: Api<ConfigMap> = Api::namespaced(hub.client.clone(), &kubefed_ns);
-            maps.get_opt(&state_name(&resource.kind, namespace.as_deref(), &name))
-                .await
-                .map_err(|e| hub.err(e))?
-                .and_then(|m| m.data)
-                .and_then(|d| d.get("state").cloned())
-                .and_then(|s| serde_json::from_str::<Value>(&s).ok())
-                .and_then(|state| state["revision"].as_str().map(Value::from))
-                .unwrap_or(Value::Null)
-        } else {
-            Value::Null
-        };
-        let patch = json!({"metadata": {"annotations": {
-            CONTROL_ANNOTATION: control,
-            ABORT_REVISION_ANNOTATION: revision,
-        }}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|e| hub.err(e))?;
-        let what = match control.as_str() {
-            Some("paused") => "rollout paused",
-            Some(_) => "rollout aborted: every cluster goes back to the stable revision",
-            None => "rollout resumed (after an abort, the revision starts over at the first stage)",
-        };
-        return session.say(format_args!("hub: {shown}: {what}"));
+    let strategy = strategy(&found)?;
+    match control {
+        Some(control) => set_control(session, &stored, &found, &name, control).await,
+        None => show_status(session, &stored, &found, &strategy).await,
     }
-    let state_name = state_name(&resource.kind, namespace.as_deref(), &name);
-    let maps: Api<ConfigMap> = Api::namespaced(hub.client.clone(), &kubefed_ns);
-    let stored = maps
-        .get_opt(&state_name)
+}
+
+/// The RolloutStrategy the object rolls out under: its own annotation, else its
+/// FederatedTypeConfig's.
+fn strategy(found: &HubObject) -> Result<String> {
+    let own = found.object.metadata.annotations.as_ref();
+    let of_type = found.ftc.metadata.annotations.as_ref();
+    own.and_then(|a| a.get(STRATEGY_ANNOTATION))
+        .or_else(|| of_type.and_then(|a| a.get(STRATEGY_ANNOTATION)))
+        .cloned()
+        .ok_or_else(|| {
+            Error::Refused(format!(
+                "{} has no rollout strategy: annotate it (or its FederatedTypeConfig) with {STRATEGY_ANNOTATION}: <RolloutStrategy name>",
+                found.shown
+            ))
+        })
+}
+
+/// The ConfigMap in the control plane's namespace where the controller keeps an object's
+/// rollout state.
+struct StoredState<'a> {
+    hub: &'a Target,
+    namespace: &'a str,
+    name: &'a str,
+}
+
+impl StoredState<'_> {
+    /// The stored state's text, if there is one.
+    async fn read(&self) -> Result<Option<String>> {
+        let maps: Api<ConfigMap> = Api::namespaced(self.hub.client.clone(), self.namespace);
+        Ok(maps
+            .get_opt(self.name)
+            .await
+            .map_err(|e| self.hub.err(e))?
+            .and_then(|m| m.data)
+            .and_then(|d| d.get("state").cloned()))
+    }
+}
+
+/// Pause, resume or abort: the control annotation (`null` removes it) and, with an abort,
+/// the revision it belongs to.
+async fn set_control(
+    session: &mut Session<'_>,
+    stored: &StoredState<'_>,
+    found: &HubObject,
+    name: &str,
+    control: Value,
+) -> Result<()> {
+    // An abort belongs to the revision being rolled out now (the stored state's): a later
+    // revision is not aborted by it. Pause and resume lift it.
+    let revision = if control == "aborted" {
+        stored
+            .read()
+            .await?
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .and_then(|state| state["revision"].as_str().map(Value::from))
+            .unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
+    let patch = json!({"metadata": {"annotations": {
+        CONTROL_ANNOTATION: control,
+        ABORT_REVISION_ANNOTATION: revision,
+    }}});
+    found
+        .api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| hub.err(e))?
-        .and_then(|m| m.data)
-        .and_then(|d| d.get("state").cloned())
-        .filter(|s| !s.is_empty());
-    let state: Value = match stored.as_deref().map(serde_json::from_str::<Value>) {
+        .map_err(|e| stored.hub.err(e))?;
+    let what = match control.as_str() {
+        Some("paused") => "rollout paused",
+        Some(_) => "rollout aborted: every cluster goes back to the stable revision",
+        None => "rollout resumed (after an abort, the revision starts over at the first stage)",
+    };
+    session.say(format_args!("hub: {}: {what}", found.shown))
+}
+
+/// `rollout status`: the stored state as text, or why it cannot be read.
+async fn show_status(
+    session: &mut Session<'_>,
+    stored: &StoredState<'_>,
+    found: &HubObject,
+    strategy: &str,
+) -> Result<()> {
+    let shown = &found.shown;
+    let text = stored.read().await?.filter(|s| !s.is_empty());
+    let state: Value = match text.as_deref().map(serde_json::from_str::<Value>) {
         None => Value::Null,
         Some(Ok(state)) => state,
         Some(Err(e)) => {
             return session.print(&format!(
-                "{shown}: strategy {strategy}; the stored state {kubefed_ns}/{state_name} cannot be \
-                 read ({e}): every change is held until it is mended or deleted\n"
+                "{shown}: strategy {strategy}; the stored state {}/{} cannot be \
+                 read ({e}): every change is held until it is mended or deleted\n",
+                stored.namespace, stored.name
             ));
         }
     };
+    let annotations = found.object.metadata.annotations.as_ref();
     let control = annotations
-        .get(CONTROL_ANNOTATION)
+        .and_then(|a| a.get(CONTROL_ANNOTATION))
         .map_or("", String::as_str);
-    session.print(&render(&shown, &strategy, &state, control))
+    session.print(&render(shown, strategy, &state, control))
 }
 
 /// The status text.

@@ -2,7 +2,11 @@ use hubfed_api::federated::Placement;
 use serde_json::json;
 
 use super::*;
+use crate::desired::TargetType;
+use crate::hub::HubNamespace;
+use crate::placement::{ControlPlaneScope, NamespaceFederation};
 use crate::status::{StatusInput, compute_status};
+use crate::version::RecordedApply;
 
 struct Fixture {
     object: FederatedObject,

@@ -260,115 +260,29 @@ async fn reconcile(
     rsp: Arc<ReplicaSchedulingPreference>,
     ctx: Arc<Context>,
 ) -> Result<Action, ScheduleError> {
-    let kind = rsp.spec.target_kind.as_str();
     // Deleted RSPs are not reconciled: their refusals are forgotten here.
     ctx.refused
         .prune(|| ctx.rsps.state().iter().map(|rsp| uid(rsp)).collect());
-    let uid = uid(&rsp);
-    if let Err(refusal) = validate(&rsp.spec) {
-        // The federated object is left alone. Said once per problem, not on every wake-up
-        // (the registry and the federated object wake every RSP).
-        if ctx.refused.first(&uid, &refusal.message) {
-            warn!(
-                rsp = %key(&rsp),
-                reason = refusal.reason,
-                message = %refusal.message,
-                "not scheduled"
-            );
-            publish(
-                &ctx,
-                &rsp,
-                EventType::Warning,
-                refusal.reason,
-                refusal.message,
-            );
-        }
+    if refused(&ctx, &rsp) {
         return Ok(Action::await_change());
     }
-    ctx.refused.forget(&uid);
-    let namespace = rsp.namespace().unwrap_or_default();
-    let name = rsp.name_any();
-    let s = &ctx.scheduler;
-    let federated: Api<DynamicObject> =
-        Api::namespaced_with(s.hub.clone(), &namespace, &federated_resource(kind));
-    let object = match federated.get_opt(&name).await {
-        Ok(Some(object)) if object.metadata.deletion_timestamp.is_none() => object,
-        // Nothing to schedule (yet): its creation triggers us.
-        Ok(_) => return Ok(Action::await_change()),
-        // The kind's CRD is not installed: its type is not enabled.
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Action::await_change()),
-        Err(e) => return Err(kube_err(format!("reading {kind} {namespace}/{name}"))(e)),
+    let Some(target) = Target::read(&ctx, &rsp).await? else {
+        return Ok(Action::await_change());
     };
-    let spec: FederatedSpec = match serde_json::from_value(object.data["spec"].clone()) {
-        Ok(spec) => spec,
-        Err(e) => {
-            publish(
-                &ctx,
-                &rsp,
-                EventType::Warning,
-                "InvalidTarget",
-                format!("{kind} {namespace}/{name}: spec: {e}"),
-            );
-            return Ok(Action::await_change());
-        }
-    };
-    let clusters: Vec<ClusterInfo> = s
-        .pool
-        .clusters()
-        .iter()
-        .map(|c| ClusterInfo {
-            name: c.name.clone(),
-            labels: c.labels.clone(),
-            ready: c.ready && c.client.is_some(),
-        })
-        .collect();
-    let namespace_placement = if rsp.spec.intersect_with_cluster_selector {
-        federated_namespace(s, &namespace).await?
-    } else {
-        None
-    };
-    let namespace_federation = match &namespace_placement {
-        Some(placement) => NamespaceFederation::Federated(placement.as_ref()),
-        None if rsp.spec.intersect_with_cluster_selector => NamespaceFederation::NotFederated,
-        None => NamespaceFederation::NotApplicable,
-    };
-    let candidates = match candidate_clusters(
-        &rsp.spec,
-        spec.placement.as_ref(),
-        namespace_federation,
-        s.scope,
-        &clusters,
-    ) {
-        Ok(candidates) => candidates,
-        Err(e) => {
-            publish(
-                &ctx,
-                &rsp,
-                EventType::Warning,
-                "InvalidTarget",
-                format!("{kind} {namespace}/{name}: {e}"),
-            );
-            return Ok(Action::await_change());
-        }
-    };
-    let candidates = match chosen_by_policy(s, &namespace, &name, kind).await? {
-        Some(chosen) => candidates
-            .into_iter()
-            .filter(|c| chosen.contains(c))
-            .collect(),
-        None => candidates,
-    };
+    let candidates = candidates(&ctx, &rsp, &target).await?;
     if candidates.is_empty() {
         // KubeFed: no cluster to schedule on, nothing to do; the registry wakes us.
         return Ok(Action::await_change());
     }
-    let members = read_members(s, kind, &namespace, &name, &candidates).await?;
+    let s = &ctx.scheduler;
+    let (kind, namespace, name) = (target.kind, &target.namespace, &target.name);
+    let members = read_members(s, kind, namespace, name, &candidates).await?;
     let state = replica_state(&members);
     let workload_key = format!("{namespace}/{name}");
     let result = decide(&rsp.spec, &candidates, &state, &workload_key);
-    let mut scheduled = spec.clone();
+    let mut scheduled = target.spec.clone();
     if write_schedule(&mut scheduled, &result) {
-        write(&federated, &object, &scheduled).await?;
+        write(&target.api, &target.object, &scheduled).await?;
         let summary = describe(&result);
         info!(rsp = %workload_key, schedule = %summary, "scheduled");
         publish(
@@ -394,6 +308,137 @@ async fn reconcile(
         ),
         None if state.unsettled => Action::requeue(UNSETTLED_RECHECK),
         None => Action::requeue(RESYNC),
+    })
+}
+
+/// Whether [`validate`] refuses the RSP: its federated object is then left alone. Said once
+/// per problem, not on every wake-up (the registry and the federated object wake every RSP).
+fn refused(ctx: &Context, rsp: &ReplicaSchedulingPreference) -> bool {
+    let uid = uid(rsp);
+    let Err(refusal) = validate(&rsp.spec) else {
+        ctx.refused.forget(&uid);
+        return false;
+    };
+    if ctx.refused.first(&uid, &refusal.message) {
+        warn!(
+            rsp = %key(rsp),
+            reason = refusal.reason,
+            message = %refusal.message,
+            "not scheduled"
+        );
+        publish(
+            ctx,
+            rsp,
+            EventType::Warning,
+            refusal.reason,
+            refusal.message,
+        );
+    }
+    true
+}
+
+/// The federated object an RSP schedules, as read.
+struct Target<'a> {
+    kind: &'a str,
+    namespace: String,
+    name: String,
+    api: Api<DynamicObject>,
+    object: DynamicObject,
+    spec: FederatedSpec,
+}
+
+impl<'a> Target<'a> {
+    /// The RSP's federated object; none when there is nothing to schedule (yet: its creation
+    /// triggers us), its type is not enabled, or its spec does not decode (a Warning).
+    async fn read(
+        ctx: &Context,
+        rsp: &'a ReplicaSchedulingPreference,
+    ) -> Result<Option<Self>, ScheduleError> {
+        let kind = rsp.spec.target_kind.as_str();
+        let namespace = rsp.namespace().unwrap_or_default();
+        let name = rsp.name_any();
+        let hub = ctx.scheduler.hub.clone();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(hub, &namespace, &federated_resource(kind));
+        let object = match api.get_opt(&name).await {
+            Ok(Some(object)) if object.metadata.deletion_timestamp.is_none() => object,
+            Ok(_) => return Ok(None),
+            // The kind's CRD is not installed: its type is not enabled.
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(None),
+            Err(e) => return Err(kube_err(format!("reading {kind} {namespace}/{name}"))(e)),
+        };
+        let spec: FederatedSpec = match serde_json::from_value(object.data["spec"].clone()) {
+            Ok(spec) => spec,
+            Err(e) => {
+                invalid_target(ctx, rsp, format!("{kind} {namespace}/{name}: spec: {e}"));
+                return Ok(None);
+            }
+        };
+        Ok(Some(Self {
+            kind,
+            namespace,
+            name,
+            api,
+            object,
+            spec,
+        }))
+    }
+}
+
+/// A Warning `InvalidTarget` on the RSP.
+fn invalid_target(ctx: &Context, rsp: &ReplicaSchedulingPreference, note: String) {
+    publish(ctx, rsp, EventType::Warning, "InvalidTarget", note);
+}
+
+/// The clusters the RSP may schedule on: KubeFed's candidates among the registry's clusters,
+/// limited by a PlacementPolicy of the same name. None when the target's placement cannot
+/// be used (a Warning).
+async fn candidates(
+    ctx: &Context,
+    rsp: &ReplicaSchedulingPreference,
+    target: &Target<'_>,
+) -> Result<Vec<String>, ScheduleError> {
+    let s = &ctx.scheduler;
+    let (kind, namespace, name) = (target.kind, &target.namespace, &target.name);
+    let clusters: Vec<ClusterInfo> = s
+        .pool
+        .clusters()
+        .iter()
+        .map(|c| ClusterInfo {
+            name: c.name.clone(),
+            labels: c.labels.clone(),
+            ready: c.ready && c.client.is_some(),
+        })
+        .collect();
+    let namespace_placement = if rsp.spec.intersect_with_cluster_selector {
+        federated_namespace(s, namespace).await?
+    } else {
+        None
+    };
+    let namespace_federation = match &namespace_placement {
+        Some(placement) => NamespaceFederation::Federated(placement.as_ref()),
+        None if rsp.spec.intersect_with_cluster_selector => NamespaceFederation::NotFederated,
+        None => NamespaceFederation::NotApplicable,
+    };
+    let candidates = match candidate_clusters(
+        &rsp.spec,
+        target.spec.placement.as_ref(),
+        namespace_federation,
+        s.scope,
+        &clusters,
+    ) {
+        Ok(candidates) => candidates,
+        Err(e) => {
+            invalid_target(ctx, rsp, format!("{kind} {namespace}/{name}: {e}"));
+            return Ok(Vec::new());
+        }
+    };
+    Ok(match chosen_by_policy(s, namespace, name, kind).await? {
+        Some(chosen) => candidates
+            .into_iter()
+            .filter(|c| chosen.contains(c))
+            .collect(),
+        None => candidates,
     })
 }
 

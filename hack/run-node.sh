@@ -11,7 +11,7 @@
 # namespace, so every mount the node makes (container root file systems, pod volumes)
 # disappears with it and none is seen by the rest of the machine. On SIGTERM the kubelet
 # stops, every container is killed and deleted, then containerd stops; any process still
-# in the namespace is killed.
+# in the namespace is killed, and containerd's emptied cgroups (`k8s.io`) are removed.
 #
 # What the kubelet is told, and why:
 # - cgroupfs driver, no QoS cgroup tree, no node allocatable enforcement, failCgroupV1 off:
@@ -122,6 +122,8 @@ stop() {
     done
     kill -TERM "$containerd_pid" 2>/dev/null
     wait "$containerd_pid" || true
+    # containerd's parent cgroup of the containers, once empty (rmdir refuses otherwise).
+    rmdir /sys/fs/cgroup/*/k8s.io 2>/dev/null || true
   fi
   # Whatever is left in this mount namespace (shims): it goes with the namespace.
   self=$(readlink /proc/$$/ns/mnt)

@@ -27,45 +27,16 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use crate::cli::{DiffArgs, OutputFormat, PlanArgs};
+use crate::cli::{DiffArgs, PlanArgs};
 use crate::error::{Error, Result};
 use crate::kubeconfig::Target;
 use crate::session::Session;
 use crate::template::{FederatedKind, federated_object};
 use crate::types::{hub_object, resolve_enabled};
 
-/// What would happen in one cluster.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Change {
-    /// `after`: the object as the member's dry run returned it.
-    Create {
-        diff: String,
-        after: Value,
-    },
-    Update {
-        diff: String,
-        after: Value,
-    },
-    Unchanged,
-    Delete,
-    /// The managed label would be removed (orphaning deletion).
-    Unlabel,
-    /// An immutable field changes: the copy must be deleted and created again.
-    Recreate {
-        why: String,
-        annotated: bool,
-    },
-    /// Nothing would be done there, and why.
-    Skipped(String),
-    /// The member refused the dry run (other than for an immutable field): its message.
-    Failed(String),
-}
+mod change;
 
-impl Change {
-    fn changes(&self) -> bool {
-        !matches!(self, Self::Unchanged | Self::Skipped(_) | Self::Failed(_))
-    }
-}
+use change::{Change, report};
 
 pub async fn plan_file(session: &mut Session<'_>, args: PlanArgs) -> Result<i32> {
     let object = read_object(&args.file)?;
@@ -296,79 +267,23 @@ async fn evaluate(
         federated.uid = existing_uid(hub, ftc, namespace.as_deref(), &federated.name).await?;
     }
     let target = target_type(ftc);
-    let resource = ftc.spec.target_type.to_dynamic();
-    let mut members: BTreeMap<String, Member> = BTreeMap::new();
-    let mut observations: BTreeMap<String, MemberObservation> = BTreeMap::new();
-    for cluster in view.clusters.iter().filter(|c| c.ready) {
-        let context = contexts.get(&cluster.name).unwrap_or(&cluster.name).clone();
-        let member = match session.member(&cluster.name, &context).await {
-            Ok(member) => member,
-            Err(e) => {
-                observations.insert(
-                    cluster.name.clone(),
-                    MemberObservation::RetrievalFailed(format!(
-                        "{e} (pass --cluster-context {}=CONTEXT)",
-                        cluster.name
-                    )),
-                );
-                continue;
-            }
-        };
-        let api: Api<DynamicObject> = match (&namespace, target.namespaced) {
-            (Some(ns), true) => Api::namespaced_with(member.client.clone(), ns, &resource),
-            _ => Api::all_with(member.client.clone(), &resource),
-        };
-        match api.get_opt(&federated.name).await {
-            Ok(found) => {
-                let live = found.map(|o| serde_json::to_value(o).unwrap_or_default());
-                observations.insert(
-                    cluster.name.clone(),
-                    live.as_ref().map_or(MemberObservation::Absent, |l| {
-                        MemberObservation::Present(observe(l))
-                    }),
-                );
-                members.insert(
-                    cluster.name.clone(),
-                    Member {
-                        target: member,
-                        api,
-                        live,
-                    },
-                );
-            }
-            Err(e) => {
-                observations.insert(
-                    cluster.name.clone(),
-                    MemberObservation::RetrievalFailed(member.err(e).to_string()),
-                );
-            }
-        }
-    }
-    let scope = match view.kubefed.scope {
-        ResourceScope::Namespaced => ControlPlaneScope::Namespaced,
-        ResourceScope::Cluster => ControlPlaneScope::Cluster,
-    };
-    let namespace_federation = if !target.namespaced || target.is_namespace() {
-        NamespaceFederation::NotApplicable
-    } else {
-        match &view.namespace_placement {
-            Some(placement) => NamespaceFederation::Federated(placement.as_ref()),
-            None => NamespaceFederation::NotFederated,
-        }
-    };
-    let adopt = view
-        .kubefed
-        .sync_controller
-        .as_ref()
-        .and_then(|s| s.adopt_resources)
-        .is_none_or(|a| a.is_enabled());
+    let ready: Vec<&ClusterInfo> = view.clusters.iter().filter(|c| c.ready).collect();
+    let (members, observations) = observe_members(
+        session,
+        &ready,
+        contexts,
+        ftc,
+        namespace.as_deref(),
+        &federated.name,
+    )
+    .await;
     let (identities, duplicates, recorded) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let decided = plan(&PlanInput {
         object: &federated,
         target: &target,
         clusters: &view.clusters,
-        namespace: namespace_federation,
-        scope,
+        namespace: namespace_federation(&target, &view),
+        scope: control_plane_scope(&view.kubefed),
         kubefed_namespace: &kubefed_ns,
         control_plane: view.control_plane.as_deref(),
         identities: &identities,
@@ -376,7 +291,7 @@ async fn evaluate(
         // A manifest cannot be applied in a namespace being deleted.
         containing_namespace: ContainingNamespace::Active,
         duplicates: &duplicates,
-        adopt_resources: adopt,
+        adopt_resources: adopts_resources(&view.kubefed),
         members: &observations,
         recorded: &recorded,
     });
@@ -401,6 +316,97 @@ async fn evaluate(
         changes.push((cluster.name.clone(), change));
     }
     Ok(changes)
+}
+
+/// Each of `clusters` as the plan observes it, with the live copy of `name` and the client
+/// to dry-run against; a member that cannot be reached or read is a failed retrieval.
+async fn observe_members(
+    session: &mut Session<'_>,
+    clusters: &[&ClusterInfo],
+    contexts: &BTreeMap<String, String>,
+    ftc: &FederatedTypeConfig,
+    namespace: Option<&str>,
+    name: &str,
+) -> (
+    BTreeMap<String, Member>,
+    BTreeMap<String, MemberObservation>,
+) {
+    let resource = ftc.spec.target_type.to_dynamic();
+    let namespaced = ftc.spec.target_type.namespaced();
+    let mut members: BTreeMap<String, Member> = BTreeMap::new();
+    let mut observations: BTreeMap<String, MemberObservation> = BTreeMap::new();
+    for cluster in clusters {
+        let context = contexts.get(&cluster.name).unwrap_or(&cluster.name).clone();
+        let member = match session.member(&cluster.name, &context).await {
+            Ok(member) => member,
+            Err(e) => {
+                observations.insert(
+                    cluster.name.clone(),
+                    MemberObservation::RetrievalFailed(format!(
+                        "{e} (pass --cluster-context {}=CONTEXT)",
+                        cluster.name
+                    )),
+                );
+                continue;
+            }
+        };
+        let api: Api<DynamicObject> = match (namespace, namespaced) {
+            (Some(ns), true) => Api::namespaced_with(member.client.clone(), ns, &resource),
+            _ => Api::all_with(member.client.clone(), &resource),
+        };
+        match api.get_opt(name).await {
+            Ok(found) => {
+                let live = found.map(|o| serde_json::to_value(o).unwrap_or_default());
+                observations.insert(
+                    cluster.name.clone(),
+                    live.as_ref().map_or(MemberObservation::Absent, |l| {
+                        MemberObservation::Present(observe(l))
+                    }),
+                );
+                let member = Member {
+                    target: member,
+                    api,
+                    live,
+                };
+                members.insert(cluster.name.clone(), member);
+            }
+            Err(e) => {
+                observations.insert(
+                    cluster.name.clone(),
+                    MemberObservation::RetrievalFailed(member.err(e).to_string()),
+                );
+            }
+        }
+    }
+    (members, observations)
+}
+
+fn control_plane_scope(kubefed: &KubeFedConfigSpec) -> ControlPlaneScope {
+    match kubefed.scope {
+        ResourceScope::Namespaced => ControlPlaneScope::Namespaced,
+        ResourceScope::Cluster => ControlPlaneScope::Cluster,
+    }
+}
+
+/// Whether the object's namespace is federated, and where (a namespaced target other than
+/// `Namespace` itself only).
+fn namespace_federation<'a>(target: &TargetType, view: &'a HubView) -> NamespaceFederation<'a> {
+    if !target.namespaced || target.is_namespace() {
+        return NamespaceFederation::NotApplicable;
+    }
+    match &view.namespace_placement {
+        Some(placement) => NamespaceFederation::Federated(placement.as_ref()),
+        None => NamespaceFederation::NotFederated,
+    }
+}
+
+/// The KubeFedConfig's `adoptResources`, enabled unless said otherwise.
+fn adopts_resources(kubefed: &KubeFedConfigSpec) -> bool {
+    kubefed
+        .sync_controller
+        .as_ref()
+        .and_then(|s| s.adopt_resources)
+        .is_none_or(|a| a.is_enabled())
 }
 
 async fn existing_uid(
@@ -537,130 +543,4 @@ fn normalized(object: &Value) -> String {
         }
     }
     serde_yaml_ng::to_string(&object).unwrap_or_default()
-}
-
-fn report(
-    session: &mut Session<'_>,
-    changes: &[(String, Change)],
-    output: Option<OutputFormat>,
-) -> Result<i32> {
-    let out = match output {
-        None => text(changes),
-        Some(format) => crate::ops::render(&[document(changes)], format)?,
-    };
-    session.print(&out)?;
-    Ok(exit_code(changes))
-}
-
-/// `kubectl diff`'s error code: 1 means changes.
-const EXIT_DIFF_ERROR: i32 = 2;
-
-/// 2 when a member refused a dry run, else 1 when something would change, else 0.
-fn exit_code(changes: &[(String, Change)]) -> i32 {
-    if changes.iter().any(|(_, c)| matches!(c, Change::Failed(_))) {
-        EXIT_DIFF_ERROR
-    } else {
-        i32::from(changes.iter().any(|(_, c)| c.changes()))
-    }
-}
-
-fn text(changes: &[(String, Change)]) -> String {
-    let mut out = String::new();
-    for (cluster, change) in changes {
-        match change {
-            Change::Create { diff, .. } => out.push_str(&format!("{cluster}: create\n{diff}")),
-            Change::Update { diff, .. } => out.push_str(&format!("{cluster}: update\n{diff}")),
-            Change::Unchanged => out.push_str(&format!("{cluster}: unchanged\n")),
-            Change::Delete => out.push_str(&format!("{cluster}: delete (no longer placed)\n")),
-            Change::Unlabel => out.push_str(&format!("{cluster}: unlabel (orphaned: kept, no longer managed)\n")),
-            Change::Recreate { why, annotated: true } => out.push_str(&format!(
-                "{cluster}: recreate (an immutable field changes; hubfed.io/recreate-on-immutable-change deletes and creates it again): {why}\n"
-            )),
-            Change::Recreate { why, annotated: false } => out.push_str(&format!(
-                "{cluster}: needs recreation (an immutable field changes; the update would fail unless the object is annotated hubfed.io/recreate-on-immutable-change: \"true\"): {why}\n"
-            )),
-            Change::Skipped(why) => out.push_str(&format!("{cluster}: skipped ({why})\n")),
-            Change::Failed(why) => out.push_str(&format!("{cluster}: error ({why})\n")),
-        }
-    }
-    out
-}
-
-/// `-o yaml|json`: `{clusters: [{cluster, change, after?, message?}]}`.
-fn document(changes: &[(String, Change)]) -> Value {
-    let entries: Vec<Value> = changes
-        .iter()
-        .map(|(cluster, change)| {
-            let (kind, after, message) = match change {
-                Change::Create { after, .. } => ("create", Some(after), None),
-                Change::Update { after, .. } => ("update", Some(after), None),
-                Change::Unchanged => ("unchanged", None, None),
-                Change::Delete => ("delete", None, None),
-                Change::Unlabel => ("unlabel", None, None),
-                Change::Recreate { why, annotated } => (
-                    if *annotated {
-                        "recreate"
-                    } else {
-                        "needs-recreation"
-                    },
-                    None,
-                    Some(why),
-                ),
-                Change::Skipped(why) => ("skipped", None, Some(why)),
-                Change::Failed(why) => ("error", None, Some(why)),
-            };
-            let mut entry = serde_json::json!({"cluster": cluster, "change": kind});
-            if let Some(after) = after {
-                entry["after"] = after.clone();
-            }
-            if let Some(message) = message {
-                entry["message"] = Value::from(message.as_str());
-            }
-            entry
-        })
-        .collect();
-    serde_json::json!({ "clusters": entries })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A member that refuses one dry run is that cluster's error, not the command's: the other
-    /// clusters are shown, and the exit code is 2 at the end.
-    #[test]
-    fn a_refused_dry_run_is_its_clusters_error() {
-        let changes = vec![
-            (
-                "member1".to_owned(),
-                Change::Create {
-                    diff: "+a\n".to_owned(),
-                    after: serde_json::json!({"kind": "ConfigMap"}),
-                },
-            ),
-            (
-                "member2".to_owned(),
-                Change::Failed("member2: ConfigMap \"x\" is invalid".to_owned()),
-            ),
-            (
-                "member3".to_owned(),
-                Change::Skipped("not placed".to_owned()),
-            ),
-        ];
-        assert_eq!(
-            text(&changes),
-            "member1: create\n+a\nmember2: error (member2: ConfigMap \"x\" is invalid)\nmember3: skipped (not placed)\n"
-        );
-        assert_eq!(exit_code(&changes), EXIT_DIFF_ERROR);
-        assert_eq!(exit_code(&changes[..1]), 1);
-        assert_eq!(exit_code(&changes[2..]), 0);
-        assert_eq!(
-            document(&changes),
-            serde_json::json!({"clusters": [
-                {"cluster": "member1", "change": "create", "after": {"kind": "ConfigMap"}},
-                {"cluster": "member2", "change": "error", "message": "member2: ConfigMap \"x\" is invalid"},
-                {"cluster": "member3", "change": "skipped", "message": "not placed"},
-            ]})
-        );
-    }
 }

@@ -43,11 +43,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Result;
-use crate::placement::ClusterInfo;
-use crate::plan::{ClusterAction, ClusterPlan};
-use crate::selector::Selector;
-use crate::status::{ClusterOutcome, PropagationStatus};
+use crate::plan::ClusterAction;
+use crate::status::PropagationStatus;
 
 pub use hubfed_api::scheduling::{RolloutStage as Stage, RolloutStrategySpec as RolloutStrategy};
 
@@ -61,143 +58,20 @@ pub const CONTROL_ANNOTATION: &str = "hubfed.io/rollout";
 /// The revision an abort was asked for (`hubfedctl rollout abort` writes it with
 /// [`CONTROL_ANNOTATION`]): the abort belongs to that revision only ([`controls`]).
 pub const ABORT_REVISION_ANNOTATION: &str = "hubfed.io/rollout-aborted-revision";
-/// Prefix of the state ConfigMaps' names.
-pub const STATE_PREFIX: &str = "hubfed-rollout.";
-/// Annotation of a state ConfigMap: the object it belongs to, [`state_key`].
-pub const STATE_OBJECT_ANNOTATION: &str = "hubfed.io/rollout-object";
 
-/// Annotation of a state ConfigMap: the UID of the object it belongs to ([`state_belongs`]).
-pub const STATE_UID_ANNOTATION: &str = "hubfed.io/rollout-object-uid";
+mod batches;
+mod failures;
+mod revision;
+mod store;
 
-/// Whether a stored state belongs to the object with `uid`: the state of an earlier object of
-/// the same name (deleted, then created again) does not — its revisions and stable spec are
-/// not this object's, which starts afresh. A state stored without a UID is taken as the
-/// object's.
-pub fn state_belongs(stored_uid: Option<&str>, uid: Option<&str>) -> bool {
-    match (stored_uid, uid) {
-        (Some(stored), Some(uid)) => stored == uid,
-        _ => true,
-    }
-}
-
-/// Whether the state ConfigMap, in the control plane's namespace, can name the federated
-/// object as its owner, so that Kubernetes' garbage collector deletes it with the object:
-/// owner references never cross namespaces, so only a cluster-scoped object or one in the
-/// control plane's own namespace. The controller deletes the others' state itself when the
-/// object is deleted.
-pub fn state_owned_by_object(namespace: Option<&str>, kubefed_namespace: &str) -> bool {
-    namespace.is_none_or(|ns| ns == kubefed_namespace)
-}
-
-/// The full identity of a federated object's rollout state: `<federated kind>/<namespace>/<name>`
-/// (`<federated kind>/<name>` for a cluster-scoped object); kept in the state ConfigMap's
-/// [`STATE_OBJECT_ANNOTATION`], since its name may be shortened.
-pub fn state_key(federated_kind: &str, namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(namespace) => format!("{federated_kind}/{namespace}/{name}"),
-        None => format!("{federated_kind}/{name}"),
-    }
-}
-
-/// The name of the ConfigMap holding a federated object's rollout state, the one spelling the
-/// controller and `hubfedctl` share: `hubfed-rollout.<kind>.<namespace>.<name>-<hash>`
-/// (`hubfed-rollout.<kind>.<name>-<hash>` for a cluster-scoped object), lower-cased, characters
-/// a ConfigMap name cannot hold (`:`, `_`, ...) replaced by `-`, shortened to fit 253
-/// characters; `<hash>` (10 hex digits of the md5 of [`state_key`]) keeps distinct objects
-/// apart however their names were shortened or rewritten. Always a valid DNS-1123 subdomain.
-pub fn state_name(federated_kind: &str, namespace: Option<&str>, name: &str) -> String {
-    use md5::{Digest, Md5};
-    let key = state_key(federated_kind, namespace, name);
-    let hash = hex::encode(Md5::digest(key.as_bytes()));
-    let suffix = format!("-{}", &hash[..10]);
-    let readable: String = [Some(federated_kind), namespace, Some(name)]
-        .into_iter()
-        .flatten()
-        .map(|part| {
-            let part: String = part
-                .chars()
-                .map(|c| match c.to_ascii_lowercase() {
-                    c @ ('a'..='z' | '0'..='9' | '-' | '.') => c,
-                    _ => '-',
-                })
-                .collect();
-            // Every label (between dots) starts and ends with a letter or digit.
-            part.split('.')
-                .map(|label| label.trim_matches('-'))
-                .filter(|label| !label.is_empty())
-                .collect::<Vec<_>>()
-                .join(".")
-        })
-        .filter(|part| !part.is_empty())
-        .collect::<Vec<_>>()
-        .join(".");
-    let room = crate::validation::DNS1123_SUBDOMAIN_MAX_LENGTH - STATE_PREFIX.len() - suffix.len();
-    let cut: String = readable.chars().take(room).collect();
-    let cut = cut.trim_end_matches(['-', '.']);
-    let readable = if cut.is_empty() { "object" } else { cut };
-    format!("{STATE_PREFIX}{readable}{suffix}")
-}
-
-/// A batch of clusters gated together, with the stage it belongs to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Batch {
-    pub stage: String,
-    pub clusters: Vec<String>,
-}
-
-/// The batches of `strategy` over the placed `clusters`, in order.
-pub fn batches(strategy: &RolloutStrategy, clusters: &[ClusterInfo]) -> Result<Vec<Batch>> {
-    let mut left: Vec<&ClusterInfo> = clusters.iter().collect();
-    left.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut stages: Vec<(String, Vec<String>)> = Vec::new();
-    for stage in &strategy.stages {
-        let selector = match &stage.cluster_selector {
-            Some(selector) => Some(Selector::new(Some(selector))?),
-            None => None,
-        };
-        let takes_rest = stage.clusters.is_empty() && selector.is_none();
-        let (taken, rest): (Vec<&ClusterInfo>, Vec<&ClusterInfo>) =
-            left.into_iter().partition(|c| {
-                takes_rest
-                    || stage.clusters.contains(&c.name)
-                    || selector.as_ref().is_some_and(|s| s.matches(&c.labels))
-            });
-        left = rest;
-        stages.push((
-            stage.name.clone(),
-            taken.into_iter().map(|c| c.name.clone()).collect(),
-        ));
-    }
-    if !left.is_empty() {
-        stages.push((
-            "remaining".to_owned(),
-            left.into_iter().map(|c| c.name.clone()).collect(),
-        ));
-    }
-    let by_count = strategy
-        .max_clusters_per_batch
-        .filter(|n| *n > 0)
-        .map_or(usize::MAX, |n| n as usize);
-    Ok(stages
-        .into_iter()
-        .filter(|(_, clusters)| !clusters.is_empty())
-        .flat_map(|(stage, clusters)| {
-            let by_percent = strategy
-                .max_percent_per_batch
-                .filter(|p| *p > 0)
-                .map_or(usize::MAX, |p| {
-                    (clusters.len() * p.min(100) as usize).div_ceil(100).max(1)
-                });
-            clusters
-                .chunks(by_count.min(by_percent))
-                .map(|chunk| Batch {
-                    stage: stage.clone(),
-                    clusters: chunk.to_vec(),
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect())
-}
+pub(crate) use batches::merge_membership;
+pub use batches::{Batch, batches};
+pub use failures::{apply_failures, halts_rollout, is_refusal, record_failures};
+pub use revision::{DELETED_REVISION, deletion_strategy, removals, revision};
+pub use store::{
+    Fit, STATE_DATA_LIMIT, STATE_OBJECT_ANNOTATION, STATE_PREFIX, STATE_UID_ANNOTATION, StoredData,
+    fit, read_state, state_belongs, state_key, state_name, state_owned_by_object,
+};
 
 /// What one placed cluster reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -458,66 +332,6 @@ pub fn hold(previous: Option<&RolloutState>, revision: &str, why: &str, now: i64
     }
 }
 
-/// What a state ConfigMap's data holds: the state, and the specs of its revision and of the
-/// stable revision.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StoredData {
-    pub state: Option<RolloutState>,
-    pub current: Option<hubfed_api::federated::FederatedSpec>,
-    pub stable: Option<hubfed_api::federated::FederatedSpec>,
-}
-
-/// Reads a state ConfigMap's `data` (keys `state`, `current`, `stable`; absent or empty: none).
-/// A value that is there but cannot be read is an error, never "no state": the rollout can
-/// neither go on nor start afresh (that would send the next revision everywhere at once), so
-/// every change is held until the ConfigMap is mended or deleted.
-pub fn read_state(data: &BTreeMap<String, String>) -> std::result::Result<StoredData, String> {
-    fn read<T: serde::de::DeserializeOwned>(
-        data: &BTreeMap<String, String>,
-        key: &str,
-    ) -> std::result::Result<Option<T>, String> {
-        match data.get(key).filter(|v| !v.is_empty()) {
-            None => Ok(None),
-            Some(v) => serde_json::from_str(v)
-                .map(Some)
-                .map_err(|e| format!("{key}: {e}")),
-        }
-    }
-    Ok(StoredData {
-        state: read(data, "state")?,
-        current: read(data, "current")?,
-        stable: read(data, "stable")?,
-    })
-}
-
-/// How many bytes of data a state ConfigMap may hold: a ConfigMap holds at most 1 MiB
-/// (1,048,576 bytes), less room for its metadata.
-pub const STATE_DATA_LIMIT: usize = 1_000_000;
-
-/// What of a rollout's state fits in its ConfigMap ([`STATE_DATA_LIMIT`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fit {
-    /// The state and both specs.
-    All,
-    /// The state and the current revision's spec: the stable revision's spec is dropped (an
-    /// abort then cannot write it back, and says so).
-    WithoutStable,
-    /// Not even the state and the current spec: the object is not staged ([`too_large`]).
-    TooLarge,
-}
-
-/// What of a state of `state` bytes with specs of `current` and `stable` bytes (serialized)
-/// fits in its ConfigMap.
-pub fn fit(state: usize, current: usize, stable: usize) -> Fit {
-    if state + current + stable <= STATE_DATA_LIMIT {
-        Fit::All
-    } else if state + current <= STATE_DATA_LIMIT {
-        Fit::WithoutStable
-    } else {
-        Fit::TooLarge
-    }
-}
-
 /// The rollout of `revision` when its state does not fit in a ConfigMap ([`Fit::TooLarge`],
 /// or the API server refused it as too large): never blocked for good, it goes to every
 /// cluster at once (`goes_out`), and is stored as completed without a spec, with why
@@ -533,80 +347,6 @@ pub fn too_large(previous: Option<&RolloutState>, revision: &str, why: &str, now
         },
         goes_out: true,
         publish: previous.and_then(|p| p.unstaged.as_deref()) != Some(why),
-    }
-}
-
-/// Keeps the stored membership in step with placement: a new rollout takes `current`; a
-/// cluster no longer placed leaves its batch (and what it was given: its copy is gone); a
-/// cluster placed since joins by its stage (module doc).
-fn merge_membership(
-    strategy: &RolloutStrategy,
-    state: &mut RolloutState,
-    current: &[Batch],
-    now: i64,
-) {
-    if state.batches.is_empty() {
-        state.batches = current.to_vec();
-        return;
-    }
-    let placed: BTreeMap<&str, &str> = current
-        .iter()
-        .flat_map(|b| b.clusters.iter().map(|c| (c.as_str(), b.stage.as_str())))
-        .collect();
-    for batch in &mut state.batches {
-        batch.clusters.retain(|c| placed.contains_key(c.as_str()));
-    }
-    state.reached.retain(|c| placed.contains_key(c.as_str()));
-    let order = |stage: &str| {
-        strategy
-            .stages
-            .iter()
-            .position(|s| s.name == stage)
-            .unwrap_or(strategy.stages.len())
-    };
-    let known: std::collections::BTreeSet<String> = state
-        .batches
-        .iter()
-        .flat_map(|b| b.clusters.iter().cloned())
-        .collect();
-    for (cluster, stage) in placed {
-        if known.contains(cluster) {
-            continue;
-        }
-        let at = state.batch.min(state.batches.len() - 1);
-        let later = state.batch < state.batches.len()
-            && order(stage) > order(&state.batches[state.batch].stage);
-        let index = if later {
-            match (at + 1..state.batches.len())
-                .rev()
-                .find(|&i| state.batches[i].stage == stage)
-            {
-                Some(i) => i,
-                None => {
-                    let i = (at + 1..state.batches.len())
-                        .find(|&i| order(&state.batches[i].stage) > order(stage))
-                        .unwrap_or(state.batches.len());
-                    state.batches.insert(
-                        i,
-                        Batch {
-                            stage: stage.to_owned(),
-                            clusters: Vec::new(),
-                        },
-                    );
-                    i
-                }
-            }
-        } else {
-            // Its stage is under way or done: gated with the current batch.
-            if state.batch == at && state.phase == Phase::Progressing {
-                state.batch_started = now;
-                state.ready_since = None;
-            }
-            at
-        };
-        let clusters = &mut state.batches[index].clusters;
-        clusters.push(cluster.to_owned());
-        clusters.sort();
     }
 }
 
@@ -729,67 +469,6 @@ fn advance(
     }
 }
 
-/// The revision of a federated object under a strategy — what a rollout carries, stage by
-/// stage: its template and overrides (KubeFed's versions) and the clusters it is placed in,
-/// each shortened: `<template>-<overrides>-<placement>`. A placement change is a new revision
-/// like a template change: the clusters it adds get their copy, and those it drops lose theirs,
-/// when their stage comes.
-pub fn revision(
-    template_version: &str,
-    overrides_version: &str,
-    placed: &std::collections::BTreeSet<String>,
-) -> String {
-    use md5::{Digest, Md5};
-    let short = |v: &str| v.chars().take(10).collect::<String>();
-    let clusters = placed.iter().cloned().collect::<Vec<_>>().join(",");
-    let placement = hex::encode(Md5::digest(clusters.as_bytes()));
-    format!(
-        "{}-{}-{}",
-        short(template_version),
-        short(overrides_version),
-        &placement[..8]
-    )
-}
-
-/// The revision of a federated object being deleted: its copies go stage by stage.
-pub const DELETED_REVISION: &str = "deleted";
-
-/// The strategy a deletion is staged by (revision [`DELETED_REVISION`], covering the clusters
-/// that hold a copy, [`removals`]): the object's, without a ready deadline — a deletion never
-/// halts, since a halted deletion would keep the object and its finalizer for good; a copy
-/// slow to go holds up the next stage until it is gone (a cluster that is not ready holds up
-/// nothing: its copy is left to garbage collection, as without a strategy). Pause holds a
-/// deletion like any rollout; abort does not apply (nothing to go back to).
-pub fn deletion_strategy(strategy: &RolloutStrategy) -> RolloutStrategy {
-    RolloutStrategy {
-        ready_deadline_seconds: Some(u32::MAX),
-        ..strategy.clone()
-    }
-}
-
-/// The clusters, besides the placed ones, that a rollout covers: those no longer placed whose
-/// copy the plan removes (deletes, unlabels, or waits to see gone), so that a removal waits for
-/// its stage too. Such a cluster has the revision once its copy is gone. `clusters` and
-/// `placed` are a plan's.
-pub fn removals(
-    clusters: &[ClusterPlan],
-    placed: &std::collections::BTreeSet<String>,
-) -> Vec<String> {
-    clusters
-        .iter()
-        .filter(|c| !placed.contains(&c.cluster))
-        .filter(|c| {
-            matches!(
-                c.action,
-                ClusterAction::Delete(_)
-                    | ClusterAction::RemoveManagedLabel
-                    | ClusterAction::WaitForRemoval
-            )
-        })
-        .map(|c| c.cluster.clone())
-        .collect()
-}
-
 /// The action for a cluster the rollout does not give the current revision (yet), instead of
 /// `action`, the plan's for that revision: nothing is written there. What the plan found
 /// wrong there (not ready, a cache that could not be read, ...) is reported as it is; an
@@ -835,76 +514,6 @@ pub fn pending_message(state: &RolloutState, cluster: &str, removal: bool) -> St
             format!("the rollout of {revision} has not reached stage {stage}; {keeps}")
         }
     }
-}
-
-/// Whether a failed apply halts a rollout: the member refused the object (a transient failure
-/// with the same status does not: [`apply_failures`]), or it could not be computed. A cluster not ready, a cache or client that could not be read, a request that
-/// timed out are not the revision's fault; they get no halt of their own (the ready deadline
-/// covers a cluster that stays unreachable).
-pub fn halts_rollout(status: PropagationStatus) -> bool {
-    matches!(
-        status,
-        PropagationStatus::CreationFailed
-            | PropagationStatus::UpdateFailed
-            | PropagationStatus::ApplyOverridesFailed
-            | PropagationStatus::ComputeResourceFailed
-            | PropagationStatus::FieldRetentionFailed
-            | PropagationStatus::AlreadyExists
-    )
-}
-
-/// Whether a member's answer to a write refuses the object itself: an API error of the 4xx
-/// class, except 408 (timeout), 409 (a conflict, retried) and 429 (too many requests). No
-/// answer at all (`None`: a connection reset, a timeout) and 5xx server errors are transient:
-/// they say nothing of the revision.
-pub fn is_refusal(code: Option<u16>) -> bool {
-    matches!(code, Some(c) if (400..500).contains(&c) && !matches!(c, 408 | 409 | 429))
-}
-
-/// The failures, among one reconcile's `outcomes`, of the applies of the revision being rolled
-/// out: clusters in `applied` (the ones the reconcile applied it to) whose outcome
-/// [`halts_rollout`], as `<status>: <message>` — except those in `transient`, whose write
-/// failed without the member refusing it ([`is_refusal`]): retried, never a halt.
-pub fn apply_failures(
-    applied: &[String],
-    outcomes: &[ClusterOutcome],
-    transient: &std::collections::BTreeSet<String>,
-) -> BTreeMap<String, String> {
-    outcomes
-        .iter()
-        .filter(|o| applied.contains(&o.cluster) && halts_rollout(o.status))
-        .filter(|o| !transient.contains(&o.cluster))
-        .map(|o| {
-            let message = o.message.as_deref().unwrap_or_default();
-            (o.cluster.clone(), format!("{}: {message}", o.status))
-        })
-        .collect()
-}
-
-/// Records the failed applies of `state.revision` ([`apply_failures`]): a progressing rollout
-/// halts at once. Returns the events (`RolloutHalted`).
-pub fn record_failures(
-    state: &mut RolloutState,
-    failures: BTreeMap<String, String>,
-) -> Vec<(&'static str, String)> {
-    let mut events = Vec::new();
-    if failures.is_empty() {
-        return events;
-    }
-    state.failures.extend(failures);
-    if state.phase == Phase::Progressing
-        && let Some((cluster, error)) = state.failures.iter().next()
-    {
-        let why = format!("{cluster}: apply failed: {error}");
-        let stage = state.batches.get(state.batch).map_or_else(
-            || "-".to_owned(),
-            |b| format!("{} ({})", b.stage, b.clusters.join(", ")),
-        );
-        events.push(("RolloutHalted", format!("stage {stage}: {why}")));
-        state.phase = Phase::Halted;
-        state.halted = Some(why);
-    }
-    events
 }
 
 #[cfg(test)]

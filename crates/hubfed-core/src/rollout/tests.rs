@@ -3,6 +3,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::*;
+use crate::placement::ClusterInfo;
+use crate::status::ClusterOutcome;
 
 const NOW: i64 = 1_800_000_000;
 

@@ -93,16 +93,7 @@ pub struct Agent {
 pub fn main() {
     let args = Args::parse();
     crate::process::init_logging(&args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the tokio runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let runtime = crate::process::runtime();
     let code = runtime.block_on(async {
         match serve(args).await {
             Ok(()) => 0,

@@ -1,8 +1,16 @@
 //! Recording Events without holding up the caller.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::debug;
+
+/// The reporter of `controller`'s Events, its instance this pod (`HOSTNAME`).
+pub fn reporter(controller: impl Into<String>) -> Reporter {
+    Reporter {
+        controller: controller.into(),
+        instance: std::env::var("HOSTNAME").ok(),
+    }
+}
 
 /// Records an Event on `reference` in the background (notes are cut at 1,024 characters, the
 /// API's limit); a failure to record is logged at debug level, never an error of the caller.

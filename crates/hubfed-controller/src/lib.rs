@@ -13,6 +13,7 @@ mod run;
 pub mod schedule;
 mod settings;
 pub mod sync;
+mod watch;
 pub mod webhook;
 
 pub use run::{LEASE_NAME, run, run_with};

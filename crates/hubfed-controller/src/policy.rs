@@ -17,7 +17,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::scheduling::{
     ChosenCluster, FailedOver as FailedOverStatus, PlacementPolicy, PlacementPolicyStatus,
@@ -29,14 +28,16 @@ use hubfed_core::schedule::{TARGET_KINDS, rsp_writes_placement};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::clusters::MemberClientPool;
+use crate::events::reporter;
+use crate::watch::{changes, drive, scope_namespace, scoped};
 
 /// How often a policy is looked at again when nothing else wakes it.
 pub const RESYNC: Duration = Duration::from_secs(30);
@@ -89,29 +90,17 @@ impl PolicyController {
     /// Runs the controller until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let hub = self.hub.clone();
-        let policies: Api<PlacementPolicy> = if self.scope == ControlPlaneScope::Namespaced {
-            Api::namespaced(hub.clone(), &self.kubefed_namespace)
-        } else {
-            Api::all(hub.clone())
-        };
-        let registry = futures::stream::unfold(self.pool.subscribe(), |mut changes| async move {
-            changes.changed().await.ok()?;
-            Some(((), changes))
-        });
+        let namespace = scope_namespace(self.scope, &self.kubefed_namespace);
+        let policies: Api<PlacementPolicy> = scoped(&hub, namespace);
         let mut controller = Controller::new(policies, watcher::Config::default())
-            .reconcile_all_on(registry)
+            .reconcile_all_on(changes(self.pool.subscribe()))
             .graceful_shutdown_on(shutdown.cancelled_owned());
         if self.rsp_scheduler {
             // Whether an RSP of the same name writes the placement changes with the RSP: one
             // created, fixed, broken or deleted wakes the policy of its namespace and name (a
             // policy that does not exist is not reconciled). Only when the RSP scheduler runs:
             // otherwise RSPs never matter. Backoff: the RSP CRD may not be installed.
-            let rsps: Api<ReplicaSchedulingPreference> =
-                if self.scope == ControlPlaneScope::Namespaced {
-                    Api::namespaced(hub.clone(), &self.kubefed_namespace)
-                } else {
-                    Api::all(hub.clone())
-                };
+            let rsps: Api<ReplicaSchedulingPreference> = scoped(&hub, namespace);
             let stream = watcher(rsps, watcher::Config::default())
                 .default_backoff()
                 .touched_objects();
@@ -120,23 +109,14 @@ impl PolicyController {
                 Some(ObjectRef::<PlacementPolicy>::new(&rsp.name_any()).within(&namespace))
             });
         }
-        let reporter = Reporter {
-            controller: "placementpolicy-controller".to_owned(),
-            instance: std::env::var("HOSTNAME").ok(),
-        };
+        let reporter = reporter("placementpolicy-controller");
         let ctx = Arc::new(Context {
             recorder: Recorder::new(hub, reporter),
             controller: self,
         });
         info!("PlacementPolicy controller started");
-        controller
-            .run(reconcile, error_policy, ctx)
-            .for_each(|result| async move {
-                if let Err(e) = result {
-                    debug!(error = %e, "PlacementPolicy controller");
-                }
-            })
-            .await;
+        let results = controller.run(reconcile, error_policy, ctx);
+        drive(results, "PlacementPolicy controller").await;
     }
 }
 

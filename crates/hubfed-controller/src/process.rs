@@ -101,11 +101,9 @@ async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Parses the flags, runs the process and exits with its code.
-pub fn main() {
-    let args = Args::parse();
-    init_logging(&args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+/// The multi-threaded tokio runtime a binary runs in; the process exits when it cannot start.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
@@ -114,7 +112,14 @@ pub fn main() {
             eprintln!("error: cannot start the tokio runtime: {e}");
             exit(1);
         }
-    };
+    }
+}
+
+/// Parses the flags, runs the process and exits with its code.
+pub fn main() {
+    let args = Args::parse();
+    init_logging(&args.log_format);
+    let runtime = runtime();
     let code = runtime.block_on(serve(args));
     // The runtime is not dropped: that would wait for every blocking task, and abandoned tasks
     // may still wait on an unreachable hub. Exiting ends them all.

@@ -93,7 +93,7 @@ async fn valid_kubefed_config(
 /// A Warning Event `InvalidConfiguration` on the KubeFedConfig; failures are only logged.
 async fn report_invalid_config(hub: &Client, namespace: &str, message: &str) {
     use kube::Resource as _;
-    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    use kube::runtime::events::{Event, EventType, Recorder};
     let api: Api<KubeFedConfig> = Api::namespaced(hub.clone(), namespace);
     // Its metadata only: a spec that does not decode still gets its Event.
     let Ok(Ok(config)) = tokio::time::timeout(
@@ -104,10 +104,7 @@ async fn report_invalid_config(hub: &Client, namespace: &str, message: &str) {
     else {
         return;
     };
-    let reporter = Reporter {
-        controller: "hubfed-controller".to_owned(),
-        instance: std::env::var("HOSTNAME").ok(),
-    };
+    let reporter = crate::events::reporter("hubfed-controller");
     let event = Event {
         type_: EventType::Warning,
         reason: "InvalidConfiguration".to_owned(),

@@ -19,7 +19,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use hubfed_api::federated::FederatedSpec;
 use hubfed_api::scheduling::{PlacementPolicy, ReplicaSchedulingPreference};
 use hubfed_core::placement::{ClusterInfo, ControlPlaneScope, NamespaceFederation};
@@ -32,15 +31,17 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::clusters::MemberClientPool;
+use crate::events::reporter;
 use crate::metrics::METRICS;
+use crate::watch::{changes, drive, scope_namespace, scoped, scoped_with};
 
 /// How often an RSP whose members have not all replicas ready is looked at again.
 pub const UNSETTLED_RECHECK: Duration = Duration::from_secs(10);
@@ -153,26 +154,14 @@ impl Scheduler {
     /// Runs the controller until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let hub = self.hub.clone();
-        let namespaced = self.scope == ControlPlaneScope::Namespaced;
-        let rsps: Api<ReplicaSchedulingPreference> = if namespaced {
-            Api::namespaced(hub.clone(), &self.kubefed_namespace)
-        } else {
-            Api::all(hub.clone())
-        };
-        let registry = futures::stream::unfold(self.pool.subscribe(), |mut changes| async move {
-            changes.changed().await.ok()?;
-            Some(((), changes))
-        });
+        let namespace = scope_namespace(self.scope, &self.kubefed_namespace);
+        let rsps: Api<ReplicaSchedulingPreference> = scoped(&hub, namespace);
         let mut controller = Controller::new(rsps, watcher::Config::default())
-            .reconcile_all_on(registry)
+            .reconcile_all_on(changes(self.pool.subscribe()))
             .graceful_shutdown_on(shutdown.cancelled_owned());
         for kind in TARGET_KINDS {
             let resource = federated_resource(kind);
-            let api: Api<DynamicObject> = if namespaced {
-                Api::namespaced_with(hub.clone(), &self.kubefed_namespace, &resource)
-            } else {
-                Api::all_with(hub.clone(), &resource)
-            };
+            let api = scoped_with(&hub, namespace, &resource);
             // Backoff: the kind's CRD exists only once its type is enabled.
             let stream = watcher(api, watcher::Config::default())
                 .default_backoff()
@@ -190,11 +179,7 @@ impl Scheduler {
             );
         }
         // A PlacementPolicy of the same name limits the clusters: its choice wakes the RSP.
-        let policies: Api<PlacementPolicy> = if namespaced {
-            Api::namespaced(hub.clone(), &self.kubefed_namespace)
-        } else {
-            Api::all(hub.clone())
-        };
+        let policies: Api<PlacementPolicy> = scoped(&hub, namespace);
         let stream = watcher(policies, watcher::Config::default())
             .default_backoff()
             .touched_objects();
@@ -205,10 +190,7 @@ impl Scheduler {
                     .within(&namespace),
             )
         });
-        let reporter = Reporter {
-            controller: "replicaschedulingpreference-controller".to_owned(),
-            instance: std::env::var("HOSTNAME").ok(),
-        };
+        let reporter = reporter("replicaschedulingpreference-controller");
         let ctx = Arc::new(Context {
             recorder: Recorder::new(hub, reporter),
             scheduler: self,
@@ -216,14 +198,11 @@ impl Scheduler {
             rsps: controller.store(),
         });
         info!("ReplicaSchedulingPreference controller started");
-        controller
-            .run(reconcile, error_policy, ctx)
-            .for_each(|result| async move {
-                if let Err(e) = result {
-                    debug!(error = %e, "RSP controller");
-                }
-            })
-            .await;
+        drive(
+            controller.run(reconcile, error_policy, ctx),
+            "RSP controller",
+        )
+        .await;
     }
 }
 

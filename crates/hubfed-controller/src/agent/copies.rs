@@ -23,6 +23,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::watch::each_event;
+
 /// One type's cache of managed copies.
 #[derive(Clone)]
 pub struct TypeCache {
@@ -176,25 +178,18 @@ async fn forward(
     work_namespace: String,
     stop: CancellationToken,
 ) {
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let item = tokio::select! {
-            () = stop.cancelled() => break,
-            item = stream.next() => item,
-        };
-        match item {
-            Some(Ok(copy)) => {
-                let namespace = copy.namespace().filter(|_| cache.target.namespaced);
-                let name = work_name(
-                    &cache.resource.group,
-                    &cache.target.kind,
-                    namespace.as_deref(),
-                    &copy.name_any(),
-                );
-                let _ = triggers.send(ObjectRef::new(&name).within(&work_namespace));
-            }
-            Some(Err(e)) => warn!(kind = %cache.target.kind, error = %e, "member watch error"),
-            None => break,
+    each_event(stream, &stop, |item| match item {
+        Ok(copy) => {
+            let namespace = copy.namespace().filter(|_| cache.target.namespaced);
+            let name = work_name(
+                &cache.resource.group,
+                &cache.target.kind,
+                namespace.as_deref(),
+                &copy.name_any(),
+            );
+            let _ = triggers.send(ObjectRef::new(&name).within(&work_namespace));
         }
-    }
+        Err(e) => warn!(kind = %cache.target.kind, error = %e, "member watch error"),
+    })
+    .await;
 }

@@ -14,7 +14,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::controller::Controller;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
@@ -23,7 +23,11 @@ use tracing::{info, warn};
 
 use super::members::MemberWatches;
 use super::memory::{AppliedMap, LatencyTracker};
-use super::{LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, reconcile};
+use super::{
+    LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, queue, reconcile,
+};
+use crate::events::reporter;
+use crate::watch::{changes, each_event, scoped_with};
 
 /// How long a sync controller waits for its works to list before it starts without them.
 const WORK_CACHE_GRACE: Duration = Duration::from_secs(30);
@@ -68,11 +72,7 @@ fn watch_federated_namespaces(
     trigger_tx: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
     stop: CancellationToken,
 ) -> Store<DynamicObject> {
-    let hub = shared.hub.clone();
-    let api: Api<DynamicObject> = match shared.target_namespace() {
-        Some(ns) => Api::namespaced_with(hub.clone(), ns, fns),
-        None => Api::all_with(hub.clone(), fns),
-    };
+    let api = scoped_with(&shared.hub, shared.target_namespace(), fns);
     let writer = reflector::store::Writer::new(fns.clone());
     let reader = writer.as_reader();
     let tx = trigger_tx;
@@ -80,35 +80,23 @@ fn watch_federated_namespaces(
         .default_backoff()
         .touched_objects();
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let item = tokio::select! {
-                () = stop.cancelled() => break,
-                item = stream.next() => item,
-            };
-            match item {
-                Some(Ok(fns)) => {
-                    let Some(ns) = fns.metadata.namespace.clone() else {
-                        continue;
-                    };
-                    for obj in fed_store.state() {
-                        if obj.metadata.namespace.as_deref() == Some(ns.as_str())
-                            && let Some(name) = obj.metadata.name.clone()
-                        {
-                            let r = ObjectRef::new_with(&name, fed_ar.clone()).within(&ns);
-                            if tx.send(r).is_ok() {
-                                crate::metrics::METRICS
-                                    .workqueue_depth
-                                    .with_label_values(&[&fed_ar.kind.to_lowercase()])
-                                    .inc();
-                            }
-                        }
+        each_event(stream, &stop, |item| match item {
+            Ok(fns) => {
+                let Some(ns) = fns.metadata.namespace.clone() else {
+                    return;
+                };
+                for obj in fed_store.state() {
+                    if obj.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && let Some(name) = obj.metadata.name.clone()
+                    {
+                        let r = ObjectRef::new_with(&name, fed_ar.clone()).within(&ns);
+                        queue(&tx, r, &fed_ar.kind.to_lowercase());
                     }
                 }
-                Some(Err(e)) => warn!(error = %e, "FederatedNamespace watch error"),
-                None => break,
             }
-        }
+            Err(e) => warn!(error = %e, "FederatedNamespace watch error"),
+        })
+        .await;
     });
     reader
 }
@@ -135,31 +123,19 @@ fn watch_works(
         .touched_objects();
     let fed_ar = fed_ar.clone();
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            let item = tokio::select! {
-                () = stop.cancelled() => break,
-                item = stream.next() => item,
-            };
-            match item {
-                Some(Ok(work)) => {
-                    let source = &work.spec.source;
-                    let r = ObjectRef::new_with(&source.name, fed_ar.clone());
-                    let r = match &source.namespace {
-                        Some(ns) => r.within(ns),
-                        None => r,
-                    };
-                    if trigger_tx.send(r).is_ok() {
-                        crate::metrics::METRICS
-                            .workqueue_depth
-                            .with_label_values(&[&kind])
-                            .inc();
-                    }
-                }
-                Some(Err(e)) => warn!(error = %e, "Work watch error"),
-                None => break,
+        each_event(stream, &stop, |item| match item {
+            Ok(work) => {
+                let source = &work.spec.source;
+                let r = ObjectRef::new_with(&source.name, fed_ar.clone());
+                let r = match &source.namespace {
+                    Some(ns) => r.within(ns),
+                    None => r,
+                };
+                queue(&trigger_tx, r, &kind);
             }
-        }
+            Err(e) => warn!(error = %e, "Work watch error"),
+        })
+        .await;
     });
     reader
 }
@@ -300,10 +276,7 @@ pub async fn run_type(
         stop.clone(),
     ));
 
-    let reporter = Reporter {
-        controller: format!("{}-controller", federated.kind.to_lowercase()),
-        instance: std::env::var("HOSTNAME").ok(),
-    };
+    let reporter = reporter(format!("{}-controller", federated.kind.to_lowercase()));
     let ctx = Arc::new(TypeContext {
         recorder: Recorder::new(shared.hub.clone(), reporter),
         shared: Arc::clone(&shared),
@@ -374,13 +347,8 @@ async fn serve(
         }
         next.map(|r| (r, (rx, depth)))
     });
-    let registry_changes = futures::stream::unfold(shared.pool.subscribe(), |mut rx| async move {
-        rx.changed().await.ok().map(|()| ((), rx))
-    });
-    let settings_changes =
-        futures::stream::unfold(shared.settings.subscribe(), |mut rx| async move {
-            rx.changed().await.ok().map(|()| ((), rx))
-        });
+    let registry_changes = changes(shared.pool.subscribe());
+    let settings_changes = changes(shared.settings.subscribe());
     // A stop that comes while the caches load wins: a controller started with its shutdown
     // already signalled never finished draining (a KubeFedConfig change right after start hung
     // the restart).

@@ -544,12 +544,7 @@ impl MemberWatches {
                 None => owner,
             }
         };
-        if self.trigger.send(owner).is_ok() {
-            crate::metrics::METRICS
-                .workqueue_depth
-                .with_label_values(&[&self.federated.kind.to_lowercase()])
-                .inc();
-        }
+        super::queue(&self.trigger, owner, &self.federated.kind.to_lowercase());
     }
 }
 

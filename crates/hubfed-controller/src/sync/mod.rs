@@ -254,10 +254,22 @@ impl Shared {
 
     /// The namespace federated objects are watched in: all, or the control plane's own.
     fn target_namespace(&self) -> Option<&str> {
-        match self.scope {
-            ControlPlaneScope::Cluster => None,
-            ControlPlaneScope::Namespaced => Some(&self.kubefed_namespace),
-        }
+        crate::watch::scope_namespace(self.scope, &self.kubefed_namespace)
+    }
+}
+
+/// Queues `object` for its type's sync controller (`kind`, lowercase), counted in the queue's
+/// depth.
+fn queue(
+    trigger: &tokio::sync::mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    object: ObjectRef<DynamicObject>,
+    kind: &str,
+) {
+    if trigger.send(object).is_ok() {
+        crate::metrics::METRICS
+            .workqueue_depth
+            .with_label_values(&[kind])
+            .inc();
     }
 }
 

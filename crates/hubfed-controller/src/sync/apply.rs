@@ -90,13 +90,7 @@ impl ApplyStep<'_> {
     }
 
     fn fail(&self, status: Option<PropagationStatus>, message: String) -> ClusterResult {
-        ClusterResult {
-            outcome: outcome(self.cluster(), status, Some(message)),
-            version: None,
-            wrote: false,
-            done: None,
-            transient: false,
-        }
+        ClusterResult::unwritten(outcome(self.cluster(), status, Some(message)))
     }
 
     fn already_exists(&self) -> ClusterResult {

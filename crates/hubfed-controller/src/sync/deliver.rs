@@ -190,15 +190,12 @@ fn done_event(action: &ClusterAction) -> Option<(&'static str, &'static str)> {
 
 fn failed(cp: &ClusterPlan, message: String) -> ClusterResult {
     ClusterResult {
-        outcome: super::member_io::outcome(
+        transient: true,
+        ..ClusterResult::unwritten(super::member_io::outcome(
             &cp.cluster,
             cp.action.status_on_failure(),
             Some(message),
-        ),
-        version: None,
-        wrote: false,
-        done: None,
-        transient: true,
+        ))
     }
 }
 

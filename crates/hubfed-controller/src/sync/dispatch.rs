@@ -62,20 +62,14 @@ fn basis(observed: &BTreeMap<String, MemberObservation>, cluster: &str) -> Strin
 }
 
 fn timed_out(cp: &ClusterPlan) -> ClusterResult {
-    ClusterResult {
-        outcome: outcome(
-            &cp.cluster,
-            cp.action.status_on_timeout(),
-            Some(format!(
-                "no answer from cluster within {}s",
-                DISPATCH_TIMEOUT.as_secs()
-            )),
-        ),
-        version: None,
-        wrote: false,
-        done: None,
-        transient: false,
-    }
+    ClusterResult::unwritten(outcome(
+        &cp.cluster,
+        cp.action.status_on_timeout(),
+        Some(format!(
+            "no answer from cluster within {}s",
+            DISPATCH_TIMEOUT.as_secs()
+        )),
+    ))
 }
 
 /// Runs every cluster's action of `plan`: a push member's through its API, a pull member's
@@ -193,17 +187,11 @@ async fn dispatch_one(
         return passive(name, &cp.action);
     }
     let Some(client) = cluster.and_then(|c| c.client.clone()) else {
-        return ClusterResult {
-            outcome: outcome(
-                name,
-                Some(PropagationStatus::ClientRetrievalFailed),
-                Some("no client for cluster".into()),
-            ),
-            version: None,
-            wrote: false,
-            done: None,
-            transient: false,
-        };
+        return ClusterResult::unwritten(outcome(
+            name,
+            Some(PropagationStatus::ClientRetrievalFailed),
+            Some("no client for cluster".into()),
+        ));
     };
     let _permit = match cluster {
         Some(c) => Arc::clone(&c.writes).acquire_owned().await.ok(),

@@ -72,20 +72,14 @@ pub(crate) async fn execute_action(
 
 /// The result of an action that needs no request.
 pub(super) fn passive(cluster: &str, action: &ClusterAction) -> ClusterResult {
-    ClusterResult {
-        outcome: outcome(
-            cluster,
-            action.status_on_success(),
-            match action {
-                ClusterAction::Blocked { message, .. } => Some(message.clone()),
-                _ => None,
-            },
-        ),
-        version: None,
-        wrote: false,
-        done: None,
-        transient: false,
-    }
+    ClusterResult::unwritten(outcome(
+        cluster,
+        action.status_on_success(),
+        match action {
+            ClusterAction::Blocked { message, .. } => Some(message.clone()),
+            _ => None,
+        },
+    ))
 }
 
 /// The delete's parameters: the `kubefed.io/deleteoption` options, and the observed copy's
@@ -144,39 +138,17 @@ async fn delete_in_cluster(
     if let Some(applied) = env.applied {
         applied.remove(object.namespace.as_deref(), &object.name, cluster);
     }
-    match deleted {
-        Ok(_) => ClusterResult {
-            outcome: outcome(cluster, cp.action.status_on_success(), None),
-            version: None,
-            wrote: true,
-            done: Some(("DeleteInCluster", "Deleting")),
-            transient: false,
-        },
-        Err(e) if is_not_found(&e) => ClusterResult {
-            outcome: None,
-            version: None,
-            wrote: false,
-            done: None,
-            transient: false,
-        },
-        Err(e) => {
-            let message = error_message(&e);
-            env.events.publish(
-                EventType::Warning,
-                "DeleteInClusterFailed",
-                &format!("Failed to delete {what} in cluster {cluster:?}: {message}"),
-            );
-            ClusterResult {
-                outcome: outcome(cluster, cp.action.status_on_failure(), Some(message)),
-                version: None,
-                wrote: false,
-
-                done: None,
-
-                transient: false,
-            }
-        }
+    if let Err(e) = &deleted
+        && !is_not_found(e)
+    {
+        let message = error_message(e);
+        env.events.publish(
+            EventType::Warning,
+            "DeleteInClusterFailed",
+            &format!("Failed to delete {what} in cluster {cluster:?}: {message}"),
+        );
     }
+    removal_result(cp, &deleted, ("DeleteInCluster", "Deleting"))
 }
 
 async fn remove_label_in_cluster(
@@ -196,35 +168,31 @@ async fn remove_label_in_cluster(
         started,
         patched.is_ok() || patched.as_ref().is_err_and(is_not_found),
     );
-    match patched {
-        Ok(_) => ClusterResult {
-            outcome: outcome(cluster, cp.action.status_on_success(), None),
-            version: None,
-            wrote: true,
-            done: Some((
-                "RemoveManagedLabelFromInCluster",
-                "Removing the managed label from",
-            )),
-            transient: false,
-        },
-        Err(e) if is_not_found(&e) => ClusterResult {
-            outcome: None,
-            version: None,
-            wrote: false,
-            done: None,
-            transient: false,
-        },
-        Err(e) => ClusterResult {
-            outcome: outcome(
-                cluster,
-                cp.action.status_on_failure(),
-                Some(error_message(&e)),
-            ),
-            version: None,
-            wrote: false,
-            done: None,
-            transient: false,
-        },
+    let done = (
+        "RemoveManagedLabelFromInCluster",
+        "Removing the managed label from",
+    );
+    removal_result(cp, &patched, done)
+}
+
+/// The result of a removal from `cp`'s cluster (a deletion, a label removal): `done`, nothing
+/// to do when the copy is gone already, or failed.
+fn removal_result<T>(
+    cp: &ClusterPlan,
+    result: &Result<T, kube::Error>,
+    done: (&'static str, &'static str),
+) -> ClusterResult {
+    let cluster = cp.cluster.as_str();
+    match result {
+        Ok(_) => {
+            ClusterResult::written(outcome(cluster, cp.action.status_on_success(), None), done)
+        }
+        Err(e) if is_not_found(e) => ClusterResult::unwritten(None),
+        Err(e) => ClusterResult::unwritten(outcome(
+            cluster,
+            cp.action.status_on_failure(),
+            Some(error_message(e)),
+        )),
     }
 }
 

@@ -25,6 +25,32 @@ pub(crate) struct ClusterResult {
     pub(crate) transient: bool,
 }
 
+impl ClusterResult {
+    /// Nothing written to the cluster; `outcome` for its status.
+    pub(crate) fn unwritten(outcome: Option<ClusterOutcome>) -> Self {
+        Self {
+            outcome,
+            version: None,
+            wrote: false,
+            done: None,
+            transient: false,
+        }
+    }
+
+    /// A write that was done (`done`: its Event's reason and verb); `outcome` for the
+    /// cluster's status.
+    pub(crate) fn written(
+        outcome: Option<ClusterOutcome>,
+        done: (&'static str, &'static str),
+    ) -> Self {
+        Self {
+            wrote: true,
+            done: Some(done),
+            ..Self::unwritten(outcome)
+        }
+    }
+}
+
 pub(super) fn outcome(
     cluster: &str,
     status: Option<PropagationStatus>,

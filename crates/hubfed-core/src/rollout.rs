@@ -67,6 +67,7 @@ mod store;
 pub(crate) use batches::merge_membership;
 pub use batches::{Batch, batches};
 pub use failures::{apply_failures, halts_rollout, is_refusal, record_failures};
+use failures::{first_failure, halt};
 pub use revision::{DELETED_REVISION, deletion_strategy, removals, revision};
 pub use store::{
     Fit, STATE_DATA_LIMIT, STATE_OBJECT_ANNOTATION, STATE_PREFIX, STATE_UID_ANNOTATION, StoredData,
@@ -190,7 +191,54 @@ pub fn decide(
     controls: Controls,
     now: i64,
 ) -> Decision {
-    let mut state = match previous {
+    let mut state = starting_state(previous, revision, controls, now);
+    state.held = None;
+    state.unstaged = None;
+    merge_membership(strategy, &mut state, current, now);
+    let Some(stable) = state.stable.clone() else {
+        return everywhere_at_once(current, revision, state);
+    };
+    let mut decision = Decision::default();
+    if !controls.aborted {
+        state.abort_consumed = false;
+    }
+    decision.clear_abort = controls.aborted && state.abort_consumed;
+    if controls.aborted && !state.abort_consumed {
+        return abort(state, stable, decision);
+    }
+    if state.phase == Phase::Aborted {
+        state = restart_after_abort(strategy, current, state, now, &mut decision);
+    }
+    let batches = state.batches.clone();
+    advance(
+        strategy,
+        &batches,
+        reports,
+        controls,
+        now,
+        &mut state,
+        &mut decision,
+    );
+    for cluster in batches.iter().flat_map(|b| &b.clusters) {
+        let chosen = if state.phase == Phase::Completed || state.reached.contains(cluster) {
+            revision
+        } else {
+            stable.as_str()
+        };
+        decision.allowed.insert(cluster.clone(), chosen.to_owned());
+    }
+    decision.state = state;
+    decision
+}
+
+/// The state the rollout of `revision` starts from: the stored one if it is this revision's.
+fn starting_state(
+    previous: Option<&RolloutState>,
+    revision: &str,
+    controls: Controls,
+    now: i64,
+) -> RolloutState {
+    match previous {
         Some(state) if state.revision == revision => state.clone(),
         // A new revision starts over; the stable one is the last that completed. An abort of
         // the previous revision is not one of this.
@@ -213,82 +261,62 @@ pub fn decide(
             batch_started: now,
             ..RolloutState::default()
         },
-    };
-    state.held = None;
-    state.unstaged = None;
+    }
+}
+
+/// Nothing to roll out from: every cluster takes the revision.
+fn everywhere_at_once(current: &[Batch], revision: &str, mut state: RolloutState) -> Decision {
     let mut decision = Decision::default();
-    merge_membership(strategy, &mut state, current, now);
-    let stable = state.stable.clone();
-    let Some(stable) = stable else {
-        // Nothing to roll out from: every cluster takes the revision.
-        for batch in current {
-            for cluster in &batch.clusters {
-                decision
-                    .allowed
-                    .insert(cluster.clone(), revision.to_owned());
-            }
-        }
-        state.phase = Phase::Completed;
-        state.batch = state.batches.len();
-        decision.state = state;
-        return decision;
-    };
-    let batches = state.batches.clone();
-    if !controls.aborted {
-        state.abort_consumed = false;
+    for cluster in current.iter().flat_map(|b| &b.clusters) {
+        decision
+            .allowed
+            .insert(cluster.clone(), revision.to_owned());
     }
-    decision.clear_abort = controls.aborted && state.abort_consumed;
-    if controls.aborted && !state.abort_consumed {
-        if state.phase != Phase::Aborted {
-            decision
-                .events
-                .push(("RolloutAborted", format!("back to {stable} everywhere")));
-        }
-        state.phase = Phase::Aborted;
-        for cluster in batches.iter().flat_map(|b| &b.clusters) {
-            decision.allowed.insert(cluster.clone(), stable.clone());
-        }
-        decision.state = state;
-        return decision;
+    state.phase = Phase::Completed;
+    state.batch = state.batches.len();
+    decision.state = state;
+    decision
+}
+
+/// Aborted: every cluster goes back to the stable revision.
+fn abort(mut state: RolloutState, stable: String, mut decision: Decision) -> Decision {
+    if state.phase != Phase::Aborted {
+        decision
+            .events
+            .push(("RolloutAborted", format!("back to {stable} everywhere")));
     }
-    if state.phase == Phase::Aborted {
-        // The abort was lifted: this revision's rollout starts over.
-        decision.events.push((
-            "RolloutResumed",
-            format!(
-                "after the abort: {} starts over at stage {}",
-                state.revision,
-                current.first().map_or("-", |b| b.stage.as_str())
-            ),
-        ));
-        state = RolloutState {
-            revision: state.revision,
-            stable: state.stable,
-            batch_started: now,
-            ..RolloutState::default()
-        };
-        merge_membership(strategy, &mut state, current, now);
-    }
-    let batches = state.batches.clone();
-    advance(
-        strategy,
-        &batches,
-        reports,
-        controls,
-        now,
-        &mut state,
-        &mut decision,
-    );
-    for cluster in batches.iter().flat_map(|b| &b.clusters) {
-        let chosen = if state.phase == Phase::Completed || state.reached.contains(cluster) {
-            revision
-        } else {
-            stable.as_str()
-        };
-        decision.allowed.insert(cluster.clone(), chosen.to_owned());
+    state.phase = Phase::Aborted;
+    for cluster in state.batches.iter().flat_map(|b| &b.clusters) {
+        decision.allowed.insert(cluster.clone(), stable.clone());
     }
     decision.state = state;
     decision
+}
+
+/// The abort was lifted: this revision's rollout starts over.
+fn restart_after_abort(
+    strategy: &RolloutStrategy,
+    current: &[Batch],
+    state: RolloutState,
+    now: i64,
+    decision: &mut Decision,
+) -> RolloutState {
+    decision.events.push((
+        "RolloutResumed",
+        format!(
+            "after the abort: {} starts over at stage {}",
+            state.revision,
+            current.first().map_or("-", |b| b.stage.as_str())
+        ),
+    ));
+    let mut state = RolloutState {
+        revision: state.revision,
+        stable: state.stable,
+        batch_started: now,
+        ..RolloutState::default()
+    };
+    merge_membership(strategy, &mut state, current, now);
+    state
 }
 
 /// What [`hold`] decided.
@@ -350,6 +378,8 @@ pub fn too_large(previous: Option<&RolloutState>, revision: &str, why: &str, now
     }
 }
 
+/// Moves the rollout through its batches as far as their gates let it, pausing, resuming,
+/// halting or completing on the way.
 fn advance(
     strategy: &RolloutStrategy,
     batches: &[Batch],
@@ -359,30 +389,13 @@ fn advance(
     state: &mut RolloutState,
     decision: &mut Decision,
 ) {
-    let deadline = i64::from(
-        strategy
-            .ready_deadline_seconds
-            .unwrap_or(DEFAULT_READY_DEADLINE_SECONDS),
-    );
-    let soak = i64::from(strategy.soak_seconds);
+    let gate = Gate::of(strategy);
     loop {
         if matches!(state.phase, Phase::Halted | Phase::Completed) {
             return;
         }
         if controls.paused {
-            // The soak goes on while paused, and so does what breaks it.
-            let revision = state.revision.as_str();
-            let ready = batches.get(state.batch).is_some_and(|b| {
-                b.clusters.iter().all(|c| {
-                    reports
-                        .get(c)
-                        .is_some_and(|r| r.ready && r.revision.as_deref() == Some(revision))
-                })
-            });
-            if !ready {
-                state.ready_since = None;
-            }
-            state.phase = Phase::Paused;
+            pause(batches.get(state.batch), reports, state);
             return;
         }
         if state.phase == Phase::Paused {
@@ -397,9 +410,6 @@ fn advance(
             ));
         }
         state.phase = Phase::Progressing;
-        if let Some(batch) = batches.get(state.batch) {
-            state.reached.extend(batch.clusters.iter().cloned());
-        }
         let Some(batch) = batches.get(state.batch) else {
             state.phase = Phase::Completed;
             decision.events.push((
@@ -408,64 +418,140 @@ fn advance(
             ));
             return;
         };
-        let failed = state
-            .failures
-            .iter()
-            .next()
-            .map(|(c, e)| format!("{c}: apply failed: {e}"));
-        let on_revision = |c: &String| {
-            reports
-                .get(c)
-                .is_some_and(|r| r.ready && r.revision.as_deref() == Some(state.revision.as_str()))
-        };
-        let halt = failed.or_else(|| {
-            (now - state.batch_started >= deadline)
-                .then(|| batch.clusters.iter().find(|c| !on_revision(c)))
-                .flatten()
-                .map(|c| format!("{c}: not Ready on {} within {deadline}s", state.revision))
-        });
-        if let Some(why) = halt {
-            decision.events.push((
-                "RolloutHalted",
-                format!(
-                    "stage {} ({}): {why}",
-                    batch.stage,
-                    batch.clusters.join(", ")
-                ),
-            ));
-            state.phase = Phase::Halted;
-            state.halted = Some(why);
-            return;
+        state.reached.extend(batch.clusters.iter().cloned());
+        match gate.verdict(batch, reports, now, state) {
+            Verdict::Halt(why) => {
+                decision.events.push(halt(state, why));
+                return;
+            }
+            Verdict::RecheckIn(seconds) => {
+                decision.recheck_in = Some(seconds);
+                return;
+            }
+            Verdict::Passed => {
+                decision
+                    .events
+                    .push(("StageCompleted", stage_completed(batch, &state.revision)));
+                state.batch += 1;
+                state.batch_started = now;
+                state.ready_since = None;
+            }
         }
-        if !batch.clusters.iter().all(on_revision) {
+    }
+}
+
+/// Paused: no batch starts, but the soak goes on while paused, and so does what breaks it.
+fn pause(
+    batch: Option<&Batch>,
+    reports: &BTreeMap<String, ClusterReport>,
+    state: &mut RolloutState,
+) {
+    if !batch.is_some_and(|b| all_on_revision(b, reports, &state.revision)) {
+        state.ready_since = None;
+    }
+    state.phase = Phase::Paused;
+}
+
+/// A batch's gate: how long its clusters have to be Ready on the revision, and how long they
+/// must then stay so.
+struct Gate {
+    deadline: i64,
+    soak: i64,
+}
+
+/// What a batch's gate says now.
+enum Verdict {
+    /// The rollout halts, for this reason.
+    Halt(String),
+    /// Not yet: look again in this many seconds.
+    RecheckIn(i64),
+    /// The next batch may take the revision.
+    Passed,
+}
+
+impl Gate {
+    fn of(strategy: &RolloutStrategy) -> Self {
+        Self {
+            deadline: i64::from(
+                strategy
+                    .ready_deadline_seconds
+                    .unwrap_or(DEFAULT_READY_DEADLINE_SECONDS),
+            ),
+            soak: i64::from(strategy.soak_seconds),
+        }
+    }
+
+    /// The verdict on the current `batch`; keeps [`RolloutState::ready_since`] in step.
+    fn verdict(
+        &self,
+        batch: &Batch,
+        reports: &BTreeMap<String, ClusterReport>,
+        now: i64,
+        state: &mut RolloutState,
+    ) -> Verdict {
+        let deadline = self.deadline;
+        let revision = state.revision.as_str();
+        let late = || {
+            (now - state.batch_started >= deadline)
+                .then(|| {
+                    batch
+                        .clusters
+                        .iter()
+                        .find(|c| !runs_on_revision(reports, c, revision))
+                })
+                .flatten()
+                .map(|c| format!("{c}: not Ready on {revision} within {deadline}s"))
+        };
+        if let Some(why) = first_failure(state).or_else(late) {
+            return Verdict::Halt(why);
+        }
+        if !all_on_revision(batch, reports, revision) {
             state.ready_since = None;
-            let left = deadline - (now - state.batch_started);
-            decision.recheck_in = Some(left.max(1));
-            return;
+            return Verdict::RecheckIn((deadline - (now - state.batch_started)).max(1));
         }
         // Whole seconds: it became Ready up to a second after `since`, so a full soak has
         // passed only once more than `soak` seconds have.
         let since = *state.ready_since.get_or_insert(now);
-        if soak > 0 && now - since <= soak {
-            decision.recheck_in = Some(soak + 1 - (now - since));
-            return;
+        if self.soak > 0 && now - since <= self.soak {
+            return Verdict::RecheckIn(self.soak + 1 - (now - since));
         }
-        decision.events.push((
-            "StageCompleted",
-            match (state.revision.as_str(), batch.clusters.is_empty()) {
-                (DELETED_REVISION, _) => format!("stage {}: its copies are deleted", batch.stage),
-                (_, true) => format!("stage {} done on {}", batch.stage, state.revision),
-                (_, false) => format!(
-                    "stage {} ({}) Ready on {}",
-                    batch.stage,
-                    batch.clusters.join(", "),
-                    state.revision
-                ),
-            },
-        ));
-        state.batch += 1;
-        state.batch_started = now;
-        state.ready_since = None;
+        Verdict::Passed
+    }
+}
+
+/// Whether the cluster reports its copy Ready on `revision`.
+fn runs_on_revision(
+    reports: &BTreeMap<String, ClusterReport>,
+    cluster: &str,
+    revision: &str,
+) -> bool {
+    reports
+        .get(cluster)
+        .is_some_and(|r| r.ready && r.revision.as_deref() == Some(revision))
+}
+
+/// Whether every cluster of the batch reports its copy Ready on `revision`.
+fn all_on_revision(
+    batch: &Batch,
+    reports: &BTreeMap<String, ClusterReport>,
+    revision: &str,
+) -> bool {
+    batch
+        .clusters
+        .iter()
+        .all(|c| runs_on_revision(reports, c, revision))
+}
+
+/// The `StageCompleted` event's message.
+fn stage_completed(batch: &Batch, revision: &str) -> String {
+    match (revision, batch.clusters.is_empty()) {
+        (DELETED_REVISION, _) => format!("stage {}: its copies are deleted", batch.stage),
+        (_, true) => format!("stage {} done on {revision}", batch.stage),
+        (_, false) => format!(
+            "stage {} ({}) Ready on {revision}",
+            batch.stage,
+            batch.clusters.join(", ")
+        ),
     }
 }
 

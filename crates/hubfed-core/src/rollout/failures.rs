@@ -61,16 +61,31 @@ pub fn record_failures(
     }
     state.failures.extend(failures);
     if state.phase == Phase::Progressing
-        && let Some((cluster, error)) = state.failures.iter().next()
+        && let Some(why) = first_failure(state)
     {
-        let why = format!("{cluster}: apply failed: {error}");
-        let stage = state.batches.get(state.batch).map_or_else(
-            || "-".to_owned(),
-            |b| format!("{} ({})", b.stage, b.clusters.join(", ")),
-        );
-        events.push(("RolloutHalted", format!("stage {stage}: {why}")));
-        state.phase = Phase::Halted;
-        state.halted = Some(why);
+        events.push(halt(state, why));
     }
     events
+}
+
+/// Why the first failed apply of `state.revision` halts its rollout, if one failed.
+pub(super) fn first_failure(state: &RolloutState) -> Option<String> {
+    state
+        .failures
+        .iter()
+        .next()
+        .map(|(cluster, error)| format!("{cluster}: apply failed: {error}"))
+}
+
+/// Halts the rollout at its current batch for `why`; returns the event (`RolloutHalted`,
+/// naming the batch).
+pub(super) fn halt(state: &mut RolloutState, why: String) -> (&'static str, String) {
+    let stage = state.batches.get(state.batch).map_or_else(
+        || "-".to_owned(),
+        |b| format!("{} ({})", b.stage, b.clusters.join(", ")),
+    );
+    let event = ("RolloutHalted", format!("stage {stage}: {why}"));
+    state.phase = Phase::Halted;
+    state.halted = Some(why);
+    event
 }

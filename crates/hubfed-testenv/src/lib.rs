@@ -12,7 +12,10 @@
 //! `kube-scheduler`, Node objects, and a fake kubelet that reports bound pods running (see
 //! [`Scheduling`]).
 
+mod apiserver;
 pub mod bins;
+mod etcd;
+mod kubeconfig;
 mod kubelet;
 mod pki;
 pub mod process;
@@ -25,11 +28,13 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use apiserver::{apiserver_args, wait_ready, write_pki};
 pub use bins::{Binaries, kube_version};
+use etcd::EtcdLaunch;
+use kubeconfig::kubeconfig_yaml;
 use kubelet::FakeKubelet;
 use pki::ClusterPki;
 use process::{GuardedProcess, Spawn, alive};
@@ -186,8 +191,7 @@ pub struct TestEnv {
     clusters: Vec<Cluster>,
     etcd: GuardedProcess,
     /// How etcd was started, to start it again ([`TestEnv::restart_etcd`]).
-    etcd_program: PathBuf,
-    etcd_args: Vec<String>,
+    etcd_launch: EtcdLaunch,
     /// Servers restarted so far: numbers the log file of each new incarnation.
     restarts: u32,
     startup: Duration,
@@ -234,53 +238,6 @@ fn write(path: &Path, contents: &str) -> Result<(), Error> {
     std::fs::write(path, contents).map_err(io_err(format!("writing {}", path.display())))
 }
 
-fn b64(s: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(s)
-}
-
-fn kubeconfig_yaml(clusters: &[&Cluster], current: &str) -> String {
-    let clusters_json: Vec<_> = clusters
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "name": c.name,
-                "cluster": {"server": c.server_url(), "certificate-authority-data": b64(&c.pki.ca_cert)},
-            })
-        })
-        .collect();
-    let users: Vec<_> = clusters
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "name": format!("{}-admin", c.name),
-                "user": {
-                    "client-certificate-data": b64(&c.pki.admin_cert),
-                    "client-key-data": b64(&c.pki.admin_key),
-                },
-            })
-        })
-        .collect();
-    let contexts: Vec<_> = clusters
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "name": c.name,
-                "context": {"cluster": c.name, "user": format!("{}-admin", c.name)},
-            })
-        })
-        .collect();
-    let doc = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": clusters_json,
-        "users": users,
-        "contexts": contexts,
-        "current-context": current,
-        "preferences": {},
-    });
-    serde_yaml_ng::to_string(&doc).unwrap_or_default()
-}
-
 /// Runs a future to completion on a private runtime in a scoped thread, so blocking start-up
 /// code works whether or not the caller is inside a tokio runtime.
 fn block_on<F>(future: F) -> F::Output
@@ -320,20 +277,6 @@ fn env_dir(config: &TestEnvConfig) -> (PathBuf, bool) {
     }
 }
 
-fn etcd_supports_no_fsync(etcd: &Path) -> bool {
-    std::process::Command::new(etcd)
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| {
-            let text = String::from_utf8_lossy(&o.stdout).into_owned();
-            let v = text.lines().next()?.rsplit(' ').next()?.to_string();
-            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-            Some((parts.next()?, parts.next()?))
-        })
-        .is_some_and(|(major, minor)| (major, minor) >= (3, 5))
-}
-
 impl TestEnv {
     /// Starts etcd, the hub and the members, and waits until all are ready. Blocking.
     pub fn start(config: TestEnvConfig) -> Result<Self, Error> {
@@ -352,36 +295,8 @@ impl TestEnv {
                 .map_err(io_err(format!("creating {}", dir.display())))?;
         }
 
-        let etcd_port = free_port()?;
-        let peer_port = free_port()?;
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let mut etcd_args = vec![
-            "--name=hubfed-testenv".to_string(),
-            format!("--data-dir={}", dir.join("etcd").display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=hubfed-testenv={peer_url}"),
-            "--log-level=warn".to_string(),
-            // Generous quota for benchmarks with many objects.
-            "--quota-backend-bytes=8589934592".to_string(),
-        ];
-        if etcd_supports_no_fsync(&bins.etcd) {
-            etcd_args.push("--unsafe-no-fsync=true".to_string());
-        }
-        let etcd = GuardedProcess::spawn(Spawn {
-            name: "etcd",
-            program: &bins.etcd,
-            args: etcd_args.clone(),
-            env: vec![],
-            pid_dir: &dir.join("pids"),
-            log_file: dir.join("logs/etcd.log"),
-            grace_seconds: 10,
-            outlive_others: true,
-            remove_dir_after: owns_dir.then_some(dir.as_path()),
-        })?;
+        let etcd_launch = EtcdLaunch::new(&bins.etcd, &dir)?;
+        let etcd = etcd_launch.spawn(&dir, owns_dir, "etcd.log")?;
 
         let mut env = TestEnv {
             kubeconfig_path: dir.join("kubeconfig"),
@@ -389,12 +304,13 @@ impl TestEnv {
             owns_dir,
             clusters: Vec::new(),
             etcd,
-            etcd_program: bins.etcd.clone(),
-            etcd_args,
+            etcd_launch,
             restarts: 0,
             startup: Duration::ZERO,
         };
-        env.wait_for_etcd(&etcd_url, config.ready_timeout)?;
+        env.etcd_launch
+            .wait_serving(&env.etcd, config.ready_timeout)?;
+        let etcd_url = env.etcd_launch.url.clone();
 
         let names = std::iter::once(HUB.to_string())
             .chain((1..=config.members).map(|i| format!("member{i}")));
@@ -413,23 +329,6 @@ impl TestEnv {
         Ok(env)
     }
 
-    fn wait_for_etcd(&mut self, url: &str, timeout: Duration) -> Result<(), Error> {
-        let addr = url.trim_start_matches("http://").to_string();
-        let deadline = Instant::now() + timeout;
-        let pid = self.etcd.pid();
-        while Instant::now() < deadline && alive(pid) {
-            if std::net::TcpStream::connect(&addr).is_ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Err(Error::NotReady {
-            component: "etcd".into(),
-            seconds: timeout.as_secs(),
-            log: self.etcd.log_tail(20),
-        })
-    }
-
     fn start_cluster(
         &self,
         bins: &Binaries,
@@ -443,12 +342,14 @@ impl TestEnv {
         write_pki(&cdir, &pki)?;
         let port = free_port()?;
         let args = apiserver_args(&cdir, name, etcd_url, port);
-        let apiserver = self.spawn_component(
+        let apiserver = spawn_component(
+            &self.dir,
             name,
             "kube-apiserver",
             &bins.kube_apiserver,
             args.clone(),
             10,
+            None,
         )?;
         let mut cluster = Cluster {
             name: name.to_string(),
@@ -495,29 +396,16 @@ impl TestEnv {
             "--v=0".into(),
         ];
         let program = &bins.kube_controller_manager;
-        self.spawn_component(&cluster.name, "kube-controller-manager", program, args, 5)
-    }
-
-    /// Spawns one of a cluster's components, logging to `logs/<cluster>-<component>.log`.
-    fn spawn_component(
-        &self,
-        cluster: &str,
-        component: &str,
-        program: &Path,
-        args: Vec<String>,
-        grace_seconds: u32,
-    ) -> Result<GuardedProcess, Error> {
-        GuardedProcess::spawn(Spawn {
-            name: &format!("{cluster}-{component}"),
+        let name = &cluster.name;
+        spawn_component(
+            &self.dir,
+            name,
+            "kube-controller-manager",
             program,
             args,
-            env: vec![],
-            pid_dir: &self.dir.join("pids"),
-            log_file: self.dir.join(format!("logs/{cluster}-{component}.log")),
-            grace_seconds,
-            outlive_others: false,
-            remove_dir_after: None,
-        })
+            5,
+            None,
+        )
     }
 
     /// The namespace controllers' `default` ServiceAccount appears once the controller
@@ -635,71 +523,29 @@ impl TestEnv {
     }
 }
 
-fn wait_ready(cluster: &mut Cluster, timeout: Duration) -> Result<(), Error> {
-    let deadline = Instant::now() + timeout;
-    let pid = cluster.apiserver.pid();
-    let ready = block_on(async {
-        let Ok(client) = cluster.client().await else {
-            return false;
-        };
-        while Instant::now() < deadline && alive(pid) {
-            let req = http::Request::get("/readyz").body(Vec::new());
-            if let Ok(req) = req
-                && let Ok(body) = client.request_text(req).await
-                && body.trim() == "ok"
-            {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        false
-    });
-    if ready {
-        Ok(())
-    } else {
-        Err(Error::NotReady {
-            component: format!("{} kube-apiserver", cluster.name),
-            seconds: timeout.as_secs(),
-            log: cluster.apiserver.log_tail(30),
-        })
-    }
-}
-
-/// Writes a cluster's CA, serving certificate and service-account keys into `cdir`.
-fn write_pki(cdir: &Path, pki: &ClusterPki) -> Result<(), Error> {
-    write(&cdir.join("ca.crt"), &pki.ca_cert)?;
-    write(&cdir.join("serving.crt"), &pki.serving_cert)?;
-    write(&cdir.join("serving.key"), &pki.serving_key)?;
-    write(&cdir.join("sa.key"), &pki.service_account_key)?;
-    write(&cdir.join("sa.pub"), &pki.service_account_public_key)
-}
-
-/// The kube-apiserver's flags: cluster `name`'s objects under its own etcd prefix, served on
-/// loopback `port` with the certificates in `cdir`.
-fn apiserver_args(cdir: &Path, name: &str, etcd_url: &str, port: u16) -> Vec<String> {
-    let d = |f: &str| cdir.join(f).display().to_string();
-    vec![
-        format!("--etcd-servers={etcd_url}"),
-        format!("--etcd-prefix=/{name}/registry"),
-        "--bind-address=127.0.0.1".into(),
-        format!("--secure-port={port}"),
-        // A loopback advertise address is refused by Endpoints validation, and without
-        // one the server needs a default route; no endpoint reconciler avoids both.
-        "--advertise-address=127.0.0.1".into(),
-        "--endpoint-reconciler-type=none".into(),
-        format!("--cert-dir={}", d("certs")),
-        format!("--tls-cert-file={}", d("serving.crt")),
-        format!("--tls-private-key-file={}", d("serving.key")),
-        format!("--client-ca-file={}", d("ca.crt")),
-        "--authorization-mode=Node,RBAC".into(),
-        format!("--service-account-issuer=https://127.0.0.1:{port}"),
-        format!("--service-account-key-file={}", d("sa.pub")),
-        format!("--service-account-signing-key-file={}", d("sa.key")),
-        "--service-cluster-ip-range=10.0.0.0/24".into(),
-        "--allow-privileged=true".into(),
-        "--profiling=false".into(),
-        "--v=0".into(),
-    ]
+/// Spawns one of a cluster's components, logging to `logs/<cluster>-<component>.log`, or
+/// `.restart-<n>.log` for its `n`th restart.
+fn spawn_component(
+    dir: &Path,
+    cluster: &str,
+    component: &str,
+    program: &Path,
+    args: Vec<String>,
+    grace_seconds: u32,
+    restart: Option<u32>,
+) -> Result<GuardedProcess, Error> {
+    let incarnation = restart.map(|n| format!(".restart-{n}")).unwrap_or_default();
+    GuardedProcess::spawn(Spawn {
+        name: &format!("{cluster}-{component}"),
+        program,
+        args,
+        env: vec![],
+        pid_dir: &dir.join("pids"),
+        log_file: dir.join(format!("logs/{cluster}-{component}{incarnation}.log")),
+        grace_seconds,
+        outlive_others: false,
+        remove_dir_after: None,
+    })
 }
 
 impl Drop for TestEnv {

@@ -1,11 +1,10 @@
 //! Restarting a server of a running environment — its API server or the shared etcd — with
 //! the same flags, port and storage, as an upgrade or a crash would.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::process::{GuardedProcess, Spawn};
-use crate::{Error, TestEnv, wait_ready};
+use crate::apiserver::wait_ready;
+use crate::{Error, TestEnv, spawn_component};
 
 /// How long a restarted server may take to become ready again.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -17,8 +16,7 @@ impl TestEnv {
     pub fn restart_apiserver(&mut self, name: &str) -> Result<Duration, Error> {
         self.restarts += 1;
         let restart = self.restarts;
-        let pid_dir = self.dir.join("pids");
-        let log_dir = self.dir.join("logs");
+        let dir = self.dir.clone();
         let cluster = self
             .clusters
             .iter_mut()
@@ -26,17 +24,15 @@ impl TestEnv {
             .ok_or_else(|| Error::NotRunning(format!("{name} (no such cluster)")))?;
         let began = Instant::now();
         cluster.apiserver.stop();
-        cluster.apiserver = GuardedProcess::spawn(Spawn {
-            name: &format!("{name}-kube-apiserver"),
-            program: &cluster.apiserver_program,
-            args: cluster.apiserver_args.clone(),
-            env: vec![],
-            pid_dir: &pid_dir,
-            log_file: log_dir.join(format!("{name}-kube-apiserver.restart-{restart}.log")),
-            grace_seconds: 10,
-            outlive_others: false,
-            remove_dir_after: None,
-        })?;
+        cluster.apiserver = spawn_component(
+            &dir,
+            name,
+            "kube-apiserver",
+            &cluster.apiserver_program,
+            cluster.apiserver_args.clone(),
+            10,
+            Some(restart),
+        )?;
         wait_ready(cluster, READY_TIMEOUT)?;
         Ok(began.elapsed())
     }
@@ -49,25 +45,12 @@ impl TestEnv {
         let restart = self.restarts;
         let began = Instant::now();
         self.etcd.stop_now(signal, Duration::from_secs(10))?;
-        let dir: PathBuf = self.dir.clone();
-        self.etcd = GuardedProcess::spawn(Spawn {
-            name: "etcd",
-            program: &self.etcd_program,
-            args: self.etcd_args.clone(),
-            env: vec![],
-            pid_dir: &dir.join("pids"),
-            log_file: dir.join(format!("logs/etcd.restart-{restart}.log")),
-            grace_seconds: 10,
-            outlive_others: true,
-            remove_dir_after: self.owns_dir.then_some(dir.as_path()),
-        })?;
-        let url = self
-            .etcd_args
-            .iter()
-            .find_map(|a| a.strip_prefix("--listen-client-urls="))
-            .map(str::to_owned)
-            .ok_or_else(|| Error::NotRunning("etcd (no client URL)".into()))?;
-        self.wait_for_etcd(&url, READY_TIMEOUT)?;
+        self.etcd = self.etcd_launch.spawn(
+            &self.dir,
+            self.owns_dir,
+            &format!("etcd.restart-{restart}.log"),
+        )?;
+        self.etcd_launch.wait_serving(&self.etcd, READY_TIMEOUT)?;
         for cluster in &mut self.clusters {
             wait_ready(cluster, READY_TIMEOUT)?;
         }

@@ -10,9 +10,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::apiserver::readyz_ok;
+use crate::kubeconfig::kubeconfig_yaml;
 use crate::kubelet::{FakeKubelet, now};
-use crate::process::{GuardedProcess, Spawn, alive};
-use crate::{Cluster, Error, TestEnv, block_on, free_port, kube_version, kubeconfig_yaml, write};
+use crate::process::GuardedProcess;
+use crate::{Cluster, Error, TestEnv, block_on, free_port, kube_version, spawn_component, write};
 
 /// The nodes of each member and what they offer the scheduler.
 #[derive(Clone, Debug)]
@@ -232,17 +234,7 @@ fn spawn_scheduler(
         ),
         "--v=0".into(),
     ];
-    GuardedProcess::spawn(Spawn {
-        name: &format!("{name}-kube-scheduler"),
-        program,
-        args,
-        env: vec![],
-        pid_dir: &dir.join("pids"),
-        log_file: dir.join(format!("logs/{name}-kube-scheduler.log")),
-        grace_seconds: 5,
-        outlive_others: false,
-        remove_dir_after: None,
-    })
+    spawn_component(dir, &name, "kube-scheduler", program, args, 5, None)
 }
 
 /// The scheduler's `/readyz` is `ok` once its informers have synced: from then on it
@@ -251,20 +243,10 @@ fn wait_for_scheduler(cluster: &Cluster, timeout: Duration) -> Result<(), Error>
     let deadline = Instant::now() + timeout;
     let pid = cluster.scheduler.as_ref().and_then(GuardedProcess::pid);
     let ready = block_on(async {
-        let Ok(client) = scheduler_client(cluster).await else {
-            return false;
-        };
-        while Instant::now() < deadline && alive(pid) {
-            let req = http::Request::get("/readyz").body(Vec::new());
-            if let Ok(req) = req
-                && let Ok(body) = client.request_text(req).await
-                && body.trim() == "ok"
-            {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        match scheduler_client(cluster).await {
+            Ok(client) => readyz_ok(&client, pid, deadline).await,
+            Err(_) => false,
         }
-        false
     });
     if ready {
         return Ok(());

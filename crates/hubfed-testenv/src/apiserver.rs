@@ -1,0 +1,83 @@
+//! A cluster's kube-apiserver: its flags, its certificates on disk, and waiting until it is
+//! ready.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::pki::ClusterPki;
+use crate::process::alive;
+use crate::{Cluster, Error, block_on, write};
+
+/// Waits until the cluster's API server answers `/readyz` with `ok`.
+pub(crate) fn wait_ready(cluster: &mut Cluster, timeout: Duration) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    let pid = cluster.apiserver.pid();
+    let ready = block_on(async {
+        match cluster.client().await {
+            Ok(client) => readyz_ok(&client, pid, deadline).await,
+            Err(_) => false,
+        }
+    });
+    if ready {
+        Ok(())
+    } else {
+        Err(Error::NotReady {
+            component: format!("{} kube-apiserver", cluster.name),
+            seconds: timeout.as_secs(),
+            log: cluster.apiserver.log_tail(30),
+        })
+    }
+}
+
+/// Asks `client`'s server for `/readyz` until it answers `ok` (true), its process `pid` has
+/// ended or `deadline` has passed (false).
+pub(crate) async fn readyz_ok(client: &kube::Client, pid: Option<u32>, deadline: Instant) -> bool {
+    while Instant::now() < deadline && alive(pid) {
+        let req = http::Request::get("/readyz").body(Vec::new());
+        if let Ok(req) = req
+            && let Ok(body) = client.request_text(req).await
+            && body.trim() == "ok"
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+/// Writes a cluster's CA, serving certificate and service-account keys into `cdir`.
+pub(crate) fn write_pki(cdir: &Path, pki: &ClusterPki) -> Result<(), Error> {
+    write(&cdir.join("ca.crt"), &pki.ca_cert)?;
+    write(&cdir.join("serving.crt"), &pki.serving_cert)?;
+    write(&cdir.join("serving.key"), &pki.serving_key)?;
+    write(&cdir.join("sa.key"), &pki.service_account_key)?;
+    write(&cdir.join("sa.pub"), &pki.service_account_public_key)
+}
+
+/// The kube-apiserver's flags: cluster `name`'s objects under its own etcd prefix, served on
+/// loopback `port` with the certificates in `cdir`.
+pub(crate) fn apiserver_args(cdir: &Path, name: &str, etcd_url: &str, port: u16) -> Vec<String> {
+    let d = |f: &str| cdir.join(f).display().to_string();
+    vec![
+        format!("--etcd-servers={etcd_url}"),
+        format!("--etcd-prefix=/{name}/registry"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        // A loopback advertise address is refused by Endpoints validation, and without
+        // one the server needs a default route; no endpoint reconciler avoids both.
+        "--advertise-address=127.0.0.1".into(),
+        "--endpoint-reconciler-type=none".into(),
+        format!("--cert-dir={}", d("certs")),
+        format!("--tls-cert-file={}", d("serving.crt")),
+        format!("--tls-private-key-file={}", d("serving.key")),
+        format!("--client-ca-file={}", d("ca.crt")),
+        "--authorization-mode=Node,RBAC".into(),
+        format!("--service-account-issuer=https://127.0.0.1:{port}"),
+        format!("--service-account-key-file={}", d("sa.pub")),
+        format!("--service-account-signing-key-file={}", d("sa.key")),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--allow-privileged=true".into(),
+        "--profiling=false".into(),
+        "--v=0".into(),
+    ]
+}

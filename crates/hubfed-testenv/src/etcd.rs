@@ -1,0 +1,103 @@
+//! The environment's one etcd (each cluster keeps its objects under its own prefix): its
+//! flags, starting it, again after a restart, and waiting until it serves.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::process::{GuardedProcess, Spawn, alive};
+use crate::{Error, free_port};
+
+/// How etcd is started, kept to start it again ([`crate::TestEnv::restart_etcd`]).
+pub(crate) struct EtcdLaunch {
+    program: PathBuf,
+    args: Vec<String>,
+    /// The client URL, `http://127.0.0.1:<port>`.
+    pub(crate) url: String,
+}
+
+impl EtcdLaunch {
+    /// etcd `program` on two free loopback ports, its data in `dir/etcd`.
+    pub(crate) fn new(program: &Path, dir: &Path) -> Result<Self, Error> {
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let mut args = vec![
+            "--name=hubfed-testenv".to_string(),
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={url}"),
+            format!("--advertise-client-urls={url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=hubfed-testenv={peer_url}"),
+            "--log-level=warn".to_string(),
+            // Generous quota for benchmarks with many objects.
+            "--quota-backend-bytes=8589934592".to_string(),
+        ];
+        if etcd_supports_no_fsync(program) {
+            args.push("--unsafe-no-fsync=true".to_string());
+        }
+        Ok(Self {
+            program: program.to_owned(),
+            args,
+            url,
+        })
+    }
+
+    /// Starts etcd, logging to `dir/logs/<log_name>`. Its guardian waits for the API servers'
+    /// and, when the environment owns `dir`, removes it last.
+    pub(crate) fn spawn(
+        &self,
+        dir: &Path,
+        owns_dir: bool,
+        log_name: &str,
+    ) -> Result<GuardedProcess, Error> {
+        GuardedProcess::spawn(Spawn {
+            name: "etcd",
+            program: &self.program,
+            args: self.args.clone(),
+            env: vec![],
+            pid_dir: &dir.join("pids"),
+            log_file: dir.join("logs").join(log_name),
+            grace_seconds: 10,
+            outlive_others: true,
+            remove_dir_after: owns_dir.then_some(dir),
+        })
+    }
+
+    /// Waits until `etcd` accepts connections on its client URL.
+    pub(crate) fn wait_serving(
+        &self,
+        etcd: &GuardedProcess,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let addr = self.url.trim_start_matches("http://").to_string();
+        let deadline = Instant::now() + timeout;
+        let pid = etcd.pid();
+        while Instant::now() < deadline && alive(pid) {
+            if std::net::TcpStream::connect(&addr).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(Error::NotReady {
+            component: "etcd".into(),
+            seconds: timeout.as_secs(),
+            log: etcd.log_tail(20),
+        })
+    }
+}
+
+fn etcd_supports_no_fsync(etcd: &Path) -> bool {
+    std::process::Command::new(etcd)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let v = text.lines().next()?.rsplit(' ').next()?.to_string();
+            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+            Some((parts.next()?, parts.next()?))
+        })
+        .is_some_and(|(major, minor)| (major, minor) >= (3, 5))
+}

@@ -25,15 +25,13 @@ use hubfed_api::federated::FederatedSpec;
 use hubfed_api::scheduling::RolloutStrategy;
 use hubfed_core::placement::ClusterInfo;
 use hubfed_core::plan::{ClusterAction, Disposition, MemberObservation, Plan, is_orphaning, plan};
+use hubfed_core::rollout::RolloutStrategy as CoreStrategy;
 use hubfed_core::rollout::{
-    ABORT_REVISION_ANNOTATION, CONTROL_ANNOTATION, ClusterReport, Controls, DELETED_REVISION,
-    Decision, Fit, Phase, RolloutState, STATE_OBJECT_ANNOTATION, STATE_UID_ANNOTATION,
-    STRATEGY_ANNOTATION, apply_failures, batches, decide, deletion_strategy, fit, held_action,
-    hold, pending_message, read_state, record_failures, removals, revision, state_belongs,
-    state_key, state_name, state_owned_by_object, too_large,
+    ABORT_REVISION_ANNOTATION, Batch, CONTROL_ANNOTATION, ClusterReport, Controls,
+    DELETED_REVISION, Decision, Phase, STRATEGY_ANNOTATION, apply_failures, batches, decide,
+    deletion_strategy, held_action, hold, pending_message, record_failures, removals, revision,
 };
 use hubfed_core::status::PropagationStatus;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -45,23 +43,9 @@ use super::dispatch::DispatchResult;
 use super::hub_writes::Error;
 use super::hub_writes::{bounded, publish};
 use super::observe::Observed;
+use state::{StateRef, Stored, delete_state, load, save, save_fitted};
 
-/// What was stored of a rollout.
-#[derive(Clone, Default)]
-struct Stored {
-    state: Option<RolloutState>,
-    /// The spec of `state.revision`.
-    current: Option<FederatedSpec>,
-    /// The spec of `state.stable`.
-    stable: Option<FederatedSpec>,
-    exists: bool,
-    /// Why the stored data cannot be read ([`read_state`]): every change is held.
-    unreadable: Option<String>,
-    /// The ConfigMap's resourceVersion as read (or written): a save is made only over it, so
-    /// that a stale leader never overwrites a newer state (it fails, and the reconcile is
-    /// retried from what is stored then).
-    resource_version: Option<String>,
-}
+mod state;
 
 fn strategy_name(ctx: &TypeContext, obj: &DynamicObject) -> Option<String> {
     obj.annotations()
@@ -87,37 +71,6 @@ impl Staged {
             plan,
             recheck: None,
             rollout: None,
-        }
-    }
-}
-
-/// Where an object's rollout state is stored, and what identifies it there.
-struct StateRef {
-    /// The ConfigMap ([`state_name`]).
-    name: String,
-    /// [`state_key`].
-    key: String,
-    uid: Option<String>,
-    /// The owner reference to the object, where one is possible ([`state_owned_by_object`]).
-    owner: Option<serde_json::Value>,
-}
-
-impl StateRef {
-    fn new(ctx: &TypeContext, obj: &DynamicObject) -> Self {
-        let (kind, namespace, name) = (&ctx.federated.kind, obj.namespace(), obj.name_any());
-        let owned = state_owned_by_object(namespace.as_deref(), &ctx.shared.kubefed_namespace);
-        Self {
-            name: state_name(kind, namespace.as_deref(), &name),
-            key: state_key(kind, namespace.as_deref(), &name),
-            uid: obj.uid(),
-            owner: obj.uid().filter(|_| owned).map(|uid| {
-                json!({
-                    "apiVersion": ctx.federated.api_version,
-                    "kind": kind,
-                    "name": name,
-                    "uid": uid,
-                })
-            }),
         }
     }
 }
@@ -148,7 +101,6 @@ pub async fn staged(
     let Some(strategy_name) = strategy_name(ctx, obj) else {
         return Ok(Staged::unstaged(planned));
     };
-    let shared = &ctx.shared;
     let state_ref = StateRef::new(ctx, obj);
     let stored = load(ctx, &state_ref).await?;
     let placed = &planned.placement.clusters;
@@ -158,64 +110,25 @@ pub async fn staged(
         placed,
     );
     if let Some(why) = &stored.unreadable {
-        // Neither going on nor starting afresh (which sends the change everywhere at once).
-        let message = format!(
-            "the rollout state {}/{} cannot be read ({why}): changes are held back until it \
-             is mended or deleted",
-            shared.kubefed_namespace, state_ref.name
-        );
-        warn!(name = %observed.federated.name, "{message}");
-        publish(
-            ctx,
-            &observed.reference,
-            EventType::Warning,
-            "RolloutStateUnreadable",
-            &message,
-        );
-        let (plan, _) = hold_plan(planned, &message);
-        return Ok(Staged::unstaged(plan));
+        return Ok(hold_unreadable(ctx, observed, planned, &state_ref, why));
     }
-    let Some(strategy) = fetch_strategy(ctx, &strategy_name).await? else {
-        let message = format!(
-            "RolloutStrategy {}/{strategy_name} not found: changes are held back",
-            shared.kubefed_namespace
-        );
-        let why = ("RolloutStrategyNotFound", message.as_str());
-        return hold_everything(ctx, observed, planned, &state_ref, stored, &new, why).await;
-    };
     // Placed clusters, and those whose copy goes: removals wait for their stage too.
     let removing = removals(&planned.clusters, placed);
-    let covered: Vec<ClusterInfo> = observed
-        .infos()
-        .iter()
-        .filter(|c| placed.contains(&c.name) || removing.contains(&c.name))
-        .cloned()
-        .collect();
-    let batches = match batches(&strategy, &covered) {
-        Ok(batches) => batches,
-        Err(e) => {
-            let message = format!("RolloutStrategy {strategy_name}: {e}; changes are held back");
-            let why = ("InvalidRolloutStrategy", message.as_str());
+    let covered = covered(observed, |c| placed.contains(c) || removing.contains(c));
+    let (strategy, batches) = match usable_strategy(ctx, &strategy_name, &covered).await? {
+        Ok(usable) => usable,
+        Err((reason, message)) => {
+            let why = (reason, message.as_str());
             return hold_everything(ctx, observed, planned, &state_ref, stored, &new, why).await;
         }
     };
     let reports = reports(observed, &planned, &new, &removing);
     let (controls, stale_abort) = controls(obj, &new);
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let decision = decide(
-        &strategy,
-        &batches,
-        &new,
-        stored.state.as_ref(),
-        &reports,
-        controls,
-        now,
-    );
-    let stable_spec = stable_spec(&stored, &decision);
+    let decision = decide_now(&strategy, &batches, &new, &stored, &reports, controls);
     let saved = Stored {
         state: Some(decision.state.clone()),
         current: Some(observed.federated.spec.clone()),
-        stable: stable_spec,
+        stable: stable_spec(&stored, &decision),
         exists: true,
         unreadable: None,
         resource_version: None,
@@ -227,27 +140,12 @@ pub async fn staged(
     if decision.clear_abort || stale_abort {
         clear_abort(ctx, obj).await;
     }
-    let combined = combine(
-        ctx,
-        observed,
-        planned,
-        &decision,
-        &new,
-        saved.stable.as_ref(),
-    );
-    let applied = combined
-        .clusters
-        .iter()
-        .filter(|c| matches!(c.action, ClusterAction::Apply(_)))
-        .filter(|c| decision.allowed.get(&c.cluster) == Some(&new))
-        .map(|c| c.cluster.clone())
-        .collect();
-    let recheck = decision
-        .recheck_in
-        .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(1).max(1)));
+    let stable = saved.stable.as_ref();
+    let combined = combine(ctx, observed, planned, &decision, &new, stable);
+    let applied = applied_clusters(&combined, &decision, &new);
     Ok(Staged {
         plan: combined,
-        recheck,
+        recheck: recheck(&decision),
         rollout: Some(Rollout {
             state: state_ref,
             stored: saved,
@@ -256,10 +154,99 @@ pub async fn staged(
     })
 }
 
-async fn fetch_strategy(
+/// A stored state that cannot be read: neither going on nor starting afresh (which sends the
+/// change everywhere at once); every change is held, with a Warning.
+fn hold_unreadable(
     ctx: &TypeContext,
-    name: &str,
-) -> Result<Option<hubfed_core::rollout::RolloutStrategy>, Error> {
+    observed: &Observed,
+    planned: Plan,
+    state_ref: &StateRef,
+    why: &str,
+) -> Staged {
+    let message = format!(
+        "the rollout state {}/{} cannot be read ({why}): changes are held back until it \
+         is mended or deleted",
+        ctx.shared.kubefed_namespace, state_ref.name
+    );
+    warn!(name = %observed.federated.name, "{message}");
+    publish(
+        ctx,
+        &observed.reference,
+        EventType::Warning,
+        "RolloutStateUnreadable",
+        &message,
+    );
+    let (plan, _) = hold_plan(planned, &message);
+    Staged::unstaged(plan)
+}
+
+/// The strategy named `strategy_name` and its batches over the `covered` clusters, or why it
+/// cannot be used (a Warning's reason and message).
+async fn usable_strategy(
+    ctx: &TypeContext,
+    strategy_name: &str,
+    covered: &[ClusterInfo],
+) -> Result<Result<(CoreStrategy, Vec<Batch>), (&'static str, String)>, Error> {
+    let Some(strategy) = fetch_strategy(ctx, strategy_name).await? else {
+        let message = format!(
+            "RolloutStrategy {}/{strategy_name} not found: changes are held back",
+            ctx.shared.kubefed_namespace
+        );
+        return Ok(Err(("RolloutStrategyNotFound", message)));
+    };
+    Ok(match batches(&strategy, covered) {
+        Ok(batches) => Ok((strategy, batches)),
+        Err(e) => {
+            let message = format!("RolloutStrategy {strategy_name}: {e}; changes are held back");
+            Err(("InvalidRolloutStrategy", message))
+        }
+    })
+}
+
+/// The clusters the rollout covers: the observed ones `covers` names.
+fn covered(observed: &Observed, covers: impl Fn(&String) -> bool) -> Vec<ClusterInfo> {
+    observed
+        .infos()
+        .iter()
+        .filter(|c| covers(&c.name))
+        .cloned()
+        .collect()
+}
+
+/// [`decide`] as of now, over the stored state.
+fn decide_now(
+    strategy: &CoreStrategy,
+    batches: &[Batch],
+    revision: &str,
+    stored: &Stored,
+    reports: &BTreeMap<String, ClusterReport>,
+    controls: Controls,
+) -> Decision {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let previous = stored.state.as_ref();
+    decide(
+        strategy, batches, revision, previous, reports, controls, now,
+    )
+}
+
+/// When the decision wants the object looked at again (a soak or deadline ending).
+fn recheck(decision: &Decision) -> Option<Duration> {
+    decision
+        .recheck_in
+        .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(1).max(1)))
+}
+
+/// The clusters `plan` applies the new revision to.
+fn applied_clusters(plan: &Plan, decision: &Decision, new: &str) -> Vec<String> {
+    plan.clusters
+        .iter()
+        .filter(|c| matches!(c.action, ClusterAction::Apply(_)))
+        .filter(|c| decision.allowed.get(&c.cluster).map(String::as_str) == Some(new))
+        .map(|c| c.cluster.clone())
+        .collect()
+}
+
+async fn fetch_strategy(ctx: &TypeContext, name: &str) -> Result<Option<CoreStrategy>, Error> {
     let shared = &ctx.shared;
     let strategies: Api<RolloutStrategy> =
         Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
@@ -287,22 +274,7 @@ async fn staged_deletion(
         return Ok(Staged::unstaged(planned));
     }
     let removing = removals(&planned.clusters, &Default::default());
-    let strategy = match stored.state {
-        Some(_) if !removing.is_empty() && !is_orphaning(&observed.federated.annotations) => {
-            fetch_strategy(ctx, &strategy_name).await?
-        }
-        _ => None,
-    };
-    let covered: Vec<ClusterInfo> = observed
-        .infos()
-        .iter()
-        .filter(|c| removing.contains(&c.name))
-        .cloned()
-        .collect();
-    let staging = strategy.and_then(|strategy| {
-        let strategy = deletion_strategy(&strategy);
-        batches(&strategy, &covered).ok().map(|b| (strategy, b))
-    });
+    let staging = deletion_staging(ctx, observed, &stored, &removing, &strategy_name).await?;
     let Some((strategy, batches)) = staging else {
         // The object goes: so does its rollout state, once. A state left behind is harmless
         // (a new object of the same name ignores it: `state_belongs`), so a failure here
@@ -318,15 +290,13 @@ async fn staged_deletion(
         paused: controls(obj, DELETED_REVISION).0.paused,
         aborted: false,
     };
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let decision = decide(
+    let decision = decide_now(
         &strategy,
         &batches,
         DELETED_REVISION,
-        stored.state.as_ref(),
+        &stored,
         &reports,
         controls,
-        now,
     );
     publish_events(ctx, observed, &decision.events);
     // A deletion needs no spec: none is kept.
@@ -339,6 +309,38 @@ async fn staged_deletion(
         resource_version: None,
     };
     save(ctx, &state_ref, &stored, &mut saved).await?;
+    Ok(Staged {
+        plan: hold_deletions(planned, &decision),
+        recheck: recheck(&decision),
+        rollout: None,
+    })
+}
+
+/// The deletion strategy and its batches over the clusters whose copy goes (`removing`), or
+/// none when the deletion is not staged: nothing stored to go on from, nothing to remove, an
+/// orphaning deletion, a strategy missing or invalid.
+async fn deletion_staging(
+    ctx: &TypeContext,
+    observed: &Observed,
+    stored: &Stored,
+    removing: &[String],
+    strategy_name: &str,
+) -> Result<Option<(CoreStrategy, Vec<Batch>)>, Error> {
+    let strategy = match stored.state {
+        Some(_) if !removing.is_empty() && !is_orphaning(&observed.federated.annotations) => {
+            fetch_strategy(ctx, strategy_name).await?
+        }
+        _ => None,
+    };
+    let covered = covered(observed, |c| removing.contains(c));
+    Ok(strategy.and_then(|strategy| {
+        let strategy = deletion_strategy(&strategy);
+        batches(&strategy, &covered).ok().map(|b| (strategy, b))
+    }))
+}
+
+/// `planned` with the removals the deletion's rollout does not allow yet held.
+fn hold_deletions(planned: Plan, decision: &Decision) -> Plan {
     let mut held = planned;
     for cluster_plan in &mut held.clusters {
         if decision
@@ -354,14 +356,7 @@ async fn staged_deletion(
             pending_message(&decision.state, &cluster_plan.cluster, removal)
         });
     }
-    let recheck = decision
-        .recheck_in
-        .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(1).max(1)));
-    Ok(Staged {
-        plan: held,
-        recheck,
-        rollout: None,
-    })
+    held
 }
 
 /// After the member writes: a failed apply of the revision being rolled out that the member
@@ -605,251 +600,4 @@ fn combine(
         planned.clusters.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     }
     planned
-}
-
-/// The stored state of the object; none when there is none, or when it is an earlier same-named
-/// object's ([`state_belongs`]: it is overwritten).
-async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, Error> {
-    let api: Api<ConfigMap> =
-        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
-    let Some(map) = bounded(api.get_opt(&state.name)).await?? else {
-        return Ok(Stored::default());
-    };
-    let stored_uid = map.annotations().get(STATE_UID_ANNOTATION).cloned();
-    let resource_version = map.resource_version();
-    if !state_belongs(stored_uid.as_deref(), state.uid.as_deref()) {
-        return Ok(Stored {
-            exists: true,
-            resource_version,
-            ..Stored::default()
-        });
-    }
-    Ok(match read_state(&map.data.unwrap_or_default()) {
-        Ok(data) => Stored {
-            state: data.state,
-            current: data.current,
-            stable: data.stable,
-            exists: true,
-            unreadable: None,
-            resource_version,
-        },
-        Err(why) => Stored {
-            exists: true,
-            unreadable: Some(why),
-            resource_version,
-            ..Stored::default()
-        },
-    })
-}
-
-/// Deletes the object's state (known to exist). A failure is a Warning, never an error: the
-/// deletion of the object goes on.
-async fn delete_state(ctx: &TypeContext, observed: &Observed, state: &StateRef) {
-    let api: Api<ConfigMap> =
-        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
-    let result = bounded(api.delete(&state.name, &Default::default()))
-        .await
-        .and_then(|r| r.map_err(Error::from));
-    match result {
-        Ok(_) => info!(configmap = %state.name, "rollout state deleted with its object"),
-        Err(Error::Hub(kube::Error::Api(e))) if e.code == 404 => {}
-        Err(e) => {
-            warn!(configmap = %state.name, error = %e, "rollout state left behind");
-            publish(
-                ctx,
-                &observed.reference,
-                EventType::Warning,
-                "RolloutStateNotDeleted",
-                &format!(
-                    "the rollout state {}/{} was not deleted ({e}); it is left behind, and a new \
-                     object of the same name ignores it",
-                    ctx.shared.kubefed_namespace, state.name
-                ),
-            );
-        }
-    }
-}
-
-/// Why an object is not staged when its state does not fit.
-const TOO_LARGE: &str = "the rollout state of this object does not fit in a ConfigMap (1 MiB): \
-                         its changes go to every cluster at once";
-
-/// Saves `saved` as far as it fits ([`fit`]: the stable spec is dropped first). When it does
-/// not fit at all, or the API server refuses it as too large, the object is not staged
-/// ([`too_large`]: a small state is stored instead, and a Warning `RolloutStateTooLarge`
-/// published when news): `None`, the plan goes out as it is.
-async fn save_fitted(
-    ctx: &TypeContext,
-    observed: &Observed,
-    state_ref: &StateRef,
-    stored: &Stored,
-    mut saved: Stored,
-    new: &str,
-) -> Result<Option<Stored>, Error> {
-    let len = |v: Option<String>| v.map_or(0, |v| v.len());
-    let state = len(saved
-        .state
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()?);
-    let current = len(saved
-        .current
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()?);
-    let stable = len(saved
-        .stable
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()?);
-    match fit(state, current, stable) {
-        Fit::All => {}
-        Fit::WithoutStable => saved.stable = None,
-        Fit::TooLarge => {
-            unstage(ctx, observed, state_ref, stored, new).await?;
-            return Ok(None);
-        }
-    }
-    match save(ctx, state_ref, stored, &mut saved).await {
-        Ok(()) => Ok(Some(saved)),
-        Err(Error::Hub(kube::Error::Api(e)))
-            if e.code == 413
-                || (e.code == 422 && e.message.contains("Too long"))
-                || e.message.to_lowercase().contains("too large") =>
-        {
-            unstage(ctx, observed, state_ref, stored, new).await?;
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// Stores that the object's revision `new` went out unstaged, its state being too large.
-async fn unstage(
-    ctx: &TypeContext,
-    observed: &Observed,
-    state_ref: &StateRef,
-    stored: &Stored,
-    new: &str,
-) -> Result<(), Error> {
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let hold = too_large(stored.state.as_ref(), new, TOO_LARGE, now);
-    let mut small = Stored {
-        state: Some(hold.state),
-        current: None,
-        stable: None,
-        exists: stored.exists,
-        unreadable: None,
-        resource_version: None,
-    };
-    save(ctx, state_ref, stored, &mut small).await?;
-    if hold.publish {
-        warn!(name = %observed.federated.name, "{TOO_LARGE}");
-        publish(
-            ctx,
-            &observed.reference,
-            EventType::Warning,
-            "RolloutStateTooLarge",
-            TOO_LARGE,
-        );
-    }
-    Ok(())
-}
-
-/// Saves `saved` over `stored` (as read: its resourceVersion is the precondition, a conflict
-/// fails the reconcile, which is retried from what is stored then), and records the new
-/// resourceVersion in `saved`. Nothing is written when nothing changed.
-async fn save(
-    ctx: &TypeContext,
-    state: &StateRef,
-    stored: &Stored,
-    saved: &mut Stored,
-) -> Result<(), Error> {
-    let name = state.name.as_str();
-    saved.resource_version = stored.resource_version.clone();
-    let unchanged = stored.exists
-        && stored.unreadable.is_none()
-        && stored.state == saved.state
-        && stored.current == saved.current
-        && stored.stable == saved.stable;
-    if unchanged {
-        return Ok(());
-    }
-    let body = state_body(state, saved, stored.resource_version.as_deref())?;
-    let api: Api<ConfigMap> =
-        Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
-    let written = if stored.exists {
-        let params = PatchParams::apply(hubfed_api::names::FIELD_MANAGER).force();
-        bounded(api.patch(name, &params, &Patch::Apply(&body))).await??
-    } else {
-        // Created first: the chart's Role grants `create` (not limitable by name) and
-        // `patch`, and server-side apply of a missing object needs both. A state created
-        // meanwhile by another makes this fail (AlreadyExists): retried like a conflict.
-        let map: ConfigMap = serde_json::from_value(body)?;
-        bounded(api.create(&Default::default(), &map)).await??
-    };
-    saved.resource_version = written.resource_version();
-    Ok(())
-}
-
-/// The state ConfigMap holding `saved`, to be written over `resource_version` (the one read;
-/// none for a creation).
-fn state_body(
-    state: &StateRef,
-    saved: &Stored,
-    resource_version: Option<&str>,
-) -> Result<serde_json::Value, Error> {
-    let text = |v: Option<String>| v.unwrap_or_default();
-    let data = json!({
-        "state": text(saved.state.as_ref().map(serde_json::to_string).transpose()?),
-        "current": text(saved.current.as_ref().map(serde_json::to_string).transpose()?),
-        "stable": text(saved.stable.as_ref().map(serde_json::to_string).transpose()?),
-    });
-    let mut metadata = json!({
-        "name": state.name,
-        "labels": {"app.kubernetes.io/managed-by": "hubfed"},
-        "annotations": {
-            STATE_OBJECT_ANNOTATION: state.key,
-            STATE_UID_ANNOTATION: state.uid,
-        },
-        "ownerReferences": state.owner.iter().collect::<Vec<_>>(),
-    });
-    if let Some(resource_version) = resource_version {
-        metadata["resourceVersion"] = json!(resource_version);
-    }
-    Ok(json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": metadata,
-        "data": data,
-    }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A save is made over the state as read: its resourceVersion is the precondition, so a
-    /// stale leader's save fails instead of overwriting a newer state.
-    #[test]
-    fn a_save_is_made_over_the_state_as_read() {
-        let state = StateRef {
-            name: "hubfed-rollout.x-0123456789".into(),
-            key: "FederatedDeployment/ns/x".into(),
-            uid: Some("uid-1".into()),
-            owner: None,
-        };
-        let saved = Stored {
-            state: Some(RolloutState::default()),
-            ..Stored::default()
-        };
-        let over = state_body(&state, &saved, Some("42")).expect("a body");
-        assert_eq!(over["metadata"]["resourceVersion"], "42");
-        assert_eq!(
-            over["metadata"]["annotations"][STATE_UID_ANNOTATION],
-            "uid-1"
-        );
-        let created = state_body(&state, &saved, None).expect("a body");
-        assert!(created["metadata"].get("resourceVersion").is_none());
-    }
 }

@@ -337,12 +337,7 @@ impl MemberWatches {
                         .is_some_and(|_| c.client_id == cache.client_id)
             });
             if !keep {
-                debug!(cluster = %name, kind = %self.target.kind, "stopping member watch");
-                cache.stop.cancel();
-                let type_label = self.federated.kind.to_lowercase();
-                let _ = crate::metrics::METRICS
-                    .managed_objects
-                    .remove_label_values(&[type_label.as_str(), name.as_str()]);
+                self.stop_watch(name, cache);
             }
             keep
         });
@@ -354,68 +349,99 @@ impl MemberWatches {
             let Some(client) = cluster.watch_client.clone() else {
                 continue;
             };
-            // `Api<PartialObjectMeta<_>>` makes metadata-only requests; whole objects are
-            // watched only for the managed copies of types whose readiness is in their status.
-            let (api, objects): (Api<MemberMeta>, Api<DynamicObject>) =
-                match self.shared.target_namespace() {
-                    Some(ns) if self.target.namespaced => (
-                        Api::namespaced_with(client.clone(), ns, &self.target_resource),
-                        Api::namespaced_with(client, ns, &self.target_resource),
-                    ),
-                    _ => (
-                        Api::all_with(client.clone(), &self.target_resource),
-                        Api::all_with(client, &self.target_resource),
-                    ),
-                };
-            let collect_status = self.collect_status;
-            let with_status = collect_status || needs_status(&self.target.group, &self.target.kind);
-            let cache = Arc::new(MemberCache {
-                objects: std::sync::RwLock::new(None),
-                unmanaged: std::sync::RwLock::new(None),
-                list_failure: std::sync::Mutex::new(None),
-                started: std::time::Instant::now(),
-                client_id: cluster.client_id,
-                stop: CancellationToken::new(),
-            });
-            caches.insert(cluster.name.clone(), Arc::clone(&cache));
-            let this = Arc::clone(self);
-            let name = cluster.name.clone();
-            tokio::spawn(async move {
-                // `!=` also selects objects without the label.
-                let selector = format!("{MANAGED_LABEL}=true");
-                let mirror = (&cache.objects, Some(&cache.list_failure));
-                let managed_api = api.clone();
-                let managed = async {
-                    if with_status {
-                        let target = &this.target;
-                        this.mirror(&name, objects, selector, mirror, &cache.stop, |object| {
-                            Cached::with_status(object, target, collect_status)
-                        })
-                        .await;
-                    } else {
-                        this.mirror(&name, managed_api, selector, mirror, &cache.stop, |meta| {
-                            Cached::new(&meta.metadata)
-                        })
-                        .await;
-                    }
-                };
-                let unmanaged = this.mirror(
-                    &name,
-                    api,
-                    format!("{MANAGED_LABEL}!=true"),
-                    (&cache.unmanaged, None),
-                    &cache.stop,
-                    |meta| {
-                        meta.metadata
-                            .labels
-                            .as_ref()
-                            .and_then(|l| l.get(MANAGED_LABEL))
-                            .is_some_and(|v| v == "false")
-                    },
-                );
-                futures::join!(managed, unmanaged);
-            });
+            let cache = self.start_watch(&cluster.name, cluster.client_id, client);
+            caches.insert(cluster.name.clone(), cache);
         }
+    }
+
+    /// Stops the watch of a cluster gone, not ready, or with a new client.
+    fn stop_watch(&self, name: &str, cache: &MemberCache) {
+        debug!(cluster = %name, kind = %self.target.kind, "stopping member watch");
+        cache.stop.cancel();
+        let type_label = self.federated.kind.to_lowercase();
+        let _ = crate::metrics::METRICS
+            .managed_objects
+            .remove_label_values(&[type_label.as_str(), name]);
+    }
+
+    /// Starts watching `cluster` through `client` (its `client_id`); returns the cache the
+    /// watch fills.
+    fn start_watch(
+        self: &Arc<Self>,
+        cluster: &str,
+        client_id: usize,
+        client: kube::Client,
+    ) -> Arc<MemberCache> {
+        // `Api<PartialObjectMeta<_>>` makes metadata-only requests; whole objects are
+        // watched only for the managed copies of types whose readiness is in their status.
+        let (api, objects): (Api<MemberMeta>, Api<DynamicObject>) =
+            match self.shared.target_namespace() {
+                Some(ns) if self.target.namespaced => (
+                    Api::namespaced_with(client.clone(), ns, &self.target_resource),
+                    Api::namespaced_with(client, ns, &self.target_resource),
+                ),
+                _ => (
+                    Api::all_with(client.clone(), &self.target_resource),
+                    Api::all_with(client, &self.target_resource),
+                ),
+            };
+        let cache = Arc::new(MemberCache {
+            objects: std::sync::RwLock::new(None),
+            unmanaged: std::sync::RwLock::new(None),
+            list_failure: std::sync::Mutex::new(None),
+            started: std::time::Instant::now(),
+            client_id,
+            stop: CancellationToken::new(),
+        });
+        let watch = Arc::clone(self).watch(cluster.to_owned(), Arc::clone(&cache), api, objects);
+        tokio::spawn(watch);
+        cache
+    }
+
+    /// Mirrors one cluster's managed copies (metadata, or whole objects when their status is
+    /// read) and the names of its unmanaged objects into `cache`, until it is stopped.
+    async fn watch(
+        self: Arc<Self>,
+        name: String,
+        cache: Arc<MemberCache>,
+        api: Api<MemberMeta>,
+        objects: Api<DynamicObject>,
+    ) {
+        let collect_status = self.collect_status;
+        let with_status = collect_status || needs_status(&self.target.group, &self.target.kind);
+        // `!=` also selects objects without the label.
+        let selector = format!("{MANAGED_LABEL}=true");
+        let mirror = (&cache.objects, Some(&cache.list_failure));
+        let managed_api = api.clone();
+        let managed = async {
+            if with_status {
+                let target = &self.target;
+                self.mirror(&name, objects, selector, mirror, &cache.stop, |object| {
+                    Cached::with_status(object, target, collect_status)
+                })
+                .await;
+            } else {
+                self.mirror(&name, managed_api, selector, mirror, &cache.stop, |meta| {
+                    Cached::new(&meta.metadata)
+                })
+                .await;
+            }
+        };
+        let unmanaged = self.mirror(
+            &name,
+            api,
+            format!("{MANAGED_LABEL}!=true"),
+            (&cache.unmanaged, None),
+            &cache.stop,
+            |meta| {
+                meta.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(MANAGED_LABEL))
+                    .is_some_and(|v| v == "false")
+            },
+        );
+        futures::join!(managed, unmanaged);
     }
 
     /// Keeps `map` equal to the objects `selector` selects in the cluster, each as
@@ -456,32 +482,8 @@ impl MemberWatches {
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
-                    let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
-                    let previous = guard.replace(std::mem::take(&mut listing));
-                    match (previous, guard.as_ref()) {
-                        (Some(previous), Some(current)) => {
-                            for key in previous.keys().filter(|k| !current.contains_key(*k)) {
-                                self.queue_key(key);
-                            }
-                            for (key, v) in current {
-                                if previous.get(key) != Some(v) {
-                                    self.queue_key(key);
-                                }
-                            }
-                        }
-                        // A new cache (a cluster joined or back): the copies it holds are
-                        // looked at at once — while it listed, plans could not see them (a copy
-                        // in a cluster the object no longer places there must go).
-                        (None, Some(current)) if failure.is_some() || failed_before => {
-                            current.keys().for_each(|key| self.queue_key(key));
-                        }
-                        _ => {}
-                    }
-                    if let Some(failure) = failure {
-                        *failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                        // Only the managed objects' mirror keeps failures.
-                        self.relisted.send_modify(|n| *n += 1);
-                    }
+                    let listed = std::mem::take(&mut listing);
+                    self.listed(listed, (map, failure), failed_before);
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }
                 Some(Ok(watcher::Event::Apply(object))) => {
@@ -514,6 +516,43 @@ impl MemberWatches {
                 }
                 None => break,
             }
+        }
+    }
+
+    /// A (re)list of `map` completed with `listed`, which replaces what it held. Queued: the
+    /// federated object of every key that changed while the watch was down; of every key, for
+    /// a new cache of managed objects (`failure` given) or one whose first list had failed.
+    fn listed<V: PartialEq>(
+        &self,
+        listed: HashMap<Box<str>, V>,
+        (map, failure): (&Mirror<V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
+        failed_before: bool,
+    ) {
+        let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
+        let previous = guard.replace(listed);
+        match (previous, guard.as_ref()) {
+            (Some(previous), Some(current)) => {
+                for key in previous.keys().filter(|k| !current.contains_key(*k)) {
+                    self.queue_key(key);
+                }
+                for (key, v) in current {
+                    if previous.get(key) != Some(v) {
+                        self.queue_key(key);
+                    }
+                }
+            }
+            // A new cache (a cluster joined or back): the copies it holds are looked at at
+            // once — while it listed, plans could not see them (a copy in a cluster the
+            // object no longer places there must go).
+            (None, Some(current)) if failure.is_some() || failed_before => {
+                current.keys().for_each(|key| self.queue_key(key));
+            }
+            _ => {}
+        }
+        if let Some(failure) = failure {
+            *failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            // Only the managed objects' mirror keeps failures.
+            self.relisted.send_modify(|n| *n += 1);
         }
     }
 

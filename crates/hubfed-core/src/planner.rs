@@ -55,9 +55,32 @@ pub fn plan(
     capacity: &BTreeMap<String, i64>,
     key: &str,
 ) -> ReplicaPlan {
-    let mut result = ReplicaPlan::default();
-    let plan = &mut result.replicas;
-    let mut preferences: Vec<Named<'_>> = Vec::with_capacity(available.len());
+    let mut placing = Placing {
+        result: ReplicaPlan::default(),
+        capacity,
+        remaining: i64::from(spec.total_replicas.max(0)),
+        preallocated: BTreeMap::new(),
+    };
+    let preferences = preferences(spec, available, key, &mut placing.result.replicas);
+    placing.minimums(&preferences);
+    if !spec.rebalance {
+        placing.keep_current(&preferences, current);
+    }
+    placing.by_weight(preferences);
+    placing.finish(spec.rebalance)
+}
+
+/// The preferences of the `available` clusters, by decreasing weight, then increasing hash (Go's
+/// sort.Sort is not stable, but the order is total unless two clusters hash alike: then by
+/// name, so that the order the clusters are listed in never matters). A cluster without a
+/// preference gets 0 replicas in `plan`.
+fn preferences<'a>(
+    spec: &ReplicaSchedulingPreferenceSpec,
+    available: &[&'a str],
+    key: &str,
+    plan: &mut BTreeMap<String, i64>,
+) -> Vec<Named<'a>> {
+    let mut preferences: Vec<Named<'a>> = Vec::with_capacity(available.len());
     for cluster in available {
         let preference = spec
             .clusters
@@ -76,34 +99,59 @@ pub fn plan(
             }
         }
     }
-    // By decreasing weight, then increasing hash (Go's sort.Sort is not stable, but the
-    // order is total unless two clusters hash alike: then by name, so that the order the
-    // clusters are listed in never matters).
     preferences.sort_by(|a, b| {
         b.weight
             .cmp(&a.weight)
             .then(a.hash.cmp(&b.hash))
             .then(a.cluster.cmp(b.cluster))
     });
+    preferences
+}
 
-    let mut remaining = i64::from(spec.total_replicas.max(0));
-    let capacity_of = |cluster: &str| capacity.get(cluster).map(|cap| (*cap).max(0));
+/// A plan being made: what is placed so far, and what is left to place.
+struct Placing<'a, 'c> {
+    result: ReplicaPlan,
+    capacity: &'c BTreeMap<String, i64>,
+    remaining: i64,
+    /// Without rebalancing: the replicas a cluster keeps beyond its minimum, not yet accounted
+    /// for by its weight.
+    preallocated: BTreeMap<&'a str, i64>,
+}
 
-    // Each cluster's minimum first.
-    for p in &preferences {
-        let mut min = p.min.min(remaining);
-        if let Some(cap) = capacity_of(p.cluster) {
-            min = min.min(cap);
-        }
-        remaining -= min;
-        plan.insert(p.cluster.to_owned(), min);
+/// One round of placing by weight.
+#[derive(Default)]
+struct Round<'a> {
+    /// Whether a cluster got more, or used up some of its preallocated replicas.
+    modified: bool,
+    /// Whether a cluster's count changed.
+    moved: bool,
+    /// The preallocated replicas each cluster used up.
+    used: Vec<(&'a str, i64)>,
+    /// The clusters not full yet: the next round's.
+    next: Vec<Named<'a>>,
+}
+
+impl<'a> Placing<'a, '_> {
+    fn capacity_of(&self, cluster: &str) -> Option<i64> {
+        self.capacity.get(cluster).map(|cap| (*cap).max(0))
     }
 
-    // Without rebalancing, clusters keep what they run (up to max and capacity).
-    let mut preallocated: BTreeMap<&str, i64> = BTreeMap::new();
-    if !spec.rebalance {
-        for p in &preferences {
-            let planned = plan[p.cluster];
+    /// Each cluster's minimum first.
+    fn minimums(&mut self, preferences: &[Named<'a>]) {
+        for p in preferences {
+            let mut min = p.min.min(self.remaining);
+            if let Some(cap) = self.capacity_of(p.cluster) {
+                min = min.min(cap);
+            }
+            self.remaining -= min;
+            self.result.replicas.insert(p.cluster.to_owned(), min);
+        }
+    }
+
+    /// Without rebalancing, clusters keep what they run (up to max and capacity).
+    fn keep_current(&mut self, preferences: &[Named<'a>], current: &BTreeMap<String, i64>) {
+        for p in preferences {
+            let planned = self.result.replicas[p.cluster];
             let Some(&count) = current.get(p.cluster) else {
                 continue;
             };
@@ -114,98 +162,119 @@ pub fn plan(
             if let Some(max) = p.max {
                 target = target.min(max);
             }
-            if let Some(cap) = capacity_of(p.cluster) {
+            if let Some(cap) = self.capacity_of(p.cluster) {
                 target = target.min(cap);
             }
-            let extra = (target - planned).min(remaining).max(0);
-            remaining -= extra;
-            preallocated.insert(p.cluster, extra);
-            plan.insert(p.cluster.to_owned(), extra + planned);
+            let extra = (target - planned).min(self.remaining).max(0);
+            self.remaining -= extra;
+            self.preallocated.insert(p.cluster, extra);
+            self.result
+                .replicas
+                .insert(p.cluster.to_owned(), extra + planned);
         }
     }
 
-    // The rest by weight, rounding up, until nothing is left or nothing moves.
-    let mut modified = true;
-    while modified && remaining > 0 {
-        modified = false;
-        // Whether this round changed anything but the preallocations.
-        let mut moved = false;
-        let mut used_this_round: Vec<(&str, i64)> = Vec::new();
+    /// The rest by weight, rounding up, until nothing is left or nothing moves.
+    fn by_weight(&mut self, mut preferences: Vec<Named<'a>>) {
+        let mut modified = true;
+        while modified && self.remaining > 0 {
+            let before = preferences.len();
+            let round = self.weight_round(preferences);
+            modified = round.modified;
+            preferences = round.next;
+            if round.modified && !round.moved && preferences.len() == before {
+                self.skip_preallocated_rounds(round.used);
+            }
+        }
+    }
+
+    fn weight_round(&mut self, preferences: Vec<Named<'a>>) -> Round<'a> {
+        let mut round = Round {
+            next: Vec::with_capacity(preferences.len()),
+            ..Round::default()
+        };
         let weight_sum: i128 = preferences.iter().map(|p| i128::from(p.weight)).sum();
-        let mut next = Vec::with_capacity(preferences.len());
-        let in_this_loop = i128::from(remaining);
-        let before = preferences.len();
+        let in_this_loop = i128::from(self.remaining);
         for p in preferences {
             if weight_sum <= 0 {
                 break;
             }
-            let start = plan[p.cluster];
             // At most `remaining`, so it fits an i64.
             let share = (in_this_loop * i128::from(p.weight) + weight_sum - 1) / weight_sum;
-            let mut extra = i64::try_from(share.min(i128::from(remaining))).unwrap_or(remaining);
-            let prealloc = preallocated.get(p.cluster).copied().unwrap_or(0);
-            let used = extra.min(prealloc);
-            preallocated.insert(p.cluster, prealloc - used);
-            extra -= used;
-            if used > 0 {
-                modified = true;
-                used_this_round.push((p.cluster, used));
-            }
-            let mut total = start + extra;
-            let mut full = false;
-            if let Some(max) = p.max
-                && total > max
-            {
-                total = max;
-                full = true;
-            }
-            if let Some(cap) = capacity_of(p.cluster)
-                && total > cap
-            {
-                result.overflow.insert(p.cluster.to_owned(), total - cap);
-                total = cap;
-                full = true;
-            }
-            remaining -= total - start;
-            plan.insert(p.cluster.to_owned(), total);
-            if total != start {
-                moved = true;
-            }
-            if total > start {
-                modified = true;
-            }
-            if !full {
-                next.push(p);
+            let extra =
+                i64::try_from(share.min(i128::from(self.remaining))).unwrap_or(self.remaining);
+            if !self.add_share(&p, extra, &mut round) {
+                round.next.push(p);
             }
         }
-        preferences = next;
-        if modified && !moved && preferences.len() == before {
-            // Only preallocated replicas were used up; every next round would do the same
-            // until some cluster has fewer preallocated than its share: take those rounds
-            // at once.
-            let rounds = used_this_round
-                .iter()
-                .map(|(cluster, used)| preallocated[cluster] / used)
-                .min()
-                .unwrap_or(0);
-            for (cluster, used) in used_this_round {
-                if let Some(left) = preallocated.get_mut(cluster) {
-                    *left -= rounds * used;
-                }
+        round
+    }
+
+    /// Gives `p` its share of this round, preallocated replicas first; returns whether the
+    /// cluster is full (its maximum or capacity reached).
+    fn add_share(&mut self, p: &Named<'a>, mut extra: i64, round: &mut Round<'a>) -> bool {
+        let start = self.result.replicas[p.cluster];
+        let prealloc = self.preallocated.get(p.cluster).copied().unwrap_or(0);
+        let used = extra.min(prealloc);
+        self.preallocated.insert(p.cluster, prealloc - used);
+        extra -= used;
+        if used > 0 {
+            round.modified = true;
+            round.used.push((p.cluster, used));
+        }
+        let mut total = start + extra;
+        let mut full = false;
+        if let Some(max) = p.max
+            && total > max
+        {
+            total = max;
+            full = true;
+        }
+        if let Some(cap) = self.capacity_of(p.cluster)
+            && total > cap
+        {
+            self.result
+                .overflow
+                .insert(p.cluster.to_owned(), total - cap);
+            total = cap;
+            full = true;
+        }
+        self.remaining -= total - start;
+        self.result.replicas.insert(p.cluster.to_owned(), total);
+        round.moved |= total != start;
+        round.modified |= total > start;
+        full
+    }
+
+    /// Only preallocated replicas were used up; every next round would do the same until some
+    /// cluster has fewer preallocated than its share: take those rounds at once.
+    fn skip_preallocated_rounds(&mut self, used_this_round: Vec<(&'a str, i64)>) {
+        let rounds = used_this_round
+            .iter()
+            .map(|(cluster, used)| self.preallocated[cluster] / used)
+            .min()
+            .unwrap_or(0);
+        for (cluster, used) in used_this_round {
+            if let Some(left) = self.preallocated.get_mut(cluster) {
+                *left -= rounds * used;
             }
         }
     }
 
-    if !spec.rebalance {
-        // Without rebalancing, overflow is only what could not be placed anywhere.
-        result.overflow = result
-            .overflow
-            .into_iter()
-            .map(|(cluster, value)| (cluster, value.min(remaining)))
-            .filter(|(_, value)| *value > 0)
-            .collect();
+    fn finish(mut self, rebalance: bool) -> ReplicaPlan {
+        if !rebalance {
+            // Without rebalancing, overflow is only what could not be placed anywhere.
+            let remaining = self.remaining;
+            self.result.overflow = self
+                .result
+                .overflow
+                .into_iter()
+                .map(|(cluster, value)| (cluster, value.min(remaining)))
+                .filter(|(_, value)| *value > 0)
+                .collect();
+        }
+        self.result
     }
-    result
 }
 
 /// The replicas per cluster to write (KubeFed `schedule`): 0 for every cluster that runs the

@@ -96,41 +96,13 @@ impl HubIdentities {
             );
             let entry = match &identity {
                 ClusterIdentity::Hub | ClusterIdentity::NotHub => {
-                    let is_hub = identity == ClusterIdentity::Hub;
-                    if is_hub {
-                        info!(cluster = %name, "this joined cluster is the hub itself");
-                    }
                     let uid = member_uid.clone().unwrap_or_default();
                     uids.insert(name.clone(), uid.clone());
-                    Entry::Known {
-                        client_id,
-                        is_hub,
-                        uid,
-                    }
+                    let is_hub = identity == ClusterIdentity::Hub;
+                    known_entry(&name, client_id, is_hub, uid)
                 }
                 ClusterIdentity::Unknown(message) => {
-                    let failures = match entries.get(&name) {
-                        Some(Entry::Failed {
-                            client_id: previous,
-                            failures,
-                            ..
-                        }) if *previous == client_id => failures.saturating_add(1),
-                        _ => 1,
-                    };
-                    let delay = identity_retry_delay(failures);
-                    warn!(
-                        cluster = %name,
-                        failures,
-                        retry_in_seconds = delay.as_secs(),
-                        reason = %message,
-                        "cannot tell whether this cluster is the hub; its namespaces are not deleted"
-                    );
-                    Entry::Failed {
-                        client_id,
-                        failures,
-                        retry_at: Instant::now() + delay,
-                        message: message.clone(),
-                    }
+                    failed_entry(entries.get(&name), &name, client_id, message)
                 }
             };
             entries.insert(name.clone(), entry);
@@ -138,11 +110,7 @@ impl HubIdentities {
         }
         let names: Vec<&String> = clusters.iter().map(|c| &c.name).collect();
         entries.retain(|name, _| names.contains(&name));
-        let duplicates = hubfed_core::hub::duplicate_clusters(&uids);
-        for (cluster, others) in &duplicates {
-            warn!(cluster = %cluster, same_api_server = ?others,
-                "joined clusters reach the same API server: nothing is written or deleted through them until one is unjoined");
-        }
+        warn_duplicates(&uids);
         (known, uids)
     }
 
@@ -212,6 +180,54 @@ impl HubIdentities {
             *self.hub_uid.lock().unwrap_or_else(|e| e.into_inner()) = Some(uid.clone());
         }
         Ok(uid)
+    }
+}
+
+/// A cluster found to be the hub (`is_hub`) or not, remembered for its client.
+fn known_entry(name: &str, client_id: usize, is_hub: bool, uid: String) -> Entry {
+    if is_hub {
+        info!(cluster = %name, "this joined cluster is the hub itself");
+    }
+    Entry::Known {
+        client_id,
+        is_hub,
+        uid,
+    }
+}
+
+/// A failed lookup (`message`), remembered with its backoff: failures with the same client
+/// count on from the `previous` entry.
+fn failed_entry(previous: Option<&Entry>, name: &str, client_id: usize, message: &str) -> Entry {
+    let failures = match previous {
+        Some(Entry::Failed {
+            client_id: previous,
+            failures,
+            ..
+        }) if *previous == client_id => failures.saturating_add(1),
+        _ => 1,
+    };
+    let delay = identity_retry_delay(failures);
+    warn!(
+        cluster = %name,
+        failures,
+        retry_in_seconds = delay.as_secs(),
+        reason = %message,
+        "cannot tell whether this cluster is the hub; its namespaces are not deleted"
+    );
+    Entry::Failed {
+        client_id,
+        failures,
+        retry_at: Instant::now() + delay,
+        message: message.to_owned(),
+    }
+}
+
+/// Says which joined clusters reach the same API server (the same `kube-system` UID).
+fn warn_duplicates(uids: &BTreeMap<String, String>) {
+    let duplicates = hubfed_core::hub::duplicate_clusters(uids);
+    for (cluster, others) in &duplicates {
+        warn!(cluster = %cluster, same_api_server = ?others,
+            "joined clusters reach the same API server: nothing is written or deleted through them until one is unjoined");
     }
 }
 

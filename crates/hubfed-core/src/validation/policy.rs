@@ -2,29 +2,14 @@
 //! a policy that can never choose is rejected with a field path instead of only reported on
 //! its status.
 
-use hubfed_api::scheduling::PlacementPolicySpec;
+use hubfed_api::scheduling::{PlacementPolicySpec, SpreadConstraint};
 
 use super::*;
 
 /// The rules over a parsed spec.
 pub fn validate_placement_policy(spec: &PlacementPolicySpec) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    if spec.target_kind.is_empty() {
-        errors.push(FieldError::required(
-            "spec.targetKind",
-            "a federated kind, e.g. FederatedDeployment",
-        ));
-    } else if !spec
-        .target_kind
-        .starts_with(|c: char| c.is_ascii_uppercase())
-        || !spec.target_kind.chars().all(|c| c.is_ascii_alphanumeric())
-    {
-        errors.push(FieldError::invalid(
-            "spec.targetKind",
-            &spec.target_kind,
-            "must be a kind, e.g. FederatedDeployment",
-        ));
-    }
+    check_target_kind(&spec.target_kind, &mut errors);
     if let Some(selector) = &spec.cluster_selector {
         check_selector(selector, "spec.clusterSelector", &mut errors);
     }
@@ -35,8 +20,47 @@ pub fn validate_placement_policy(spec: &PlacementPolicySpec) -> Vec<FieldError> 
             "must be at least 1 (leave it out for every candidate)",
         ));
     }
+    check_spread(&spec.spread, &mut errors);
+    for (i, preference) in spec.preferences.iter().enumerate() {
+        let path = index("spec.preferences", i);
+        if !(1..=100).contains(&preference.weight) {
+            errors.push(FieldError::invalid_value(
+                child(&path, "weight"),
+                preference.weight,
+                "must be between 1 and 100",
+            ));
+        }
+        check_selector(
+            &preference.cluster_selector,
+            &child(&path, "clusterSelector"),
+            &mut errors,
+        );
+    }
+    errors
+}
+
+/// `spec.targetKind` names a federated kind.
+fn check_target_kind(kind: &str, errors: &mut Vec<FieldError>) {
+    if kind.is_empty() {
+        errors.push(FieldError::required(
+            "spec.targetKind",
+            "a federated kind, e.g. FederatedDeployment",
+        ));
+    } else if !kind.starts_with(|c: char| c.is_ascii_uppercase())
+        || !kind.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        errors.push(FieldError::invalid(
+            "spec.targetKind",
+            kind,
+            "must be a kind, e.g. FederatedDeployment",
+        ));
+    }
+}
+
+/// `spec.spread`: each a distinct label key, with bounds that can be met.
+fn check_spread(spread: &[SpreadConstraint], errors: &mut Vec<FieldError>) {
     let mut keys = HashSet::new();
-    for (i, spread) in spec.spread.iter().enumerate() {
+    for (i, spread) in spread.iter().enumerate() {
         let path = index("spec.spread", i);
         let key_path = child(&path, "topologyKey");
         if spread.topology_key.is_empty() {
@@ -49,7 +73,7 @@ pub fn validate_placement_policy(spec: &PlacementPolicySpec) -> Vec<FieldError> 
                     String::new(),
                 )])),
             };
-            check_selector(&probe, &key_path, &mut errors);
+            check_selector(&probe, &key_path, errors);
             if !keys.insert(spread.topology_key.as_str()) {
                 errors.push(FieldError::duplicate(key_path, &spread.topology_key));
             }
@@ -71,22 +95,6 @@ pub fn validate_placement_policy(spec: &PlacementPolicySpec) -> Vec<FieldError> 
             ));
         }
     }
-    for (i, preference) in spec.preferences.iter().enumerate() {
-        let path = index("spec.preferences", i);
-        if !(1..=100).contains(&preference.weight) {
-            errors.push(FieldError::invalid_value(
-                child(&path, "weight"),
-                preference.weight,
-                "must be between 1 and 100",
-            ));
-        }
-        check_selector(
-            &preference.cluster_selector,
-            &child(&path, "clusterSelector"),
-            &mut errors,
-        );
-    }
-    errors
 }
 
 /// [`validate_placement_policy`] over a raw admission object: a spec that does not even parse

@@ -84,16 +84,7 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
     // Under a rollout strategy, only the clusters the rollout has reached take the change.
     let staged = super::rollout::staged(ctx, obj, &observed, plan).await?;
     let (plan, rollout_recheck) = (staged.plan, staged.recheck);
-    for warning in &plan.warnings {
-        let reference = &observed.reference;
-        publish(
-            ctx,
-            reference,
-            EventType::Warning,
-            warning.reason,
-            &warning.message,
-        );
-    }
+    publish_warnings(ctx, &observed, &plan);
     debug!(name = %observed.federated.name, namespace = ?observed.federated.namespace,
         disposition = ?plan.disposition, "planned");
     match plan.disposition {
@@ -123,38 +114,73 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Acti
         cache_warming: observed.cache_warming,
         pull_pending: result.pending,
     };
+    let (released, deferred) = conclude(ctx, obj, &observed, &plan, &result, carried).await?;
+    let requeue = requeue(plan.disposition, carried, released);
+    Ok(next_look(requeue, deferred, rollout_recheck))
+}
+
+/// The plan's warnings, as Events on the federated object.
+fn publish_warnings(ctx: &TypeContext, observed: &Observed, plan: &Plan) {
+    for warning in &plan.warnings {
+        let reference = &observed.reference;
+        publish(
+            ctx,
+            reference,
+            EventType::Warning,
+            warning.reason,
+            &warning.message,
+        );
+    }
+}
+
+/// *Conclude* and *write*: whether the finalizer was released, and how soon a status write
+/// put off (pull members' reports, remote status coalescing) is to be made.
+async fn conclude(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    observed: &Observed,
+    plan: &Plan,
+    result: &DispatchResult,
+    carried: Carried,
+) -> Result<(bool, Option<Duration>), Error> {
     let hold = pull_hold(ctx, &observed.object_ref, carried);
-    let (released, deferred) = match plan.disposition {
+    Ok(match plan.disposition {
         Disposition::Delete => {
-            let released = conclude_deletion(ctx, obj, &observed, &plan, carried).await?;
+            let released = conclude_deletion(ctx, obj, observed, plan, carried).await?;
             let deferred = match (released, hold) {
                 (true, _) => None,
                 (false, Some(hold)) => Some(hold),
                 // A deletion that waits says on what: the clusters and why, in status.
-                (false, None) => write_status(ctx, obj, &observed, &plan, &result).await?,
+                (false, None) => write_status(ctx, obj, observed, plan, result).await?,
             };
             (released, deferred)
         }
         _ => {
             let conclusion = (carried, hold);
-            let deferred = conclude_sync(ctx, obj, &observed, &plan, &result, conclusion).await?;
+            let deferred = conclude_sync(ctx, obj, observed, plan, result, conclusion).await?;
             (false, deferred)
         }
-    };
-    // A status write put off (remote status coalescing) is made by the next reconcile; a
-    // rollout waiting on a soak or a deadline looks again when it ends.
+    })
+}
+
+/// When to look at the object again: as [`requeue`] says, and no later than a status write
+/// put off (`deferred`, made by the next reconcile) or the end of a rollout's soak or
+/// deadline (`rollout_recheck`).
+fn next_look(
+    requeue: Requeue,
+    deferred: Option<Duration>,
+    rollout_recheck: Option<Duration>,
+) -> Action {
     let deferred = match (deferred, rollout_recheck) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    Ok(
-        match (requeue(plan.disposition, carried, released), deferred) {
-            (Requeue::After(delay), Some(after)) => Action::requeue(delay.min(after)),
-            (Requeue::OnChange, Some(after)) => Action::requeue(after),
-            (Requeue::OnChange, None) => Action::await_change(),
-            (Requeue::After(delay), None) => Action::requeue(delay),
-        },
-    )
+    match (requeue, deferred) {
+        (Requeue::After(delay), Some(after)) => Action::requeue(delay.min(after)),
+        (Requeue::OnChange, Some(after)) => Action::requeue(after),
+        (Requeue::OnChange, None) => Action::await_change(),
+        (Requeue::After(delay), None) => Action::requeue(delay),
+    }
 }
 
 /// How long the status and versions still wait for pull members' reports, if they wait
@@ -462,30 +488,29 @@ async fn write_status(
         StatusWrite::Unchanged => return Ok(None),
         StatusWrite::Deferred(after) => return Ok(Some(after)),
     }
+    publish_status_news(ctx, observed, plan, &outcomes);
+    Ok(None)
+}
+
+/// What a new status says that is the user's to know, as Warnings once per change: what a
+/// deletion waits on, placement problems, clusters placed but not joined.
+fn publish_status_news(
+    ctx: &TypeContext,
+    observed: &Observed,
+    plan: &Plan,
+    outcomes: &[ClusterOutcome],
+) {
     let reference = &observed.reference;
-    // A deletion that waits says on what, once per change of what it waits on.
-    if plan.disposition == Disposition::Delete {
-        let waiting: Vec<String> = outcomes
-            .iter()
-            .filter(|o| o.status != hubfed_core::status::PropagationStatus::Ok)
-            .map(|o| match &o.message {
-                Some(message) => format!("{} ({}: {message})", o.cluster, o.status.as_str()),
-                None => format!("{} ({})", o.cluster, o.status.as_str()),
-            })
-            .collect();
-        if !waiting.is_empty() {
-            let message = format!(
-                "deletion waits for the copies in {} before its finalizer is removed",
-                waiting.join(", ")
-            );
-            publish(
-                ctx,
-                reference,
-                EventType::Warning,
-                "DeletionWaiting",
-                &message,
-            );
-        }
+    if plan.disposition == Disposition::Delete
+        && let Some(message) = deletion_waiting(outcomes)
+    {
+        publish(
+            ctx,
+            reference,
+            EventType::Warning,
+            "DeletionWaiting",
+            &message,
+        );
     }
     // Placement problems are the user's to fix: say so once per change, as an Event.
     if let Some(message) = &plan.reason_message {
@@ -511,7 +536,25 @@ async fn write_status(
             &message,
         );
     }
-    Ok(None)
+}
+
+/// What a deletion waits on: the clusters whose copies are not gone yet, and why; none when
+/// it waits on nothing.
+fn deletion_waiting(outcomes: &[ClusterOutcome]) -> Option<String> {
+    let waiting: Vec<String> = outcomes
+        .iter()
+        .filter(|o| o.status != hubfed_core::status::PropagationStatus::Ok)
+        .map(|o| match &o.message {
+            Some(message) => format!("{} ({}: {message})", o.cluster, o.status.as_str()),
+            None => format!("{} ({})", o.cluster, o.status.as_str()),
+        })
+        .collect();
+    (!waiting.is_empty()).then(|| {
+        format!(
+            "deletion waits for the copies in {} before its finalizer is removed",
+            waiting.join(", ")
+        )
+    })
 }
 
 /// With remote status collection, each cluster's outcome carries its copy's `.status` from

@@ -411,48 +411,12 @@ async fn export_object_gauges(
     let type_label = ctx.federated.kind.to_lowercase();
     let metrics = &crate::metrics::METRICS;
     loop {
-        observe::prune_written_versions(&ctx);
-        ctx.drift_reported
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|copy, _| {
-                let object = copy.rsplit_once('@').map_or(copy.as_str(), |(o, _)| o);
-                let (ns, name) = object.split_once('/').unwrap_or(("", object));
-                let reference = ObjectRef::new_with(name, ctx.federated.clone());
-                let reference = if ns.is_empty() {
-                    reference
-                } else {
-                    reference.within(ns)
-                };
-                federated.get(&reference).is_some()
-            });
-        ctx.pull_pending_since
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|object, _| federated.get(object).is_some());
-        let in_backoff = {
-            let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
-            backoff.retain(|object, _| federated.get(object).is_some());
-            backoff.len()
-        };
+        let in_backoff = forget_deleted(&ctx, &federated);
         metrics
             .objects_in_backoff
             .with_label_values(&[type_label.as_str()])
             .set(i64::try_from(in_backoff).unwrap_or(i64::MAX));
-        let (mut propagated, mut failing) = (0_i64, 0_i64);
-        for obj in federated.state() {
-            let condition = obj
-                .data
-                .pointer("/status/conditions")
-                .and_then(serde_json::Value::as_array)
-                .and_then(|c| c.iter().find(|c| c["type"] == "Propagation"))
-                .and_then(|c| c["status"].as_str().map(str::to_string));
-            match condition.as_deref() {
-                Some("True") => propagated += 1,
-                Some(_) => failing += 1,
-                None => {}
-            }
-        }
+        let (propagated, failing) = propagation_counts(&federated);
         metrics
             .federated_objects
             .with_label_values(&[type_label.as_str(), "true"])
@@ -486,4 +450,51 @@ async fn export_object_gauges(
     let _ = metrics
         .leftovers
         .remove_label_values(&[type_label.as_str()]);
+}
+
+/// Forgets what is kept between reconciles of objects no longer in the `federated` cache
+/// (written versions, drift reported, pull reports awaited, backoff); returns how many objects
+/// are in backoff.
+fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize {
+    observe::prune_written_versions(ctx);
+    ctx.drift_reported
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|copy, _| {
+            let object = copy.rsplit_once('@').map_or(copy.as_str(), |(o, _)| o);
+            let (ns, name) = object.split_once('/').unwrap_or(("", object));
+            let reference = ObjectRef::new_with(name, ctx.federated.clone());
+            let reference = if ns.is_empty() {
+                reference
+            } else {
+                reference.within(ns)
+            };
+            federated.get(&reference).is_some()
+        });
+    ctx.pull_pending_since
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|object, _| federated.get(object).is_some());
+    let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
+    backoff.retain(|object, _| federated.get(object).is_some());
+    backoff.len()
+}
+
+/// How many federated objects have propagated (`Propagation` True) and how many have not.
+fn propagation_counts(federated: &Store<DynamicObject>) -> (i64, i64) {
+    let (mut propagated, mut failing) = (0_i64, 0_i64);
+    for obj in federated.state() {
+        let condition = obj
+            .data
+            .pointer("/status/conditions")
+            .and_then(serde_json::Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Propagation"))
+            .and_then(|c| c["status"].as_str().map(str::to_string));
+        match condition.as_deref() {
+            Some("True") => propagated += 1,
+            Some(_) => failing += 1,
+            None => {}
+        }
+    }
+    (propagated, failing)
 }

@@ -83,6 +83,32 @@ impl Registry {
                 }
             }
         };
+        let warning = self.publish_health(cluster, probe, probe_time, outcome, tasks);
+        if let (Some(note), Some(entry)) = (warning, self.entries.get(cluster)) {
+            let object = entry.object.clone();
+            self.emit_warning(
+                cluster,
+                &object,
+                EVENT_RETRIEVING_CLUSTER_HEALTH_FAILED,
+                "ProbeHealth",
+                note,
+                tasks,
+            );
+        }
+    }
+
+    /// Takes a probe's verdict into the cluster's health and writes the KubeFedCluster's
+    /// status when it changes. Returns the note of a Warning for a probe error that is news.
+    fn publish_health(
+        &mut self,
+        cluster: &str,
+        probe: u64,
+        probe_time: &Time,
+        outcome: ProbeOutcome,
+        tasks: &mut JoinSet<TaskDone>,
+    ) -> Option<String> {
+        let settings = self.pool.health;
+        let entry = self.entries.get_mut(cluster)?;
         debug!(cluster = %cluster, ?outcome, "cluster probed");
         let warning = new_probe_error(cluster, entry, &outcome);
         let was_ready = entry.ready();
@@ -117,17 +143,7 @@ impl Registry {
         } else {
             entry.in_flight = None;
         }
-        if let Some(note) = warning {
-            let object = entry.object.clone();
-            self.emit_warning(
-                cluster,
-                &object,
-                EVENT_RETRIEVING_CLUSTER_HEALTH_FAILED,
-                "ProbeHealth",
-                note,
-                tasks,
-            );
-        }
+        warning
     }
 
     pub(super) fn emit_warning(

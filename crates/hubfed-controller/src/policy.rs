@@ -30,14 +30,14 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::clusters::MemberClientPool;
 use crate::events::reporter;
-use crate::watch::{changes, drive, scope_namespace, scoped};
+use crate::watch::{drive, registry_controller, scope_namespace, scoped};
 
 /// How often a policy is looked at again when nothing else wakes it.
 pub const RESYNC: Duration = Duration::from_secs(30);
@@ -91,10 +91,8 @@ impl PolicyController {
     pub async fn run(self, shutdown: CancellationToken) {
         let hub = self.hub.clone();
         let namespace = scope_namespace(self.scope, &self.kubefed_namespace);
-        let policies: Api<PlacementPolicy> = scoped(&hub, namespace);
-        let mut controller = Controller::new(policies, watcher::Config::default())
-            .reconcile_all_on(changes(self.pool.subscribe()))
-            .graceful_shutdown_on(shutdown.cancelled_owned());
+        let mut controller =
+            registry_controller::<PlacementPolicy>(&hub, namespace, &self.pool, &shutdown);
         if self.rsp_scheduler {
             // Whether an RSP of the same name writes the placement changes with the RSP: one
             // created, fixed, broken or deleted wakes the policy of its namespace and name (a

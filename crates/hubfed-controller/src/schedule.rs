@@ -33,7 +33,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource as _, ResourceExt as _};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -41,7 +41,7 @@ use tracing::{info, warn};
 use crate::clusters::MemberClientPool;
 use crate::events::reporter;
 use crate::metrics::METRICS;
-use crate::watch::{changes, drive, scope_namespace, scoped, scoped_with};
+use crate::watch::{drive, registry_controller, scope_namespace, scoped, scoped_with};
 
 /// How often an RSP whose members have not all replicas ready is looked at again.
 pub const UNSETTLED_RECHECK: Duration = Duration::from_secs(10);
@@ -155,10 +155,9 @@ impl Scheduler {
     pub async fn run(self, shutdown: CancellationToken) {
         let hub = self.hub.clone();
         let namespace = scope_namespace(self.scope, &self.kubefed_namespace);
-        let rsps: Api<ReplicaSchedulingPreference> = scoped(&hub, namespace);
-        let mut controller = Controller::new(rsps, watcher::Config::default())
-            .reconcile_all_on(changes(self.pool.subscribe()))
-            .graceful_shutdown_on(shutdown.cancelled_owned());
+        let mut controller = registry_controller::<ReplicaSchedulingPreference>(
+            &hub, namespace, &self.pool, &shutdown,
+        );
         for kind in TARGET_KINDS {
             let resource = federated_resource(kind);
             let api = scoped_with(&hub, namespace, &resource);

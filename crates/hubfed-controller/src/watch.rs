@@ -8,11 +8,14 @@ use futures::{Stream, StreamExt as _};
 use hubfed_core::placement::ControlPlaneScope;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher;
+use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
+
+use crate::clusters::MemberClientPool;
 
 /// The namespace the control plane watches in its `scope`: its own (`kubefed_namespace`),
 /// or every namespace (`None`).
@@ -45,6 +48,29 @@ pub(crate) fn scoped_with(
         Some(namespace) => Api::namespaced_with(hub.clone(), namespace, resource),
         None => Api::all_with(hub.clone(), resource),
     }
+}
+
+/// A kube-runtime controller of the hub's `K` in `namespace` (or every namespace) that looks
+/// at every object again whenever the cluster registry (`pool`) changes, until `shutdown`.
+pub(crate) fn registry_controller<K>(
+    hub: &Client,
+    namespace: Option<&str>,
+    pool: &MemberClientPool,
+    shutdown: &CancellationToken,
+) -> Controller<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Clone + Eq + std::hash::Hash + Unpin,
+{
+    Controller::new(scoped(hub, namespace), watcher::Config::default())
+        .reconcile_all_on(changes(pool.subscribe()))
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
 }
 
 /// One item for every change seen on `changes`; ends when its sender is gone.

@@ -34,4 +34,7 @@ pub mod status;
 pub mod validation;
 pub mod version;
 
+#[cfg(test)]
+mod test_support;
+
 pub use error::{CoreError, Result};

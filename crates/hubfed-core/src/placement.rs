@@ -144,17 +144,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterInfo {
-        ClusterInfo {
-            name: name.to_owned(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            ready: true,
-        }
-    }
+    use crate::test_support::cluster;
 
     fn fleet() -> Vec<ClusterInfo> {
         vec![

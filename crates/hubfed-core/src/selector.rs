@@ -202,17 +202,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::test_support::labels;
 
     fn selector(v: serde_json::Value) -> Result<Selector> {
         let parsed: LabelSelector = serde_json::from_value(v).unwrap();
         Selector::new(Some(&parsed))
-    }
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
     }
 
     #[test]

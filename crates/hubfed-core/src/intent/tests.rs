@@ -6,6 +6,7 @@ use hubfed_api::scheduling::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use super::*;
+use crate::test_support;
 
 const NOW: i64 = 1_800_000_000;
 const KEY: &str = "shop/web";
@@ -13,10 +14,7 @@ const KEY: &str = "shop/web";
 fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterState {
     ClusterState {
         name: name.to_owned(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
+        labels: test_support::labels(labels),
         ready: true,
         since: None,
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::test_support::replica_preference;
 
 /// A preference: weight, min, max.
 fn pref(weight: i64, min: i64, max: Option<i64>) -> ClusterPreferences {
@@ -22,16 +23,11 @@ fn spec(
     total: i32,
     rebalance: bool,
 ) -> ReplicaSchedulingPreferenceSpec {
-    ReplicaSchedulingPreferenceSpec {
-        target_kind: "FederatedDeployment".into(),
-        total_replicas: total,
+    replica_preference(
+        total,
         rebalance,
-        intersect_with_cluster_selector: false,
-        clusters: prefs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect(),
-    }
+        prefs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())),
+    )
 }
 
 /// KubeFed's `doCheck`: no current replicas, no capacity; no overflow.

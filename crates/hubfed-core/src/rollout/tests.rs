@@ -5,19 +5,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::*;
 use crate::placement::ClusterInfo;
 use crate::status::ClusterOutcome;
+use crate::test_support::cluster;
 
 const NOW: i64 = 1_800_000_000;
-
-fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterInfo {
-    ClusterInfo {
-        name: name.to_owned(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        ready: true,
-    }
-}
 
 fn fleet() -> Vec<ClusterInfo> {
     vec![

@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::*;
+use crate::test_support;
 
 const NOW: i64 = 1_800_000_000;
 
@@ -175,25 +176,20 @@ fn rsp(
     rebalance: bool,
     clusters: &[(&str, i64, i64, Option<i64>)],
 ) -> ReplicaSchedulingPreferenceSpec {
-    ReplicaSchedulingPreferenceSpec {
-        target_kind: "FederatedDeployment".into(),
-        total_replicas: total,
+    test_support::replica_preference(
+        total,
         rebalance,
-        intersect_with_cluster_selector: false,
-        clusters: clusters
-            .iter()
-            .map(|(name, weight, min, max)| {
-                (
-                    (*name).to_owned(),
-                    ClusterPreferences {
-                        weight: *weight,
-                        min_replicas: *min,
-                        max_replicas: *max,
-                    },
-                )
-            })
-            .collect(),
-    }
+        clusters.iter().map(|(name, weight, min, max)| {
+            (
+                (*name).to_owned(),
+                ClusterPreferences {
+                    weight: *weight,
+                    min_replicas: *min,
+                    max_replicas: *max,
+                },
+            )
+        }),
+    )
 }
 
 fn names(list: &[&str]) -> Vec<String> {
@@ -279,12 +275,8 @@ fn decide_zeroes_clusters_that_are_no_longer_candidates() {
 
 fn cluster(name: &str, ready: bool, labels: &[(&str, &str)]) -> ClusterInfo {
     ClusterInfo {
-        name: name.to_owned(),
         ready,
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
+        ..test_support::cluster(name, labels)
     }
 }
 

@@ -304,10 +304,7 @@ mod tests {
 
     #[test]
     fn number_table_hash_matches_go() {
-        let v: Value = serde_json::from_str(
-            r#"{"a":1e20,"b":1e-6,"c":1e-7,"d":123456789.125,"e":5e-324,"f":1.7976931348623157e308,"g":0.1,"h":-0.0,"i":1e100,"j":12345678901234567890,"k":9223372036854775807,"l":-9223372036854775808,"m":2.5e-10,"n":0.000001234,"o":1.0,"p":1e3,"q":123456789012345680000,"r":-1e-7}"#,
-        )
-        .unwrap();
+        let v: Value = serde_json::from_str(crate::test_support::GO_NUMBER_TABLE).unwrap();
         assert_eq!(
             template_version(Some(&v)),
             "d186e9dc3b51f853c549adb4042d5d28"

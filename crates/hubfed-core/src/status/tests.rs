@@ -37,31 +37,6 @@ fn status_strings_round_trip() {
 }
 
 #[test]
-fn recoverable_statuses() {
-    let recoverable: Vec<&str> = PropagationStatus::ALL
-        .iter()
-        .filter(|s| s.is_recoverable())
-        .map(|s| s.as_str())
-        .collect();
-    assert_eq!(
-        recoverable,
-        [
-            "CreationFailed",
-            "UpdateFailed",
-            "DeletionFailed",
-            "LabelRemovalFailed",
-            "RetrievalFailed",
-            "ClientRetrievalFailed",
-            "CreationTimedOut",
-            "UpdateTimedOut",
-            "DeletionTimedOut",
-            "LabelRemovalTimedOut",
-            "ClusterIdentityUnknown"
-        ]
-    );
-}
-
-#[test]
 fn all_ok_is_true_with_sorted_clusters() {
     let outcomes = [ClusterOutcome::ok("b"), ClusterOutcome::ok("a")];
     let update = compute_status(None, &input(&outcomes, T0));

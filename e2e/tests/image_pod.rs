@@ -502,6 +502,16 @@ async fn the_image_runs_the_controller_as_a_pod() -> anyhow::Result<()> {
         },
     )
     .await?;
+    // One incarnation did all of it: the controller never crashed or failed its liveness.
+    let restarts: Vec<i32> = controller_pods
+        .list(&Default::default())
+        .await?
+        .iter()
+        .flat_map(|pod| pod.status.clone().unwrap_or_default().container_statuses)
+        .flatten()
+        .map(|status| status.restart_count)
+        .collect();
+    assert_eq!(restarts, [0], "one controller container, never restarted");
     report(format_args!(
         "image_pod: members Ready and a FederatedConfigMap propagated by the Pod in {:.1}s \
          (Lease holder {})",

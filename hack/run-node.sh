@@ -6,7 +6,7 @@
 #
 #   hack/run-node.sh DIR KUBECONFIG NODE KUBELET_PORT HEALTHZ_PORT IMAGE.oci.tar...
 #
-# Needs root, containerd, runc and ctr. Everything lives under DIR (containerd's root, state
+# Needs root, containerd, runc and ctr; HUBFED_KUBELET names another kubelet. Everything lives under DIR (containerd's root, state
 # and socket, the kubelet's root directory, pod logs, logs/) and in a private mount
 # namespace, so every mount the node makes (container root file systems, pod volumes)
 # disappears with it and none is seen by the rest of the machine. On SIGTERM the kubelet

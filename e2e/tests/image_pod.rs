@@ -81,16 +81,18 @@ fn missing_prerequisites() -> Option<String> {
     if !root {
         return Some("not root: containerd and the kubelet need root".to_owned());
     }
-    let missing: Vec<&str> = ["containerd", "runc", "ctr", "unshare"]
-        .into_iter()
-        .filter(|tool| !on_path(tool))
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "{} not on PATH (Debian: apt-get install containerd runc)",
-            missing.join(", ")
-        )
-    })
+    // Each tool and the Debian package holding it.
+    let missing: Vec<String> = [
+        ("containerd", "containerd"),
+        ("ctr", "containerd"),
+        ("runc", "runc"),
+        ("unshare", "util-linux"),
+    ]
+    .into_iter()
+    .filter(|(tool, _)| !on_path(tool))
+    .map(|(tool, package)| format!("{tool} (Debian package {package})"))
+    .collect();
+    (!missing.is_empty()).then(|| format!("not on PATH: {}", missing.join(", ")))
 }
 
 fn image_archive() -> anyhow::Result<PathBuf> {

@@ -141,3 +141,6 @@ pub fn fit(state: usize, current: usize, stable: usize) -> Fit {
         Fit::TooLarge
     }
 }
+
+#[cfg(test)]
+mod tests;

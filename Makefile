@@ -14,13 +14,15 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## tools: build/cache kube-apiserver, kube-controller-manager, kube-scheduler (pinned in hack/KUBE_VERSION) and etcd
+## tools: build/cache kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (pinned in hack/KUBE_VERSION), etcd and helm
 tools:
-	@echo "==> test tools: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, helm (built once and cached)"
+	@echo "==> test tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, helm (built once and cached)"
 	@hack/build-kube.sh >/dev/null
+	@hack/build-kube.sh kubelet >/dev/null
 	@hack/install-etcd.sh >/dev/null
 	@hack/build-helm.sh >/dev/null
 	@echo "kube binaries: $$(hack/build-kube.sh)"
+	@echo "kubelet:       $$(hack/build-kube.sh kubelet)/kubelet"
 	@echo "etcd:          $$(hack/install-etcd.sh)"
 	@echo "helm:          $$(hack/build-helm.sh)"
 
@@ -38,7 +40,7 @@ unit:
 ## (grace periods, soaks, outages; E2E_BESIDE) run beside the others, not after them: their
 ## output follows once both are done. E2E_BESIDE= runs everything in one sequence.
 E2E_BESIDE ?= placement_policy hub_identity faults backoff partition
-e2e: tools
+e2e: tools image
 	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
 	$(CARGO) test -p hubfed-e2e --no-run
 	@beside=""; rest="--lib --bins"; \

@@ -31,7 +31,7 @@ pub const AGENT_SERVICE_ACCOUNT: &str = "hubfed-agent";
 /// One member object for one pull-mode cluster: the action the hub's plan chose for it there
 /// (the same plan as for a push member, made from the observation the agent reports) and the
 /// agent's report of carrying it out.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "pull.hubfed.io",
     version = "v1alpha1",

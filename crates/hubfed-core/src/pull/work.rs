@@ -43,18 +43,9 @@ pub fn work_spec(
     let mut spec = WorkSpec {
         target: subject.target.clone(),
         source: subject.source.clone(),
-        action: String::new(),
         name: subject.name.to_owned(),
         namespace: subject.namespace.map(str::to_owned),
-        object: None,
-        desired_hash: String::new(),
-        creates: false,
-        create_only: false,
-        adopts: false,
-        released_fields: Vec::new(),
         basis: basis.to_owned(),
-        delete_options: None,
-        uid: None,
         annotations: subject
             .annotations
             .iter()
@@ -62,6 +53,8 @@ pub fn work_spec(
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         collect_status: subject.collect_status,
+        // The request's fields are filled in below, by the action.
+        ..WorkSpec::default()
     };
     match action {
         ClusterAction::Apply(apply) => {

@@ -11,6 +11,26 @@ fn strings(errors: &[FieldError]) -> Vec<String> {
     errors.iter().map(ToString::to_string).collect()
 }
 
+/// `object` with `member` of the object at the JSON pointer `parent` set to `value`.
+fn with_member(mut object: Value, parent: &str, member: &str, value: Value) -> Value {
+    object
+        .pointer_mut(parent)
+        .and_then(Value::as_object_mut)
+        .unwrap()
+        .insert(member.to_owned(), value);
+    object
+}
+
+/// `object` without `member` of the object at the JSON pointer `parent`.
+fn without_member(mut object: Value, parent: &str, member: &str) -> Value {
+    object
+        .pointer_mut(parent)
+        .and_then(Value::as_object_mut)
+        .unwrap()
+        .remove(member);
+    object
+}
+
 #[track_caller]
 fn assert_errors(errors: &[FieldError], expected: &[&str]) {
     assert_eq!(strings(errors), expected);

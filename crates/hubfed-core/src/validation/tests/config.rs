@@ -14,25 +14,13 @@ fn defaulted_config() -> Value {
 }
 
 fn config_with(path: &str, value: Value) -> Value {
-    let mut object = defaulted_config();
     let (parent, member) = path.rsplit_once('/').unwrap();
-    object
-        .pointer_mut(parent)
-        .and_then(Value::as_object_mut)
-        .unwrap()
-        .insert(member.to_owned(), value);
-    object
+    with_member(defaulted_config(), parent, member, value)
 }
 
 fn config_without(path: &str) -> Value {
-    let mut object = defaulted_config();
     let (parent, member) = path.rsplit_once('/').unwrap();
-    object
-        .pointer_mut(parent)
-        .and_then(Value::as_object_mut)
-        .unwrap()
-        .remove(member);
-    object
+    without_member(defaulted_config(), parent, member)
 }
 
 fn config_errors(object: &Value) -> Vec<String> {

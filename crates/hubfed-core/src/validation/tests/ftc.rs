@@ -31,24 +31,12 @@ fn kubefed_deployments_ftc() -> Value {
 }
 
 fn ftc_with(path: &str, value: Value) -> Value {
-    let mut object = kubefed_deployments_ftc();
     let (parent, member) = path.rsplit_once('/').unwrap();
-    object
-        .pointer_mut(parent)
-        .and_then(Value::as_object_mut)
-        .unwrap()
-        .insert(member.to_owned(), value);
-    object
+    with_member(kubefed_deployments_ftc(), parent, member, value)
 }
 
 fn ftc_without(parent: &str, member: &str) -> Value {
-    let mut object = kubefed_deployments_ftc();
-    object
-        .pointer_mut(parent)
-        .and_then(Value::as_object_mut)
-        .unwrap()
-        .remove(member);
-    object
+    without_member(kubefed_deployments_ftc(), parent, member)
 }
 
 #[test]

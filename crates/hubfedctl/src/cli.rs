@@ -330,13 +330,8 @@ pub struct PlanArgs {
     /// Namespace when the object names none; default: the context's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
-    /// The kubeconfig context of a member cluster (repeatable); default: the cluster's name.
-    #[arg(long, value_name = "CLUSTER=CONTEXT")]
-    pub cluster_context: Vec<String>,
-    /// Print, per cluster, the change and the object after it (the dry run's answer) as YAML
-    /// or JSON instead of diffs.
-    #[arg(short = 'o', long, value_name = "FORMAT")]
-    pub output: Option<OutputFormat>,
+    #[command(flatten)]
+    pub dry_runs: DryRunArgs,
 }
 
 #[derive(Args, Debug)]
@@ -347,6 +342,14 @@ pub struct DiffArgs {
     /// Namespace of the object; default: the context's.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    #[command(flatten)]
+    pub dry_runs: DryRunArgs,
+}
+
+/// What `plan` and `diff` share: how members are reached for the dry runs, how the answers
+/// are shown.
+#[derive(Args, Debug)]
+pub struct DryRunArgs {
     /// The kubeconfig context of a member cluster (repeatable); default: the cluster's name.
     #[arg(long, value_name = "CLUSTER=CONTEXT")]
     pub cluster_context: Vec<String>,

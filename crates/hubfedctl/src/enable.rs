@@ -240,12 +240,17 @@ pub async fn enable_type(
     ensure_kubefed_installed(hub, ns).await?;
     let newly_enabled = check_not_enabled_otherwise(hub, &ftcs, &ftc).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
-    let place = "hub";
-    ops::apply(session, place, hub, &crds, &crd, dry_run).await?;
+    let mut writes = ops::Writer {
+        session,
+        place: "hub",
+        target: hub,
+        dry_run,
+    };
+    writes.apply(&crds, &crd).await?;
     if !dry_run {
         wait_established(hub, &crds, crd.metadata.name.as_deref().unwrap_or_default()).await?;
     }
-    ops::apply(session, place, hub, &ftcs, &ftc, dry_run).await?;
+    writes.apply(&ftcs, &ftc).await?;
     if newly_enabled {
         remind_after_enable(session, hub, ns, &ftcs, &target).await?;
     }
@@ -469,10 +474,16 @@ pub async fn disable(session: &mut Session<'_>, args: DisableArgs) -> Result<()>
             )));
         }
     }
+    let mut writes = ops::Writer {
+        session,
+        place,
+        target: &hub,
+        dry_run,
+    };
     if args.delete_crd {
         let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
-        ops::delete(session, place, &hub, &crds, &crd_name, dry_run).await?;
+        writes.delete(&crds, &crd_name).await?;
     }
-    ops::delete(session, place, &hub, &ftcs, &name, dry_run).await?;
+    writes.delete(&ftcs, &name).await?;
     Ok(())
 }

@@ -22,7 +22,7 @@ use crate::cli::{JoinArgs, JoinMode};
 use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
 use crate::kubeconfig::{ClusterEndpoint, Target};
 use crate::ops::{self, FIELD_MANAGER};
-use crate::rbac::{Grant, JoinNames, member_rbac, service_account};
+use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account};
 use crate::session::Session;
 use crate::types::defaulted_ftcs;
 
@@ -246,48 +246,35 @@ impl PushJoin {
         }
     }
 
-    fn namespace(&self) -> Namespace {
-        Namespace {
-            metadata: ObjectMeta {
-                name: Some(self.ns.clone()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        }
-    }
-
     /// The kubefed namespace, the ServiceAccount, its token Secret and the RBAC in the
     /// member; returns the token and the CA the token controller put beside it.
     async fn write_member_side(
         &self,
         session: &mut Session<'_>,
     ) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
-        let (place, member, ns, dry_run) = (&self.cluster, &self.member, &self.ns, self.dry_run);
+        let (member, ns) = (&self.member, &self.ns);
         let namespaces: Api<Namespace> = Api::all(member.client.clone());
         wait_namespace_not_terminating(session, member, &namespaces, ns).await?;
-        let namespace = self.namespace();
-        ops::create_if_missing(session, place, member, &namespaces, &namespace, dry_run).await?;
+        let mut writes = ops::Writer {
+            session,
+            place: &self.cluster,
+            target: member,
+            dry_run: self.dry_run,
+        };
+        writes
+            .create_if_missing(&namespaces, &namespace_object(ns))
+            .await?;
         let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), ns);
-        let account = service_account(&self.names);
-        ops::apply(session, place, member, &accounts, &account, dry_run).await?;
+        writes
+            .apply(&accounts, &service_account(&self.names))
+            .await?;
         let secrets: Api<Secret> = Api::namespaced(member.client.clone(), ns);
         let account = &self.names.service_account;
         let token_secret = service_account_token_secret(ns, account, account);
-        ops::apply(session, place, member, &secrets, &token_secret, dry_run).await?;
+        writes.apply(&secrets, &token_secret).await?;
         let rbac = member_rbac(&self.names, self.scope, self.grant());
-        for (role, binding) in &rbac.cluster_roles {
-            let roles: Api<ClusterRole> = Api::all(member.client.clone());
-            let bindings: Api<ClusterRoleBinding> = Api::all(member.client.clone());
-            ops::apply(session, place, member, &roles, role, dry_run).await?;
-            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
-        }
-        for (role, binding) in &rbac.roles {
-            let roles: Api<Role> = Api::namespaced(member.client.clone(), ns);
-            let bindings: Api<RoleBinding> = Api::namespaced(member.client.clone(), ns);
-            ops::apply(session, place, member, &roles, role, dry_run).await?;
-            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
-        }
-        if dry_run {
+        write_rbac(&mut writes, ns, &rbac).await?;
+        if self.dry_run {
             return Ok((Vec::new(), None));
         }
         wait_for_token(member, &secrets, &self.names.service_account).await
@@ -300,11 +287,17 @@ impl PushJoin {
         token: Vec<u8>,
         secret_ca: Option<Vec<u8>>,
     ) -> Result<()> {
-        let (hub, ns, dry_run) = (&self.hub.target, &self.ns, self.dry_run);
-        let place = self.hub.name.clone();
+        let (hub, ns) = (&self.hub.target, &self.ns);
+        let mut writes = ops::Writer {
+            session,
+            place: &self.hub.name,
+            target: hub,
+            dry_run: self.dry_run,
+        };
         let hub_namespaces: Api<Namespace> = Api::all(hub.client.clone());
-        let namespace = self.namespace();
-        ops::create_if_missing(session, &place, hub, &hub_namespaces, &namespace, dry_run).await?;
+        writes
+            .create_if_missing(&hub_namespaces, &namespace_object(ns))
+            .await?;
         let secret_name = self
             .existing_cluster
             .as_ref()
@@ -312,17 +305,8 @@ impl PushJoin {
             .filter(|name| !name.is_empty())
             .or(self.secret_name.clone());
         let hub_secrets: Api<Secret> = Api::namespaced(hub.client.clone(), ns);
-        let secret_name = write_hub_secret(
-            session,
-            &place,
-            hub,
-            &hub_secrets,
-            &self.cluster,
-            secret_name,
-            token,
-            dry_run,
-        )
-        .await?;
+        let secret_name =
+            write_hub_secret(&mut writes, &hub_secrets, &self.cluster, secret_name, token).await?;
         let endpoint = &self.endpoint;
         let ca_bundle = endpoint.ca_pem.clone().or(secret_ca);
         let mut object = KubeFedCluster::new(
@@ -342,9 +326,43 @@ impl PushJoin {
         );
         object.metadata.namespace = Some(ns.clone());
         let hub_clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), ns);
-        ops::apply(session, &place, hub, &hub_clusters, &object, dry_run).await?;
+        writes.apply(&hub_clusters, &object).await?;
         Ok(())
     }
+}
+
+/// The namespace `name`, as join creates it.
+pub(crate) fn namespace_object(name: &str) -> Namespace {
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    }
+}
+
+/// Applies the member's roles and bindings, cluster-wide ones first, each role before its
+/// binding; namespaced ones in `ns`.
+pub(crate) async fn write_rbac(
+    writes: &mut ops::Writer<'_, '_>,
+    ns: &str,
+    rbac: &MemberRbac,
+) -> Result<()> {
+    let client = &writes.target.client;
+    for (role, binding) in &rbac.cluster_roles {
+        let roles: Api<ClusterRole> = Api::all(client.clone());
+        let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+        writes.apply(&roles, role).await?;
+        writes.apply(&bindings, binding).await?;
+    }
+    for (role, binding) in &rbac.roles {
+        let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+        let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+        writes.apply(&roles, role).await?;
+        writes.apply(&bindings, binding).await?;
+    }
+    Ok(())
 }
 
 /// A Secret `name` the token controller fills with a token of ServiceAccount `account`.
@@ -423,16 +441,12 @@ pub(crate) async fn wait_for_token(
 
 /// Creates or updates the hub Secret holding the member token; returns its name. Without a
 /// name, the API server generates one (`<cluster>-xxxxx`), as kubefedctl does.
-#[allow(clippy::too_many_arguments)]
 async fn write_hub_secret(
-    session: &mut Session<'_>,
-    place: &str,
-    hub: &Target,
+    writes: &mut ops::Writer<'_, '_>,
     secrets: &Api<Secret>,
     cluster: &str,
     name: Option<String>,
     token: Vec<u8>,
-    dry_run: bool,
 ) -> Result<String> {
     let namespace = secrets_namespace(secrets);
     let data = Some(BTreeMap::from([(
@@ -449,19 +463,13 @@ async fn write_hub_secret(
             data,
             ..Secret::default()
         };
-        ops::apply(session, place, hub, secrets, &secret, dry_run).await?;
+        writes.apply(secrets, &secret).await?;
         return Ok(name);
     }
     let generate_name = format!("{cluster}-");
-    if dry_run {
+    if writes.dry_run {
         let name = format!("{generate_name}xxxxx");
-        ops::report(
-            session,
-            place,
-            &format!("secret {namespace}/{name}"),
-            "created",
-            true,
-        )?;
+        writes.report(&format!("secret {namespace}/{name}"), "created")?;
         return Ok(name);
     }
     let secret = Secret {
@@ -480,15 +488,9 @@ async fn write_hub_secret(
     let created = secrets
         .create(&params, &secret)
         .await
-        .map_err(|e| hub.err(e))?;
+        .map_err(|e| writes.target.err(e))?;
     let name = created.metadata.name.unwrap_or_default();
-    ops::report(
-        session,
-        place,
-        &format!("secret {namespace}/{name}"),
-        "created",
-        false,
-    )?;
+    writes.report(&format!("secret {namespace}/{name}"), "created")?;
     Ok(name)
 }
 

@@ -57,108 +57,107 @@ pub fn report(
     session.say(format_args!("{place}: {what} {change}{suffix}"))
 }
 
-/// Server-side applies `object` (forced, as [`FIELD_MANAGER`]) unless `dry_run`; reports and
-/// returns what changed.
-pub async fn apply<K>(
-    session: &mut Session<'_>,
-    place: &str,
-    target: &Target,
-    api: &Api<K>,
-    object: &K,
-    dry_run: bool,
-) -> Result<K>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+/// What hubfedctl writes: typed objects it can name, read back and print.
+pub trait Object:
+    Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned
 {
-    let name = object.name_any();
-    let existing = api.get_opt(&name).await.map_err(|e| target.err(e))?;
-    let (change, result) = if dry_run {
-        let change = if existing.is_some() {
-            Change::Configured
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned> Object for K {}
+
+/// Writes to one cluster, each reported under `place` (`<place>: <what> <change>`); with
+/// `dry_run`, reported and not made.
+pub struct Writer<'w, 's> {
+    pub session: &'w mut Session<'s>,
+    pub place: &'w str,
+    pub target: &'w Target,
+    pub dry_run: bool,
+}
+
+impl Writer<'_, '_> {
+    /// Server-side applies `object` (forced, as [`FIELD_MANAGER`]) unless a dry run; reports
+    /// and returns what changed.
+    pub async fn apply<K: Object>(&mut self, api: &Api<K>, object: &K) -> Result<K> {
+        let target = self.target;
+        let name = object.name_any();
+        let existing = api.get_opt(&name).await.map_err(|e| target.err(e))?;
+        let (change, result) = if self.dry_run {
+            let change = if existing.is_some() {
+                Change::Configured
+            } else {
+                Change::Created
+            };
+            (change, existing.unwrap_or_else(|| object.clone()))
         } else {
-            Change::Created
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            let written = api
+                .patch(&name, &params, &Patch::Apply(object))
+                .await
+                .map_err(|e| target.err(e))?;
+            let change = match &existing {
+                None => Change::Created,
+                Some(old) if old.resource_version() == written.resource_version() => {
+                    Change::Unchanged
+                }
+                Some(_) => Change::Configured,
+            };
+            (change, written)
         };
-        (change, existing.unwrap_or_else(|| object.clone()))
-    } else {
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let written = api
-            .patch(&name, &params, &Patch::Apply(object))
+        self.report(&describe(object), change.as_str())?;
+        Ok(result)
+    }
+
+    /// Creates `object` unless it exists; reports `created` or nothing.
+    pub async fn create_if_missing<K: Object>(&mut self, api: &Api<K>, object: &K) -> Result<()> {
+        let target = self.target;
+        if api
+            .get_opt(&object.name_any())
             .await
-            .map_err(|e| target.err(e))?;
-        let change = match &existing {
-            None => Change::Created,
-            Some(old) if old.resource_version() == written.resource_version() => Change::Unchanged,
-            Some(_) => Change::Configured,
-        };
-        (change, written)
-    };
-    report(session, place, &describe(object), change.as_str(), dry_run)?;
-    Ok(result)
-}
-
-/// Creates `object` unless it exists; reports `created` or nothing.
-pub async fn create_if_missing<K>(
-    session: &mut Session<'_>,
-    place: &str,
-    target: &Target,
-    api: &Api<K>,
-    object: &K,
-    dry_run: bool,
-) -> Result<()>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
-{
-    if api
-        .get_opt(&object.name_any())
-        .await
-        .map_err(|e| target.err(e))?
-        .is_some()
-    {
-        return Ok(());
-    }
-    if !dry_run {
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
-        match api.create(&params, object).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => return Ok(()),
-            Err(e) => return Err(target.err(e)),
+            .map_err(|e| target.err(e))?
+            .is_some()
+        {
+            return Ok(());
         }
-    }
-    report(session, place, &describe(object), "created", dry_run)
-}
-
-/// Deletes `name` (background propagation) unless `dry_run`; reports `deleted` when it
-/// existed. Returns whether it existed.
-pub async fn delete<K>(
-    session: &mut Session<'_>,
-    place: &str,
-    target: &Target,
-    api: &Api<K>,
-    name: &str,
-    dry_run: bool,
-) -> Result<bool>
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
-{
-    let Some(existing) = api.get_opt(name).await.map_err(|e| target.err(e))? else {
-        return Ok(false);
-    };
-    if !dry_run {
-        let params = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            ..DeleteParams::default()
-        };
-        match api.delete(name, &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
-            Err(e) => return Err(target.err(e)),
+        if !self.dry_run {
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PostParams::default()
+            };
+            match api.create(&params, object).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => return Ok(()),
+                Err(e) => return Err(target.err(e)),
+            }
         }
+        self.report(&describe(object), "created")
     }
-    report(session, place, &describe(&existing), "deleted", dry_run)?;
-    Ok(true)
+
+    /// Deletes `name` (background propagation) unless a dry run; reports `deleted` when it
+    /// existed. Returns whether it existed.
+    pub async fn delete<K: Object>(&mut self, api: &Api<K>, name: &str) -> Result<bool> {
+        let target = self.target;
+        let Some(existing) = api.get_opt(name).await.map_err(|e| target.err(e))? else {
+            return Ok(false);
+        };
+        if !self.dry_run {
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..DeleteParams::default()
+            };
+            match api.delete(name, &params).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+                Err(e) => return Err(target.err(e)),
+            }
+        }
+        self.report(&describe(&existing), "deleted")?;
+        Ok(true)
+    }
+
+    /// Reports `<place>: <what> <change>[ (dry run)]`.
+    pub fn report(&mut self, what: &str, change: &str) -> Result<()> {
+        report(self.session, self.place, what, change, self.dry_run)
+    }
 }
 
 /// Calls `check` every `interval` until it returns `Some` or `timeout` passes (`None`).

@@ -69,9 +69,9 @@ pub async fn plan_file(session: &mut Session<'_>, args: PlanArgs) -> Result<i32>
         federated
     };
     let namespace = object_namespace(&federated, &ftc, args.namespace.as_deref(), &hub);
-    let contexts = parse_contexts(&args.cluster_context)?;
+    let contexts = parse_contexts(&args.dry_runs.cluster_context)?;
     let changes = evaluate(session, &hub, &ftc, federated, namespace, &contexts).await?;
-    report(session, &changes, args.output)
+    report(session, &changes, args.dry_runs.output)
 }
 
 pub async fn diff(session: &mut Session<'_>, args: DiffArgs) -> Result<i32> {
@@ -79,7 +79,7 @@ pub async fn diff(session: &mut Session<'_>, args: DiffArgs) -> Result<i32> {
     let kubefed_ns = session.kubefed_namespace().to_owned();
     let found = hub_object(&hub, &kubefed_ns, &args.target, args.namespace.as_deref()).await?;
     let object = serde_json::to_value(&found.object).map_err(|e| Error::Usage(e.to_string()))?;
-    let contexts = parse_contexts(&args.cluster_context)?;
+    let contexts = parse_contexts(&args.dry_runs.cluster_context)?;
     let changes = evaluate(
         session,
         &hub,
@@ -89,7 +89,7 @@ pub async fn diff(session: &mut Session<'_>, args: DiffArgs) -> Result<i32> {
         &contexts,
     )
     .await?;
-    report(session, &changes, args.output)
+    report(session, &changes, args.dry_runs.output)
 }
 
 fn read_object(path: &Path) -> Result<Value> {

@@ -16,9 +16,7 @@ use hubfed_api::work::{AGENT_LEASE_NAME, AGENT_SERVICE_ACCOUNT, PULL_GROUP, WORK
 use hubfed_core::pull::cluster_namespace;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
-};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -28,7 +26,8 @@ use crate::cli::JoinArgs;
 use crate::error::{EXIT_OK, Error, Result};
 use crate::join::{
     control_plane_scope, ensure_kubefed_installed, federated_targets, host_cluster, member_context,
-    service_account_token_secret, wait_for_token, wait_namespace_not_terminating,
+    namespace_object, service_account_token_secret, wait_for_token, wait_namespace_not_terminating,
+    write_rbac,
 };
 use crate::kubeconfig::Target;
 use crate::ops;
@@ -80,9 +79,15 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
 
     let work_ns = cluster_namespace(cluster);
     let hub_place = host.name.clone();
-    let (token, ca) = write_hub_side(session, &hub_place, hub, cluster, &work_ns, dry_run).await?;
+    let mut writes = ops::Writer {
+        session,
+        place: &hub_place,
+        target: hub,
+        dry_run,
+    };
+    let (token, ca) = write_hub_side(&mut writes, cluster, &work_ns).await?;
     let object = pull_cluster(&ns, cluster, member_endpoint);
-    ops::apply(session, &hub_place, hub, &clusters, &object, dry_run).await?;
+    writes.apply(&clusters, &object).await?;
 
     let names = JoinNames {
         namespace: ns.clone(),
@@ -176,15 +181,13 @@ fn pull_cluster(ns: &str, cluster: &str, member_endpoint: String) -> KubeFedClus
 /// The hub side: work namespace, agent ServiceAccount, Role and RoleBinding on that namespace
 /// alone, token Secret. Returns the token and the CA the token controller put beside it.
 async fn write_hub_side(
-    session: &mut Session<'_>,
-    place: &str,
-    hub: &Target,
+    writes: &mut ops::Writer<'_, '_>,
     cluster: &str,
     work_ns: &str,
-    dry_run: bool,
 ) -> Result<(Vec<u8>, Option<Vec<u8>>)> {
+    let hub = writes.target;
     let namespaces: Api<Namespace> = Api::all(hub.client.clone());
-    wait_namespace_not_terminating(session, hub, &namespaces, work_ns).await?;
+    wait_namespace_not_terminating(writes.session, hub, &namespaces, work_ns).await?;
     // The agent gets rights in this namespace: never in one that is not this cluster's.
     if let Some(existing) = namespaces.get_opt(work_ns).await.map_err(|e| hub.err(e))?
         && existing
@@ -209,31 +212,23 @@ async fn write_hub_side(
         },
         ..Namespace::default()
     };
-    ops::create_if_missing(session, place, hub, &namespaces, &namespace, dry_run).await?;
+    writes.create_if_missing(&namespaces, &namespace).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(hub.client.clone(), work_ns);
     let names = JoinNames {
         namespace: work_ns.to_owned(),
         service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
     };
-    ops::apply(
-        session,
-        place,
-        hub,
-        &accounts,
-        &service_account(&names),
-        dry_run,
-    )
-    .await?;
+    writes.apply(&accounts, &service_account(&names)).await?;
     let (role, binding) = agent_hub_role(work_ns);
     let roles: Api<Role> = Api::namespaced(hub.client.clone(), work_ns);
     let bindings: Api<RoleBinding> = Api::namespaced(hub.client.clone(), work_ns);
-    ops::apply(session, place, hub, &roles, &role, dry_run).await?;
-    ops::apply(session, place, hub, &bindings, &binding, dry_run).await?;
+    writes.apply(&roles, &role).await?;
+    writes.apply(&bindings, &binding).await?;
     let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), work_ns);
     let token_secret =
         service_account_token_secret(work_ns, AGENT_TOKEN_SECRET, AGENT_SERVICE_ACCOUNT);
-    ops::apply(session, place, hub, &secrets, &token_secret, dry_run).await?;
-    if dry_run {
+    writes.apply(&secrets, &token_secret).await?;
+    if writes.dry_run {
         return Ok((Vec::new(), None));
     }
     wait_for_token(hub, &secrets, AGENT_TOKEN_SECRET).await
@@ -430,20 +425,14 @@ struct MemberSide<'a> {
 }
 
 impl MemberSide<'_> {
-    fn namespace_object(&self) -> Namespace {
-        Namespace {
-            metadata: ObjectMeta {
-                name: Some(self.namespace.to_owned()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        }
-    }
-
     /// Every object as a manifest, in the order to apply them.
     fn manifests(&self) -> Result<Vec<Value>> {
         let mut out = vec![
-            with_type(ops::to_value(&self.namespace_object())?, "v1", "Namespace"),
+            with_type(
+                ops::to_value(&namespace_object(self.namespace))?,
+                "v1",
+                "Namespace",
+            ),
             with_type(ops::to_value(&self.account)?, "v1", "ServiceAccount"),
         ];
         let rbac = format!("{RBAC_GROUP}/v1");
@@ -473,24 +462,20 @@ impl MemberSide<'_> {
         let client = &member.client;
         let namespaces: Api<Namespace> = Api::all(client.clone());
         wait_namespace_not_terminating(session, member, &namespaces, self.namespace).await?;
-        let namespace = self.namespace_object();
-        ops::create_if_missing(session, place, member, &namespaces, &namespace, dry_run).await?;
+        let mut writes = ops::Writer {
+            session,
+            place,
+            target: member,
+            dry_run,
+        };
+        writes
+            .create_if_missing(&namespaces, &namespace_object(self.namespace))
+            .await?;
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), self.namespace);
-        ops::apply(session, place, member, &accounts, &self.account, dry_run).await?;
-        for (role, binding) in &self.rbac.cluster_roles {
-            let roles: Api<ClusterRole> = Api::all(client.clone());
-            let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-            ops::apply(session, place, member, &roles, role, dry_run).await?;
-            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
-        }
-        for (role, binding) in &self.rbac.roles {
-            let roles: Api<Role> = Api::namespaced(client.clone(), self.namespace);
-            let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), self.namespace);
-            ops::apply(session, place, member, &roles, role, dry_run).await?;
-            ops::apply(session, place, member, &bindings, binding, dry_run).await?;
-        }
+        writes.apply(&accounts, &self.account).await?;
+        write_rbac(&mut writes, self.namespace, &self.rbac).await?;
         let secrets: Api<Secret> = Api::namespaced(client.clone(), self.namespace);
-        ops::apply(session, place, member, &secrets, &self.hub_secret, dry_run).await?;
+        writes.apply(&secrets, &self.hub_secret).await?;
         Ok(())
     }
 }

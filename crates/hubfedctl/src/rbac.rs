@@ -245,10 +245,11 @@ pub fn service_account(names: &JoinNames) -> ServiceAccount {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn resource(group: &str, plural: &str, scope: ResourceScope) -> ApiResource {
+    /// A target type for tests: `plural` in `group`/v1.
+    pub(crate) fn resource(group: &str, plural: &str, scope: ResourceScope) -> ApiResource {
         ApiResource {
             group: group.into(),
             version: "v1".into(),

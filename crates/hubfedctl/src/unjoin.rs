@@ -195,14 +195,20 @@ async fn clean_hub(
 ) -> Result<()> {
     let dry_run = args.dry_run;
     let (hub, place) = (&host.target, host.name.as_str());
+    let mut writes = ops::Writer {
+        session,
+        place,
+        target: hub,
+        dry_run,
+    };
     if let Some(registered) = registered {
         let ns = registered.metadata.namespace.clone().unwrap_or_default();
         let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
-        ops::delete(session, place, hub, &clusters, cluster, dry_run).await?;
+        writes.delete(&clusters, cluster).await?;
         let secret = registered.spec.secret_ref.name.as_str();
         if !secret.is_empty() {
             let secrets: Api<Secret> = Api::namespaced(hub.client.clone(), &ns);
-            ops::delete(session, place, hub, &secrets, secret, dry_run).await?;
+            writes.delete(&secrets, secret).await?;
         }
     }
     // A pull join's work namespace (only the one join made for this cluster, labelled so),
@@ -219,13 +225,14 @@ async fn clean_hub(
         != Some(cluster)
     {
         if registered.is_some_and(|r| r.spec.sync_mode == SyncMode::Pull) {
-            session.warn(format_args!(
+            writes.session.warn(format_args!(
                 "hub namespace {work_ns} was not made by join for {cluster:?} ({WORK_CLUSTER_LABEL} differs): kept"
             ))?;
         }
         return Ok(());
     }
     if through_agent {
+        let session = &mut *writes.session;
         let removed =
             crate::pull::remove_through_agent(session, hub, place, cluster, args.wait, dry_run)
                 .await;
@@ -239,7 +246,7 @@ async fn clean_hub(
             }
         }
     }
-    ops::delete(session, place, hub, &namespaces, &work_ns, dry_run).await?;
+    writes.delete(&namespaces, &work_ns).await?;
     Ok(())
 }
 
@@ -301,8 +308,12 @@ async fn clean_member(
     targets: &[ApiResource],
     args: &UnjoinArgs,
 ) -> Result<()> {
-    let dry_run = args.dry_run;
-    let place = cluster.to_owned();
+    let mut writes = ops::Writer {
+        session,
+        place: cluster,
+        target: member,
+        dry_run: args.dry_run,
+    };
     let ns = names.namespace.as_str();
     let cluster_roles: Api<ClusterRole> = Api::all(member.client.clone());
     let cluster_bindings: Api<ClusterRoleBinding> = Api::all(member.client.clone());
@@ -312,15 +323,15 @@ async fn clean_member(
 
     // Bindings first: hubfed's access ends here.
     for name in &role_names {
-        ops::delete(session, &place, member, &cluster_bindings, name, dry_run).await?;
+        writes.delete(&cluster_bindings, name).await?;
     }
-    ops::delete(session, &place, member, &bindings, &names.role(), dry_run).await?;
+    writes.delete(&bindings, &names.role()).await?;
 
     if args.remove_managed_resources {
         remove_managed(
-            session,
+            writes.session,
             member,
-            &place,
+            cluster,
             (member_is_hub, &plane.id),
             targets,
             args,
@@ -329,9 +340,9 @@ async fn clean_member(
     }
 
     for name in &role_names {
-        ops::delete(session, &place, member, &cluster_roles, name, dry_run).await?;
+        writes.delete(&cluster_roles, name).await?;
     }
-    ops::delete(session, &place, member, &roles, &names.role(), dry_run).await?;
+    writes.delete(&roles, &names.role()).await?;
     let secrets: Api<Secret> = Api::namespaced(member.client.clone(), ns);
     // A push join's token Secret; a pull join's hub credentials (only a pull join's: the
     // member may hold another hub's).
@@ -340,28 +351,20 @@ async fn clean_member(
     } else {
         names.service_account.as_str()
     };
-    ops::delete(session, &place, member, &secrets, secret, dry_run).await?;
+    writes.delete(&secrets, secret).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), ns);
-    ops::delete(
-        session,
-        &place,
-        member,
-        &accounts,
-        &names.service_account,
-        dry_run,
-    )
-    .await?;
+    writes.delete(&accounts, &names.service_account).await?;
     if member_is_hub {
-        session.note(format_args!(
+        writes.session.note(format_args!(
             "{cluster} is the hub itself: namespace {ns} is kept"
         ))?;
     } else if plane.namespaced {
-        session.note(format_args!(
+        writes.session.note(format_args!(
             "the control plane is namespaced: namespace {ns} in {cluster} holds what it propagated and is kept"
         ))?;
     } else {
         let namespaces: Api<Namespace> = Api::all(member.client.clone());
-        ops::delete(session, &place, member, &namespaces, ns, dry_run).await?;
+        writes.delete(&namespaces, ns).await?;
     }
     Ok(())
 }
@@ -517,16 +520,7 @@ async fn wait_removed(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn resource(group: &str, plural: &str, scope: ResourceScope) -> ApiResource {
-        ApiResource {
-            group: group.into(),
-            version: "v1".into(),
-            kind: String::new(),
-            plural_name: plural.into(),
-            scope,
-        }
-    }
+    use crate::rbac::tests::resource;
 
     #[test]
     fn namespaces_are_removed_last() {

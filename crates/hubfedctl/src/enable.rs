@@ -240,12 +240,7 @@ pub async fn enable_type(
     ensure_kubefed_installed(hub, ns).await?;
     let newly_enabled = check_not_enabled_otherwise(hub, &ftcs, &ftc).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
-    let mut writes = ops::Writer {
-        session,
-        place: "hub",
-        target: hub,
-        dry_run,
-    };
+    let mut writes = ops::Writer::new(session, "hub", hub, dry_run);
     writes.apply(&crds, &crd).await?;
     if !dry_run {
         wait_established(hub, &crds, crd.metadata.name.as_deref().unwrap_or_default()).await?;
@@ -409,33 +404,11 @@ pub async fn disable(session: &mut Session<'_>, args: DisableArgs) -> Result<()>
     let federated = ftc.spec.federated_type.clone();
     let crd_name = federated.group_qualified_name();
     let dry_run = args.dry_run;
-    let place = "hub";
-
     if args.delete_crd {
-        let objects: Api<DynamicObject> =
-            Api::all_with(hub.client.clone(), &federated.to_dynamic());
-        match objects.list_metadata(&ListParams::default().limit(1)).await {
-            Ok(list) if !list.items.is_empty() => {
-                let example = &list.items[0].metadata;
-                let example = match &example.namespace {
-                    Some(ns) => format!("{ns}/{}", example.name.clone().unwrap_or_default()),
-                    None => example.name.clone().unwrap_or_default(),
-                };
-                return Err(Error::Refused(format!(
-                    "cannot delete CRD {crd_name}: {} objects exist (e.g. {example}); delete them first, or disable without --delete-crd",
-                    federated.kind
-                )));
-            }
-            Ok(_) => {}
-            // The CRD is already gone: nothing can exist.
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            // Anything else (a 403 above all) is no proof that no object exists: deleting
-            // the CRD would delete them all.
-            Err(e) => return Err(hub.err(e)),
-        }
+        refuse_if_objects_exist(&hub, &federated).await?;
     }
-
     let ftcs: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), &ns);
+    let mut writes = ops::Writer::new(session, "hub", &hub, dry_run);
     if ftc.spec.propagation != PropagationMode::Disabled {
         if !dry_run {
             let patch = serde_json::json!({"spec": {"propagation": PropagationMode::Disabled}});
@@ -443,47 +416,74 @@ pub async fn disable(session: &mut Session<'_>, args: DisableArgs) -> Result<()>
                 .await
                 .map_err(|e| hub.err(e))?;
         }
-        ops::report(
-            session,
-            place,
-            &format!("federatedtypeconfig {ns}/{name}"),
-            "propagation disabled",
-            dry_run,
-        )?;
+        let what = format!("federatedtypeconfig {ns}/{name}");
+        writes.report(&what, "propagation disabled")?;
     }
     if !dry_run {
-        let stopped = ops::poll(args.wait, Duration::from_millis(250), async || {
-            let current = ftcs.get_opt(&name).await.map_err(|e| hub.err(e))?;
-            Ok(match current {
-                None => Some(()),
-                Some(current) => current
-                    .status
-                    .as_ref()
-                    .filter(|s| {
-                        s.propagation_controller == ControllerStatus::NotRunning
-                            && Some(s.observed_generation) >= current.metadata.generation
-                    })
-                    .map(|_| ()),
-            })
-        })
-        .await?;
-        if stopped.is_none() {
-            return Err(Error::Timeout(format!(
-                "propagation of {name} is disabled, but the controller did not confirm it stopped within {}s (is hubfed-controller running?); nothing was deleted",
-                args.wait.as_secs()
-            )));
-        }
+        wait_propagation_stopped(&hub, &ftcs, &name, args.wait).await?;
     }
-    let mut writes = ops::Writer {
-        session,
-        place,
-        target: &hub,
-        dry_run,
-    };
     if args.delete_crd {
         let crds: Api<CustomResourceDefinition> = Api::all(hub.client.clone());
         writes.delete(&crds, &crd_name).await?;
     }
     writes.delete(&ftcs, &name).await?;
+    Ok(())
+}
+
+/// `disable --delete-crd` deletes the federated CRD only when no object of it exists:
+/// deleting the CRD would delete them all.
+async fn refuse_if_objects_exist(hub: &Target, federated: &ApiResource) -> Result<()> {
+    let crd_name = federated.group_qualified_name();
+    let objects: Api<DynamicObject> = Api::all_with(hub.client.clone(), &federated.to_dynamic());
+    match objects.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(list) if !list.items.is_empty() => {
+            let example = &list.items[0].metadata;
+            let example = match &example.namespace {
+                Some(ns) => format!("{ns}/{}", example.name.clone().unwrap_or_default()),
+                None => example.name.clone().unwrap_or_default(),
+            };
+            Err(Error::Refused(format!(
+                "cannot delete CRD {crd_name}: {} objects exist (e.g. {example}); delete them first, or disable without --delete-crd",
+                federated.kind
+            )))
+        }
+        Ok(_) => Ok(()),
+        // The CRD is already gone: nothing can exist.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        // Anything else (a 403 above all) is no proof that no object exists: deleting
+        // the CRD would delete them all.
+        Err(e) => Err(hub.err(e)),
+    }
+}
+
+/// Waits until the controller confirms the FTC's propagation stopped (or the FTC is gone);
+/// nothing is deleted before.
+async fn wait_propagation_stopped(
+    hub: &Target,
+    ftcs: &Api<FederatedTypeConfig>,
+    name: &str,
+    wait: Duration,
+) -> Result<()> {
+    let stopped = ops::poll(wait, Duration::from_millis(250), async || {
+        let current = ftcs.get_opt(name).await.map_err(|e| hub.err(e))?;
+        Ok(match current {
+            None => Some(()),
+            Some(current) => current
+                .status
+                .as_ref()
+                .filter(|s| {
+                    s.propagation_controller == ControllerStatus::NotRunning
+                        && Some(s.observed_generation) >= current.metadata.generation
+                })
+                .map(|_| ()),
+        })
+    })
+    .await?;
+    if stopped.is_none() {
+        return Err(Error::Timeout(format!(
+            "propagation of {name} is disabled, but the controller did not confirm it stopped within {}s (is hubfed-controller running?); nothing was deleted",
+            wait.as_secs()
+        )));
+    }
     Ok(())
 }

@@ -104,6 +104,19 @@ pub async fn control_plane_scope(hub: &Target, namespace: &str) -> Result<Resour
         .map_or(ResourceScope::Cluster, |c| c.spec.scope))
 }
 
+/// The control plane's identity: the UID of its namespace in the hub (what its copies'
+/// `hubfed.io/owner` carries).
+pub async fn control_plane_id(hub: &Target, namespace: &str) -> Result<String> {
+    let namespaces: Api<Namespace> = Api::all(hub.client.clone());
+    Ok(namespaces
+        .get_metadata(namespace)
+        .await
+        .map_err(|e| hub.err(e))?
+        .metadata
+        .uid
+        .unwrap_or_default())
+}
+
 /// The target types of every FederatedTypeConfig in the hub, defaulted.
 pub async fn federated_targets(hub: &Target, namespace: &str) -> Result<Vec<ApiResource>> {
     Ok(defaulted_ftcs(hub, namespace)
@@ -255,12 +268,7 @@ impl PushJoin {
         let (member, ns) = (&self.member, &self.ns);
         let namespaces: Api<Namespace> = Api::all(member.client.clone());
         wait_namespace_not_terminating(session, member, &namespaces, ns).await?;
-        let mut writes = ops::Writer {
-            session,
-            place: &self.cluster,
-            target: member,
-            dry_run: self.dry_run,
-        };
+        let mut writes = ops::Writer::new(session, &self.cluster, member, self.dry_run);
         writes
             .create_if_missing(&namespaces, &namespace_object(ns))
             .await?;
@@ -288,12 +296,7 @@ impl PushJoin {
         secret_ca: Option<Vec<u8>>,
     ) -> Result<()> {
         let (hub, ns) = (&self.hub.target, &self.ns);
-        let mut writes = ops::Writer {
-            session,
-            place: &self.hub.name,
-            target: hub,
-            dry_run: self.dry_run,
-        };
+        let mut writes = ops::Writer::new(session, &self.hub.name, hub, self.dry_run);
         let hub_namespaces: Api<Namespace> = Api::all(hub.client.clone());
         writes
             .create_if_missing(&hub_namespaces, &namespace_object(ns))

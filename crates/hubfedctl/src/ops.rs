@@ -74,7 +74,21 @@ pub struct Writer<'w, 's> {
     pub dry_run: bool,
 }
 
-impl Writer<'_, '_> {
+impl<'w, 's> Writer<'w, 's> {
+    pub fn new(
+        session: &'w mut Session<'s>,
+        place: &'w str,
+        target: &'w Target,
+        dry_run: bool,
+    ) -> Self {
+        Self {
+            session,
+            place,
+            target,
+            dry_run,
+        }
+    }
+
     /// Server-side applies `object` (forced, as [`FIELD_MANAGER`]) unless a dry run; reports
     /// and returns what changed.
     pub async fn apply<K: Object>(&mut self, api: &Api<K>, object: &K) -> Result<K> {

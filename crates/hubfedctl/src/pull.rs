@@ -25,9 +25,9 @@ use serde_json::{Value, json};
 use crate::cli::JoinArgs;
 use crate::error::{EXIT_OK, Error, Result};
 use crate::join::{
-    control_plane_scope, ensure_kubefed_installed, federated_targets, host_cluster, member_context,
-    namespace_object, service_account_token_secret, wait_for_token, wait_namespace_not_terminating,
-    write_rbac,
+    control_plane_id, control_plane_scope, ensure_kubefed_installed, federated_targets,
+    host_cluster, member_context, namespace_object, service_account_token_secret, wait_for_token,
+    wait_namespace_not_terminating, write_rbac,
 };
 use crate::kubeconfig::Target;
 use crate::ops;
@@ -62,29 +62,12 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
     };
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
     let existing = clusters.get_opt(cluster).await.map_err(|e| hub.err(e))?;
-    match &existing {
-        Some(_) if args.error_on_existing => {
-            return Err(Error::Refused(format!(
-                "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
-            )));
-        }
-        Some(c) if c.spec.sync_mode != SyncMode::Pull => {
-            return Err(Error::Refused(format!(
-                "cluster {cluster:?} is joined in push mode; unjoin it first to join it in pull mode"
-            )));
-        }
-        _ => {}
-    }
+    check_existing(existing.as_ref(), &args, &ns)?;
     let (member, member_endpoint, hub_endpoint) = reach(session, &args, hub).await?;
 
     let work_ns = cluster_namespace(cluster);
     let hub_place = host.name.clone();
-    let mut writes = ops::Writer {
-        session,
-        place: &hub_place,
-        target: hub,
-        dry_run,
-    };
+    let mut writes = ops::Writer::new(session, &hub_place, hub, dry_run);
     let (token, ca) = write_hub_side(&mut writes, cluster, &work_ns).await?;
     let object = pull_cluster(&ns, cluster, member_endpoint);
     writes.apply(&clusters, &object).await?;
@@ -94,16 +77,9 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
         service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
     };
     let kubeconfig = agent_kubeconfig(&hub_endpoint, ca.as_deref(), &token, &work_ns);
-    // The control plane's identity (its namespace's UID): copies that carry it and have no
-    // work are the agent's to delete.
-    let namespaces: Api<Namespace> = Api::all(hub.client.clone());
-    let control_plane = namespaces
-        .get_metadata(&ns)
-        .await
-        .map_err(|e| hub.err(e))?
-        .metadata
-        .uid
-        .unwrap_or_default();
+    // Copies that carry the control plane's identity and have no work are the agent's to
+    // delete.
+    let control_plane = control_plane_id(hub, &ns).await?;
     let member_side = MemberSide {
         namespace: &ns,
         account: service_account(&names),
@@ -127,6 +103,21 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
         (None, None) => {}
     }
     Ok(EXIT_OK)
+}
+
+/// A cluster already joined is updated only with `--error-on-existing=false`, and only when
+/// it was joined in pull mode.
+fn check_existing(existing: Option<&KubeFedCluster>, args: &JoinArgs, ns: &str) -> Result<()> {
+    let cluster = &args.cluster;
+    match existing {
+        Some(_) if args.error_on_existing => Err(Error::Refused(format!(
+            "cluster {cluster:?} is already joined (KubeFedCluster {ns}/{cluster} exists); pass --error-on-existing=false to update it"
+        ))),
+        Some(c) if c.spec.sync_mode != SyncMode::Pull => Err(Error::Refused(format!(
+            "cluster {cluster:?} is joined in push mode; unjoin it first to join it in pull mode"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The member (not reached with `-o`: its side is printed then), the member's endpoint for
@@ -462,12 +453,7 @@ impl MemberSide<'_> {
         let client = &member.client;
         let namespaces: Api<Namespace> = Api::all(client.clone());
         wait_namespace_not_terminating(session, member, &namespaces, self.namespace).await?;
-        let mut writes = ops::Writer {
-            session,
-            place,
-            target: member,
-            dry_run,
-        };
+        let mut writes = ops::Writer::new(session, place, member, dry_run);
         writes
             .create_if_missing(&namespaces, &namespace_object(self.namespace))
             .await?;

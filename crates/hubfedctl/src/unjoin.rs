@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use hubfed_api::federatedtypeconfig::{ApiResource, ResourceScope};
 use hubfed_api::kubefedcluster::{KubeFedCluster, SyncMode};
-use hubfed_api::kubefedconfig::KubeFedConfig;
-use hubfed_api::names::{KUBEFED_CONFIG_NAME, MANAGED_LABEL, OWNER_ANNOTATION};
+use hubfed_api::names::{MANAGED_LABEL, OWNER_ANNOTATION};
 use hubfed_api::work::{AGENT_SERVICE_ACCOUNT, WORK_CLUSTER_LABEL};
 use hubfed_core::gc::owned_by;
 use hubfed_core::pull::cluster_namespace;
@@ -23,7 +22,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 
 use crate::cli::UnjoinArgs;
 use crate::error::{Error, Result};
-use crate::join::{HostCluster, federated_targets, host_cluster, member_context};
+use crate::join::{
+    HostCluster, control_plane_id, control_plane_scope, federated_targets, host_cluster,
+    member_context,
+};
 use crate::kubeconfig::Target;
 use crate::ops;
 use crate::pull::AGENT_HUB_SECRET;
@@ -195,12 +197,7 @@ async fn clean_hub(
 ) -> Result<()> {
     let dry_run = args.dry_run;
     let (hub, place) = (&host.target, host.name.as_str());
-    let mut writes = ops::Writer {
-        session,
-        place,
-        target: hub,
-        dry_run,
-    };
+    let mut writes = ops::Writer::new(session, place, hub, dry_run);
     if let Some(registered) = registered {
         let ns = registered.metadata.namespace.clone().unwrap_or_default();
         let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), &ns);
@@ -270,18 +267,9 @@ struct ControlPlane {
 }
 
 async fn control_plane(hub: &Target, ns: &str) -> Result<ControlPlane> {
-    let namespace = Api::<Namespace>::all(hub.client.clone())
-        .get_metadata(ns)
-        .await
-        .map_err(|e| hub.err(e))?;
-    let configs: Api<KubeFedConfig> = Api::namespaced(hub.client.clone(), ns);
-    let config = configs
-        .get_opt(KUBEFED_CONFIG_NAME)
-        .await
-        .map_err(|e| hub.err(e))?;
     Ok(ControlPlane {
-        id: namespace.metadata.uid.unwrap_or_default(),
-        namespaced: config.is_some_and(|c| c.spec.scope == ResourceScope::Namespaced),
+        id: control_plane_id(hub, ns).await?,
+        namespaced: control_plane_scope(hub, ns).await? == ResourceScope::Namespaced,
     })
 }
 
@@ -308,12 +296,7 @@ async fn clean_member(
     targets: &[ApiResource],
     args: &UnjoinArgs,
 ) -> Result<()> {
-    let mut writes = ops::Writer {
-        session,
-        place: cluster,
-        target: member,
-        dry_run: args.dry_run,
-    };
+    let mut writes = ops::Writer::new(session, cluster, member, args.dry_run);
     let ns = names.namespace.as_str();
     let cluster_roles: Api<ClusterRole> = Api::all(member.client.clone());
     let cluster_bindings: Api<ClusterRoleBinding> = Api::all(member.client.clone());

@@ -5,9 +5,11 @@
 //! changes, so the requeue here is only a safety net, except while waiting on something no
 //! watch reports (a cache still listing) or after a failure worth retrying.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::plan::{ClusterAction, Disposition, FinalizerAction, Plan};
+use crate::plan::{ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan};
+use crate::readiness::{Readiness, not_ready};
 use crate::status::{AggregateReason, ClusterOutcome, PropagationStatus};
 
 /// Retry after a failure that may pass (KubeFed's recoverable statuses): the first delay of
@@ -186,6 +188,43 @@ pub fn oldest_waiting_deletion(now: i64, deletions: impl IntoIterator<Item = (i6
         .unwrap_or(0)
 }
 
+/// The readiness of each placed cluster's copy after a reconcile: a cluster this reconcile
+/// failed to propagate to is not ready; a copy just written by it (`written`) is ready at
+/// once if its type has no status, else not until its controller reports (the member watch
+/// brings that); otherwise the cached copy says.
+pub fn placed_readiness(
+    placed: &BTreeSet<String>,
+    outcomes: &[ClusterOutcome],
+    members: &BTreeMap<String, MemberObservation>,
+    written: &BTreeSet<&str>,
+    statusless: bool,
+) -> Vec<(String, Readiness)> {
+    placed
+        .iter()
+        .map(|cluster| {
+            let failed = outcomes
+                .iter()
+                .find(|o| o.cluster == *cluster && o.status != PropagationStatus::Ok);
+            let readiness = match (failed, members.get(cluster)) {
+                (Some(o), _) => not_ready(&format!("not propagated: {}", o.status.as_str())),
+                _ if written.contains(cluster.as_str()) => {
+                    if statusless {
+                        Readiness::Ready
+                    } else {
+                        not_ready("just written, waiting for its controller")
+                    }
+                }
+                (None, Some(MemberObservation::Present(copy))) if copy.terminating => {
+                    not_ready("being deleted")
+                }
+                (None, Some(MemberObservation::Present(copy))) => copy.readiness.clone(),
+                (None, _) => not_ready("no copy yet"),
+            };
+            (cluster.clone(), readiness)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,7 +247,7 @@ mod tests {
         assert!(!writes_status(pending, Duration::from_secs(1)));
         assert!(writes_status(pending, PULL_REPORT_GRACE));
     }
-    use crate::plan::IgnoreReason;
+    use crate::plan::{IgnoreReason, MemberObject};
 
     const FAILED: Carried = Carried {
         recoverable_failure: true,
@@ -390,5 +429,42 @@ mod tests {
         assert_eq!(backoff_remaining(0, 7, 7, s(0), false), None);
         // Capped at 5 minutes.
         assert_eq!(backoff_remaining(30, 1, 1, s(0), false), Some(s(300)));
+    }
+
+    #[test]
+    fn placed_clusters_from_outcomes_writes_and_caches() {
+        let placed: BTreeSet<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
+        let outcomes = vec![
+            ClusterOutcome::failed("a", PropagationStatus::UpdateFailed, "refused"),
+            ClusterOutcome::ok("b"),
+        ];
+        let copy = |readiness: Readiness| {
+            MemberObservation::Present(MemberObject {
+                readiness,
+                ..MemberObject::default()
+            })
+        };
+        let members = BTreeMap::from([
+            ("a".to_owned(), copy(Readiness::Ready)),
+            ("b".to_owned(), copy(Readiness::Ready)),
+            (
+                "c".to_owned(),
+                copy(Readiness::NotReady("1 of 2 replicas available".into())),
+            ),
+            ("e".to_owned(), copy(Readiness::Ready)),
+        ]);
+        let written = BTreeSet::from(["e"]);
+        let got = placed_readiness(&placed, &outcomes, &members, &written, false);
+        let want = [
+            ("a", not_ready("not propagated: UpdateFailed")),
+            ("b", Readiness::Ready),
+            ("c", not_ready("1 of 2 replicas available")),
+            ("d", not_ready("no copy yet")),
+            ("e", not_ready("just written, waiting for its controller")),
+        ]
+        .map(|(c, r)| (c.to_owned(), r));
+        assert_eq!(got, want);
+        let statusless = placed_readiness(&placed, &outcomes, &members, &written, true);
+        assert_eq!(statusless[4], ("e".to_owned(), Readiness::Ready));
     }
 }

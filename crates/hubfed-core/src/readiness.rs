@@ -17,12 +17,7 @@
 //! [`needs_status`] says which types need the member copy's status at all: the others are
 //! ready by existence, and their member watches stay metadata-only.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde_json::Value;
-
-use crate::plan::MemberObservation;
-use crate::status::{ClusterOutcome, PropagationStatus};
 
 /// A member copy's readiness.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -101,7 +96,7 @@ fn workload(group: &str, kind: &str) -> bool {
         )
 }
 
-fn not_ready(why: &str) -> Readiness {
+pub(crate) fn not_ready(why: &str) -> Readiness {
     Readiness::NotReady(why.to_owned())
 }
 
@@ -235,85 +230,10 @@ fn generic(status: &Value) -> Readiness {
     Readiness::Ready
 }
 
-/// The readiness of each placed cluster's copy after a reconcile: a cluster this reconcile
-/// failed to propagate to is not ready; a copy just written by it (`written`) is ready at
-/// once if its type has no status, else not until its controller reports (the member watch
-/// brings that); otherwise the cached copy says.
-pub fn placed_readiness(
-    placed: &BTreeSet<String>,
-    outcomes: &[ClusterOutcome],
-    members: &BTreeMap<String, MemberObservation>,
-    written: &BTreeSet<&str>,
-    statusless: bool,
-) -> Vec<(String, Readiness)> {
-    placed
-        .iter()
-        .map(|cluster| {
-            let failed = outcomes
-                .iter()
-                .find(|o| o.cluster == *cluster && o.status != PropagationStatus::Ok);
-            let readiness = match (failed, members.get(cluster)) {
-                (Some(o), _) => not_ready(&format!("not propagated: {}", o.status.as_str())),
-                _ if written.contains(cluster.as_str()) => {
-                    if statusless {
-                        Readiness::Ready
-                    } else {
-                        not_ready("just written, waiting for its controller")
-                    }
-                }
-                (None, Some(MemberObservation::Present(copy))) if copy.terminating => {
-                    not_ready("being deleted")
-                }
-                (None, Some(MemberObservation::Present(copy))) => copy.readiness.clone(),
-                (None, _) => not_ready("no copy yet"),
-            };
-            (cluster.clone(), readiness)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::MemberObject;
     use serde_json::json;
-
-    #[test]
-    fn placed_clusters_from_outcomes_writes_and_caches() {
-        let placed: BTreeSet<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
-        let outcomes = vec![
-            ClusterOutcome::failed("a", PropagationStatus::UpdateFailed, "refused"),
-            ClusterOutcome::ok("b"),
-        ];
-        let copy = |readiness: Readiness| {
-            MemberObservation::Present(MemberObject {
-                readiness,
-                ..MemberObject::default()
-            })
-        };
-        let members = BTreeMap::from([
-            ("a".to_owned(), copy(Readiness::Ready)),
-            ("b".to_owned(), copy(Readiness::Ready)),
-            (
-                "c".to_owned(),
-                copy(Readiness::NotReady("1 of 2 replicas available".into())),
-            ),
-            ("e".to_owned(), copy(Readiness::Ready)),
-        ]);
-        let written = BTreeSet::from(["e"]);
-        let got = placed_readiness(&placed, &outcomes, &members, &written, false);
-        let want = [
-            ("a", not_ready("not propagated: UpdateFailed")),
-            ("b", Readiness::Ready),
-            ("c", not_ready("1 of 2 replicas available")),
-            ("d", not_ready("no copy yet")),
-            ("e", not_ready("just written, waiting for its controller")),
-        ]
-        .map(|(c, r)| (c.to_owned(), r));
-        assert_eq!(got, want);
-        let statusless = placed_readiness(&placed, &outcomes, &members, &written, true);
-        assert_eq!(statusless[4], ("e".to_owned(), Readiness::Ready));
-    }
 
     fn deployment_with(replicas: i64, status: Value) -> Value {
         json!({"metadata": {"generation": 2}, "spec": {"replicas": replicas}, "status": status})

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use hubfed_core::conclude::placed_readiness;
 use hubfed_core::conclude::{
     Carried, PULL_REPORT_GRACE, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining,
     converged, failures_after, finalizer_release, requeue, writes_status,
@@ -12,7 +13,7 @@ use hubfed_core::conclude::{
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
 };
-use hubfed_core::readiness::{needs_status, placed_readiness};
+use hubfed_core::readiness::needs_status;
 use hubfed_core::status::{ClusterOutcome, StatusInput};
 use hubfed_core::version::update_propagated_version;
 use kube::api::DynamicObject;

@@ -175,6 +175,15 @@ impl Cluster {
         pids
     }
 
+    /// This cluster's servers in the order they stop: the API server's clients (controller
+    /// manager, scheduler) first.
+    fn servers(&mut self) -> impl Iterator<Item = &mut GuardedProcess> {
+        [&mut self.controller_manager, &mut self.scheduler]
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(&mut self.apiserver))
+    }
+
     /// Names of this cluster's nodes (`<name>-node-1`, ...): empty unless the environment
     /// schedules pods ([`TestEnvConfig::scheduling`]) and this is a member.
     pub fn nodes(&self) -> &[String] {
@@ -498,23 +507,12 @@ impl TestEnv {
                 kubelet.stop();
             }
         }
+        // Every server is signalled before any is waited for: they stop side by side.
         for c in &mut self.clusters {
-            for process in [&mut c.controller_manager, &mut c.scheduler]
-                .into_iter()
-                .flatten()
-            {
-                process.begin_stop();
-            }
-            c.apiserver.begin_stop();
+            c.servers().for_each(GuardedProcess::begin_stop);
         }
         for c in &mut self.clusters {
-            for process in [&mut c.controller_manager, &mut c.scheduler]
-                .into_iter()
-                .flatten()
-            {
-                process.stop();
-            }
-            c.apiserver.stop();
+            c.servers().for_each(GuardedProcess::stop);
         }
         self.etcd.stop();
         if self.owns_dir {

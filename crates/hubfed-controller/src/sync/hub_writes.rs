@@ -77,7 +77,14 @@ pub async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<
     }});
     let api = federated_api(ctx, obj.namespace().as_deref());
     let name = obj.name_any();
-    match bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await? {
+    let patched = bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
+    done_or_gone(patched)
+}
+
+/// A write to the federated object is done when it went through, or when the object is gone
+/// (nothing is left to write to).
+fn done_or_gone<T>(written: Result<T, kube::Error>) -> Result<(), Error> {
+    match written {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
@@ -99,11 +106,8 @@ pub async fn write_status(
     let patch = json!({ "status": value });
     let api = federated_api(ctx, obj.namespace().as_deref());
     let name = obj.name_any();
-    match bounded(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))).await? {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let params = PatchParams::default();
+    done_or_gone(bounded(api.patch_status(&name, &params, &Patch::Merge(&patch))).await?)
 }
 
 /// The status for a spec that cannot be read, written when it changes.

@@ -22,7 +22,7 @@ use hubfed_core::drift::{
 use crate::metrics::METRICS;
 
 use super::create_only::{self, Created};
-use super::execute::ExecEnv;
+use super::exec_env::ExecEnv;
 use super::member_io::{
     ClusterResult, RETAINED_FIELD_MANAGER, error_message, is_immutable_refusal, is_not_found,
     is_refusal, outcome, record,

@@ -3,9 +3,6 @@
 //! metrics). Shared by the push dispatcher ([`super::dispatch`]) and the pull-mode agent
 //! ([`crate::agent`]): both write member copies by exactly these rules.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_core::plan::{ClusterAction, ClusterPlan, DeleteAction, FederatedObject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions;
@@ -15,45 +12,9 @@ use kube::api::{
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use super::AppliedMap;
 use super::apply::apply_to_cluster;
+pub use super::exec_env::{EventSink, ExecEnv};
 use super::member_io::{ClusterResult, error_message, is_not_found, outcome, record};
-use super::members::Unmanaged;
-
-/// Where an action's Events go: the hub's Event recorder for the push dispatcher, the work's
-/// status (republished by the hub) for the agent.
-pub trait EventSink: Send + Sync {
-    fn publish(&self, type_: EventType, reason: &str, message: &str);
-}
-
-/// What carrying out an action needs besides the member API.
-pub struct ExecEnv<'a> {
-    /// The member object's kind, for messages (`ConfigMap "ns/name"`).
-    pub target_kind: &'a str,
-    pub namespaced: bool,
-    /// The `type` label of the drift metrics: the federated kind, lowercased.
-    pub type_label: String,
-    /// Field managers whose changes are people's (drift to revert).
-    pub drift_people: &'a [String],
-    /// The last drift reported per copy, so the same drift is one Event, not one per apply.
-    pub drift_reported: &'a Mutex<HashMap<String, String>>,
-    /// Memory of successful applies, kept by the push controller (the agent reports them).
-    pub applied: Option<&'a AppliedMap>,
-    /// What the cache of unmanaged names knows of a name: (cluster, name, namespace).
-    pub unmanaged: &'a (dyn Fn(&str, &str, Option<&str>) -> Unmanaged + Send + Sync),
-    pub events: &'a dyn EventSink,
-}
-
-impl ExecEnv<'_> {
-    /// "Kind "namespace/name"", for messages.
-    pub fn what(&self, object: &FederatedObject) -> String {
-        let key = match &object.namespace {
-            Some(ns) if self.namespaced => format!("{ns}/{}", object.name),
-            _ => object.name.clone(),
-        };
-        format!("{} {key:?}", self.target_kind)
-    }
-}
 
 /// Carries out `cp`'s action through `api` (an action without a request reports its status).
 pub(crate) async fn execute_action(

@@ -12,6 +12,7 @@ mod create_only;
 mod deletions;
 mod deliver;
 mod dispatch;
+mod exec_env;
 pub(crate) mod execute;
 mod gc;
 mod hub_writes;

@@ -18,8 +18,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cli::{DisableArgs, EnableArgs};
+use crate::control_plane::ensure_kubefed_installed;
 use crate::error::{Error, Result};
-use crate::join::ensure_kubefed_installed;
 use crate::kubeconfig::Target;
 use crate::ops;
 use crate::session::Session;

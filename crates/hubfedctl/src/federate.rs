@@ -11,13 +11,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cli::{FederateArgs, OutputFormat};
+use crate::control_plane::list_ftcs;
 use crate::enable::{EnableType, enable_type};
 use crate::error::{Error, Result};
 use crate::kubeconfig::Target;
 use crate::ops::{self, FIELD_MANAGER};
 use crate::session::Session;
 use crate::template::{FederatedKind, builtin_cluster_scoped, federated_object, skip_reason};
-use crate::types::{list_ftcs, resolve_enabled};
+use crate::types::resolve_enabled;
 
 pub async fn federate(session: &mut Session<'_>, args: FederateArgs) -> Result<()> {
     if let Some(path) = &args.filename {

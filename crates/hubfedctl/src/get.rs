@@ -4,8 +4,8 @@ use hubfed_api::kubefedcluster::{ClusterConditionType, KubeFedCluster};
 use kube::api::{Api, ListParams};
 
 use crate::cli::{GetClustersArgs, OutputFormat, VersionArgs};
+use crate::control_plane::ensure_kubefed_installed;
 use crate::error::{Error, Result};
-use crate::join::ensure_kubefed_installed;
 use crate::kubeconfig::Target;
 use crate::ops;
 use crate::session::Session;

@@ -10,21 +10,20 @@ use hubfed_api::kubefedcluster::{
     ClusterConditionType, KubeFedCluster, KubeFedClusterSpec, LocalSecretReference, SyncMode,
     TlsValidation,
 };
-use hubfed_api::kubefedconfig::KubeFedConfig;
-use hubfed_api::names::{CLUSTER_SECRET_TOKEN_KEY, KUBEFED_CONFIG_NAME};
+use hubfed_api::names::CLUSTER_SECRET_TOKEN_KEY;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 
-use crate::cli::{JoinArgs, JoinMode};
+use crate::cli::JoinArgs;
+use crate::control_plane::{control_plane_scope, ensure_kubefed_installed, federated_targets};
 use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
 use crate::kubeconfig::{ClusterEndpoint, Target};
 use crate::ops::{self, FIELD_MANAGER};
 use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account};
 use crate::session::Session;
-use crate::types::defaulted_ftcs;
 
 /// Secret type the token controller fills with a token for the annotated ServiceAccount.
 const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
@@ -77,70 +76,15 @@ pub fn check_dns_subdomain(what: &str, name: &str) -> Result<()> {
     }
 }
 
-/// Fails with a clear message when the KubeFed CRDs are not installed in the hub.
-pub async fn ensure_kubefed_installed(hub: &Target, namespace: &str) -> Result<()> {
-    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), namespace);
-    match clusters
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::Refused(format!(
-            "{}: the KubeFed CRDs are not installed (kubefedclusters.core.kubefed.io is not served); apply crds/core.yaml first",
-            hub.subject
-        ))),
-        Err(e) => Err(hub.err(e)),
-    }
-}
-
-/// The control plane's scope from the KubeFedConfig; `Cluster` (the default the controller
-/// creates) when there is none yet.
-pub async fn control_plane_scope(hub: &Target, namespace: &str) -> Result<ResourceScope> {
-    let configs: Api<KubeFedConfig> = Api::namespaced(hub.client.clone(), namespace);
-    Ok(configs
-        .get_opt(KUBEFED_CONFIG_NAME)
-        .await
-        .map_err(|e| hub.err(e))?
-        .map_or(ResourceScope::Cluster, |c| c.spec.scope))
-}
-
-/// The control plane's identity: the UID of its namespace in the hub (what its copies'
-/// `hubfed.io/owner` carries).
-pub async fn control_plane_id(hub: &Target, namespace: &str) -> Result<String> {
-    let namespaces: Api<Namespace> = Api::all(hub.client.clone());
-    Ok(namespaces
-        .get_metadata(namespace)
-        .await
-        .map_err(|e| hub.err(e))?
-        .metadata
-        .uid
-        .unwrap_or_default())
-}
-
-/// The target types of every FederatedTypeConfig in the hub, defaulted.
-pub async fn federated_targets(hub: &Target, namespace: &str) -> Result<Vec<ApiResource>> {
-    Ok(defaulted_ftcs(hub, namespace)
-        .await?
-        .into_iter()
-        .map(|ftc| ftc.spec.target_type)
-        .collect())
-}
-
+/// `hubfedctl join CLUSTER` with `--mode push` (the default; `lib.rs` hands `--mode pull` to
+/// [`crate::pull::join_pull`]).
 pub async fn join(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
     check_dns_subdomain("cluster name", &args.cluster)?;
-    match (
-        args.mode,
-        args.output.is_some(),
-        args.hub_endpoint.is_some(),
-    ) {
-        (JoinMode::Pull, _, _) => return crate::pull::join_pull(session, args).await,
-        (JoinMode::Push, true, _) => {
-            return Err(Error::Usage("--output is for --mode pull".to_owned()));
-        }
-        (JoinMode::Push, _, true) => {
-            return Err(Error::Usage("--hub-endpoint is for --mode pull".to_owned()));
-        }
-        (JoinMode::Push, false, false) => {}
+    if args.output.is_some() {
+        return Err(Error::Usage("--output is for --mode pull".to_owned()));
+    }
+    if args.hub_endpoint.is_some() {
+        return Err(Error::Usage("--hub-endpoint is for --mode pull".to_owned()));
     }
     let join = PushJoin::prepare(session, &args).await?;
     let (token, secret_ca) = join.write_member_side(session).await?;

@@ -8,6 +8,7 @@
 //! with `error: `. Exit codes: [`EXIT_OK`], [`EXIT_ERROR`], [`EXIT_USAGE`], [`EXIT_NOT_READY`].
 
 mod cli;
+mod control_plane;
 mod enable;
 mod error;
 mod federate;
@@ -122,7 +123,10 @@ fn report_parse_error(e: &clap::Error, stdout: Output<'_>, stderr: Output<'_>) -
 
 async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Error> {
     match command {
-        Command::Join(args) => join::join(session, args).await,
+        Command::Join(args) => match args.mode {
+            cli::JoinMode::Push => join::join(session, args).await,
+            cli::JoinMode::Pull => pull::join_pull(session, args).await,
+        },
         Command::Unjoin(args) => unjoin::unjoin(session, args).await.map(|()| EXIT_OK),
         Command::Enable(args) => enable::enable(session, args).await.map(|()| EXIT_OK),
         Command::Disable(args) => enable::disable(session, args).await.map(|()| EXIT_OK),

@@ -23,11 +23,13 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use crate::cli::JoinArgs;
+use crate::control_plane::{
+    control_plane_id, control_plane_scope, ensure_kubefed_installed, federated_targets,
+};
 use crate::error::{EXIT_OK, Error, Result};
 use crate::join::{
-    control_plane_id, control_plane_scope, ensure_kubefed_installed, federated_targets,
-    host_cluster, member_context, namespace_object, service_account_token_secret, wait_for_token,
-    wait_namespace_not_terminating, write_rbac,
+    check_dns_subdomain, host_cluster, member_context, namespace_object,
+    service_account_token_secret, wait_for_token, wait_namespace_not_terminating, write_rbac,
 };
 use crate::kubeconfig::Target;
 use crate::ops;
@@ -43,6 +45,7 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// `hubfedctl join CLUSTER --mode pull`.
 pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32> {
+    check_dns_subdomain("cluster name", &args.cluster)?;
     let cluster = args.cluster.as_str();
     let ns = session.kubefed_namespace().to_owned();
     let dry_run = args.dry_run;

@@ -4,10 +4,10 @@
 
 use hubfed_api::federatedtypeconfig::{ApiResource, FederatedTypeConfig, ResourceScope};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 
+use crate::control_plane::list_ftcs;
 use crate::error::{Error, Result};
-use crate::join::ensure_kubefed_installed;
 use crate::kubeconfig::Target;
 
 /// One API type as discovery describes it.
@@ -154,29 +154,6 @@ pub fn find_ftc<'a>(
             .find(|f| f.spec.target_type.group.is_empty())
             .copied(),
     }
-}
-
-/// The FTCs of the hub, defaulted, once the KubeFed CRDs are known to be installed.
-pub async fn list_ftcs(hub: &Target, namespace: &str) -> Result<Vec<FederatedTypeConfig>> {
-    ensure_kubefed_installed(hub, namespace).await?;
-    defaulted_ftcs(hub, namespace).await
-}
-
-/// The FTCs of the hub, defaulted.
-pub async fn defaulted_ftcs(hub: &Target, namespace: &str) -> Result<Vec<FederatedTypeConfig>> {
-    let api: Api<FederatedTypeConfig> = Api::namespaced(hub.client.clone(), namespace);
-    let list = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| hub.err(e))?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(|mut ftc| {
-            ftc.set_defaults();
-            ftc
-        })
-        .collect())
 }
 
 /// The enabled federated type `name` refers to. Names only discovery knows (singular, short

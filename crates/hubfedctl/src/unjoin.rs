@@ -21,11 +21,9 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 
 use crate::cli::UnjoinArgs;
+use crate::control_plane::{control_plane_id, control_plane_scope, federated_targets};
 use crate::error::{Error, Result};
-use crate::join::{
-    HostCluster, control_plane_id, control_plane_scope, federated_targets, host_cluster,
-    member_context,
-};
+use crate::join::{HostCluster, host_cluster, member_context};
 use crate::kubeconfig::Target;
 use crate::ops;
 use crate::pull::AGENT_HUB_SECRET;

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
 use crate::KUBEFED_NAMESPACE;
-use crate::controller::free_port;
+use crate::controller::{free_port, process_env, spawn_guarded};
 
 /// The member Secret `hubfedctl join --mode pull` writes for the agent.
 pub const AGENT_HUB_SECRET: &str = "hubfed-agent-hub";
@@ -108,34 +108,23 @@ impl AgentProcess {
         let AgentLaunch { cluster, args } =
             AgentLaunch::prepare(env, member, &dir, heartbeat, admin_port).await?;
         let pid_dir = env.dir().join("agent-pids");
-        std::fs::create_dir_all(&pid_dir)?;
-        let process = GuardedProcess::spawn(Spawn {
-            name: &format!("hubfed-agent-{cluster}-{start}"),
-            program: &agent_binary()?,
-            args,
-            env: vec![
-                (
-                    "RUST_LOG",
-                    std::env::var("HUBFED_E2E_AGENT_LOG")
-                        .unwrap_or_else(|_| "info,kube_runtime=warn".to_owned()),
-                ),
-                ("NO_COLOR", "1".to_owned()),
-            ],
-            pid_dir: &pid_dir,
-            log_file: env
-                .dir()
-                .join("logs")
-                .join(format!("agent-{cluster}-{start}.log")),
-            grace_seconds: 10,
-            outlive_others: false,
-            remove_dir_after: None,
-        })?;
-        let pid = process.pid().with_context(|| {
-            format!(
-                "the agent of {cluster} did not start:\n{}",
-                process.log_tail(20)
-            )
-        })?;
+        let (process, pid) = spawn_guarded(
+            &format!("the agent of {cluster}"),
+            Spawn {
+                name: &format!("hubfed-agent-{cluster}-{start}"),
+                program: &agent_binary()?,
+                args,
+                env: process_env("HUBFED_E2E_AGENT_LOG"),
+                pid_dir: &pid_dir,
+                log_file: env
+                    .dir()
+                    .join("logs")
+                    .join(format!("agent-{cluster}-{start}.log")),
+                grace_seconds: 10,
+                outlive_others: false,
+                remove_dir_after: None,
+            },
+        )?;
         Ok(Self {
             cluster,
             admin_port,

@@ -147,41 +147,33 @@ impl ControllerProcess {
         let identity = &options.identity;
         let admin_port = free_port()?;
         let pid_dir = env.dir().join("controller-pids");
-        std::fs::create_dir_all(&pid_dir)?;
-        let process = GuardedProcess::spawn(Spawn {
-            name: &format!("hubfed-controller-{identity}"),
-            program: &controller_binary()?,
-            args: vec![
-                format!(
-                    "--kubeconfig={}",
-                    options
-                        .kubeconfig
-                        .as_deref()
-                        .unwrap_or(env.kubeconfig_path())
-                        .display()
-                ),
-                "--context=hub".to_owned(),
-                format!("--admin-addr=127.0.0.1:{admin_port}"),
-                format!("--leader-elect={}", options.leader_elect),
-                format!("--identity={identity}"),
-            ],
-            env: vec![
-                (
-                    "RUST_LOG",
-                    std::env::var("HUBFED_E2E_CONTROLLER_LOG")
-                        .unwrap_or_else(|_| "info,kube_runtime=warn".to_owned()),
-                ),
-                ("NO_COLOR", "1".to_owned()),
-            ],
-            pid_dir: &pid_dir,
-            log_file: log_path(env, identity),
-            grace_seconds: options.grace_seconds,
-            outlive_others: false,
-            remove_dir_after: None,
-        })?;
-        let pid = process
-            .pid()
-            .with_context(|| format!("{identity} did not start:\n{}", process.log_tail(20)))?;
+        let (process, pid) = spawn_guarded(
+            &options.identity,
+            Spawn {
+                name: &format!("hubfed-controller-{identity}"),
+                program: &controller_binary()?,
+                args: vec![
+                    format!(
+                        "--kubeconfig={}",
+                        options
+                            .kubeconfig
+                            .as_deref()
+                            .unwrap_or(env.kubeconfig_path())
+                            .display()
+                    ),
+                    "--context=hub".to_owned(),
+                    format!("--admin-addr=127.0.0.1:{admin_port}"),
+                    format!("--leader-elect={}", options.leader_elect),
+                    format!("--identity={identity}"),
+                ],
+                env: process_env("HUBFED_E2E_CONTROLLER_LOG"),
+                pid_dir: &pid_dir,
+                log_file: log_path(env, identity),
+                grace_seconds: options.grace_seconds,
+                outlive_others: false,
+                remove_dir_after: None,
+            },
+        )?;
         Ok(Self {
             identity: identity.clone(),
             admin_port,
@@ -270,6 +262,32 @@ impl ControllerProcess {
                 .sum(),
         )
     }
+}
+
+/// Starts `spawn` under a [`GuardedProcess`] (its pid directory created if missing): the
+/// process and its pid; fails with the end of its log when it did not start (`what` names it).
+pub fn spawn_guarded(what: &str, spawn: Spawn<'_>) -> anyhow::Result<(GuardedProcess, u32)> {
+    std::fs::create_dir_all(spawn.pid_dir)?;
+    let process = GuardedProcess::spawn(spawn)?;
+    let pid = process
+        .pid()
+        .with_context(|| format!("{what} did not start; log:\n{}", process.log_tail(20)))?;
+    Ok((process, pid))
+}
+
+/// The tracing filter of a hubfed process a test starts: the variable `log_var`, else
+/// `info,kube_runtime=warn`.
+pub fn log_filter(log_var: &str) -> String {
+    std::env::var(log_var).unwrap_or_else(|_| "info,kube_runtime=warn".to_owned())
+}
+
+/// The environment of a hubfed process a test starts: `RUST_LOG` ([`log_filter`] of `log_var`),
+/// no colours in its log.
+pub fn process_env(log_var: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("RUST_LOG", log_filter(log_var)),
+        ("NO_COLOR", "1".to_owned()),
+    ]
 }
 
 /// The log file of controller process `identity` in `env`.

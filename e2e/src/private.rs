@@ -139,12 +139,22 @@ impl PrivateFederation {
 /// and failing after 2 missed probes of 1 s: joins are Ready, and a frozen member Offline,
 /// within seconds.
 pub fn fast_health_checks() -> KubeFedConfigSpec {
+    health_checks_every_second("1s")
+}
+
+/// [`fast_health_checks`] for pull members, whose probe reads a heartbeat in the hub: a probe
+/// may take 3 s; two silent heartbeats to go Offline, one to come back.
+pub fn pull_health_checks() -> KubeFedConfigSpec {
+    health_checks_every_second("3s")
+}
+
+fn health_checks_every_second(timeout: &str) -> KubeFedConfigSpec {
     let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
     spec.cluster_health_check = Some(ClusterHealthCheckConfig {
         period: Some("1s".to_owned()),
         failure_threshold: Some(2),
         success_threshold: Some(1),
-        timeout: Some("1s".to_owned()),
+        timeout: Some(timeout.to_owned()),
     });
     spec
 }

@@ -8,9 +8,9 @@ use anyhow::{Context as _, ensure};
 use hubfed_api::kubefedconfig::KubeFedConfig;
 use hubfed_api::names::{FIELD_MANAGER, KUBEFED_CONFIG_NAME};
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, dynamic_api, federated,
-    federated_object, get_value, is_managed, member_mismatch, placement, propagated_ok,
-    propagation_condition, show, target, unique_name, unique_ns, wait_for,
+    Expected, Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, dynamic_api,
+    federated, federated_object, get_value, is_managed, member_mismatch, placement,
+    propagation_condition, show, target, unique_name, unique_ns, wait_for, wait_propagated,
 };
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -207,25 +207,14 @@ async fn adoption_follows_kubefed_config_at_run_time() -> anyhow::Result<()> {
         .delete(blocked, &Default::default())
         .await
         .context("deleting member1's own in-the-way")?;
-    wait_for(
+    let owned_in1 =
+        [Expected::copy("member1", &member1).with(&[("/data/owner", Some(&federation))])];
+    wait_propagated(
         "in-the-way created by the federation once member1's own was deleted",
-        TIMEOUT,
-        async || {
-            let mut problems = Vec::new();
-            let in1 = get_value(&member1, blocked).await?;
-            problems.extend(member_mismatch(
-                "member1",
-                in1.as_ref(),
-                &[("/data/owner", Some(&federation))],
-            ));
-            let object = get_value(&hub, blocked)
-                .await?
-                .context("the FederatedConfigMap disappeared")?;
-            if let Wait::Pending(problem) = propagated_ok(&object, &["member1"]) {
-                problems.push(problem);
-            }
-            Ok(Wait::all_or_pending(problems))
-        },
+        &hub,
+        blocked,
+        &["member1"],
+        &owned_in1,
     )
     .await?;
 
@@ -267,25 +256,12 @@ async fn adoption_follows_kubefed_config_at_run_time() -> anyhow::Result<()> {
 
     // Enabled (the default, so this also restores it): the same object is adopted.
     set_adopt_resources(fed, "Enabled").await?;
-    wait_for(
+    wait_propagated(
         "member1's ConfigMap adopted: managed, template data, status OK",
-        TIMEOUT,
-        async || {
-            let mut problems = Vec::new();
-            let in1 = get_value(&member1, name).await?;
-            problems.extend(member_mismatch(
-                "member1",
-                in1.as_ref(),
-                &[("/data/owner", Some(&federation))],
-            ));
-            let object = get_value(&hub, name)
-                .await?
-                .context("the FederatedConfigMap disappeared")?;
-            if let Wait::Pending(problem) = propagated_ok(&object, &MEMBERS) {
-                problems.push(problem);
-            }
-            Ok(Wait::all_or_pending(problems))
-        },
+        &hub,
+        name,
+        &MEMBERS,
+        &owned_in1,
     )
     .await
 }

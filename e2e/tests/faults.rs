@@ -25,9 +25,8 @@ use futures::{StreamExt as _, TryStreamExt as _, stream};
 use hubfed_api::names::{MANAGED_LABEL, SYNC_CONTROLLER_FINALIZER};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, MEMBER_WRITES, sample};
 use hubfed_e2e::{
-    MEMBERS, TIMEOUT, Wait, create_federated_namespace, dynamic_api, federated, federated_object,
-    install_control_plane, placement, private_env, propagated_ok, register_cluster, report,
-    wait_for,
+    MEMBERS, PrivateFederation, TIMEOUT, Wait, create_federated_namespace, dynamic_api, federated,
+    federated_object, placement, propagated_ok, report, wait_for,
 };
 use hubfed_testenv::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -135,13 +134,14 @@ struct Lab {
 
 impl Lab {
     async fn start(ns: &str) -> anyhow::Result<(Self, ControllerProcess)> {
-        let env = private_env(2, false).await?;
+        let env = PrivateFederation::new()
+            .without_controller_manager()
+            .start()
+            .await?;
         let hub = env.hub().client().await?;
-        install_control_plane(&hub, None).await?;
         let mut members = Vec::new();
         for name in MEMBERS {
             let cluster = env.cluster(name).context("a member of the environment")?;
-            register_cluster(&hub, name, cluster).await?;
             members.push((name, cluster.client().await?));
         }
         let mut lab = Self {

@@ -14,9 +14,9 @@ use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec, LeaderElectConfig};
 use hubfed_api::names::KUBEFED_CONFIG_NAME;
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, apply, bootstrap, wait_clusters_ready, wait_for,
+    KUBEFED_NAMESPACE, MEMBERS, PrivateFederation, TIMEOUT, Wait, apply, wait_clusters_ready,
+    wait_for,
 };
-use hubfed_testenv::{TestEnv, TestEnvConfig};
 use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -24,14 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_kubefed_config_is_waited_out_not_fatal() -> anyhow::Result<()> {
-    let env = tokio::task::spawn_blocking(|| {
-        TestEnv::start(TestEnvConfig {
-            members: 2,
-            ..Default::default()
-        })
-    })
-    .await??;
-    bootstrap(&env).await?;
+    let env = PrivateFederation::new().start().await?;
     let hub = env.hub().client().await?;
     let configs: Api<KubeFedConfig> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     let config = |lease: &str| {

@@ -15,14 +15,15 @@ use std::time::{Duration, Instant};
 use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::scheduling::PlacementPolicySpec;
 use hubfed_core::intent::{ClusterState, Previous, choose};
+use hubfed_e2e::scheduling::{create_placement_policy, member_replicas, placement_policies, rsps};
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, federated, hubfedctl, report,
-    target, unique_name, unique_ns, wait_event, wait_for,
+    target, three_members_one_at_a_time, unique_name, unique_ns, wait_event, wait_for,
 };
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
-use tokio::sync::{Mutex, OnceCell};
+use tokio::sync::MutexGuard;
 
 const CLUSTERS: [&str; 3] = ["member1", "member2", "member3"];
 /// Labels of the three KubeFedClusters.
@@ -32,61 +33,25 @@ const LABELS: [(&str, &str, &str); 3] = [
     ("member3", "us", "bronze"),
 ];
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
-static SETUP: OnceCell<()> = OnceCell::const_new();
-
-/// The federation, with member3 joined and the clusters labelled.
-async fn fed() -> anyhow::Result<&'static Federation> {
-    let fed = Federation::shared_on(3);
-    SETUP
-        .get_or_try_init(|| async {
-            fed.join("member3", fed.cluster("member3")?).await?;
-            let clusters: Api<KubeFedCluster> =
-                Api::namespaced(fed.hub().await?, KUBEFED_NAMESPACE);
-            for (name, region, tier) in LABELS {
-                let patch = json!({"metadata": {"labels": {"region": region, "tier": tier}}});
-                clusters
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
-            }
-            anyhow::Ok(())
-        })
-        .await?;
-    Ok(fed)
-}
-
-fn policies(hub: &Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "scheduling.hubfed.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "scheduling.hubfed.io/v1alpha1".into(),
-        kind: "PlacementPolicy".into(),
-        plural: "placementpolicies".into(),
-    };
-    Api::namespaced_with(hub.clone(), namespace, &resource)
-}
-
-async fn create_policy(
-    hub: &Client,
-    namespace: &str,
-    name: &str,
-    spec: Value,
-) -> anyhow::Result<()> {
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "scheduling.hubfed.io/v1alpha1",
-        "kind": "PlacementPolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }))?;
-    policies(hub, namespace)
-        .create(&PostParams::default(), &object)
-        .await?;
-    Ok(())
+/// The federation, with member3 joined and the clusters labelled, and this binary's
+/// one-at-a-time lock, to hold for the whole test.
+async fn fed() -> anyhow::Result<(&'static Federation, MutexGuard<'static, ()>)> {
+    three_members_one_at_a_time(|fed| async move {
+        let clusters: Api<KubeFedCluster> = Api::namespaced(fed.hub().await?, KUBEFED_NAMESPACE);
+        for (name, region, tier) in LABELS {
+            let patch = json!({"metadata": {"labels": {"region": region, "tier": tier}}});
+            clusters
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// The policy's chosen clusters (status) and its `Placed` condition status.
 async fn chosen(hub: &Client, namespace: &str, name: &str) -> anyhow::Result<(Vec<String>, Value)> {
-    let policy = policies(hub, namespace).get(name).await?;
+    let policy = placement_policies(hub, namespace).get(name).await?;
     let status = &policy.data["status"];
     let clusters = status["clusters"]
         .as_array()
@@ -150,14 +115,13 @@ fn configmap() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_clusters_spread_over_regions_and_stay_put() -> anyhow::Result<()> {
-    let fed = fed().await?;
-    let _one = ONE_AT_A_TIME.lock().await;
+    let (fed, _one) = fed().await?;
     let hub = fed.hub().await?;
     let namespace = unique_ns("policy-spread");
     fed.create_federated_namespace(&namespace, &CLUSTERS)
         .await?;
     create_federated(&hub, "ConfigMap", Some(&namespace), "cfg", configmap()).await?;
-    create_policy(
+    create_placement_policy(
         &hub,
         &namespace,
         "cfg",
@@ -228,7 +192,7 @@ async fn max_clusters_spread_over_regions_and_stay_put() -> anyhow::Result<()> {
         fresh.contains(&eu_out.to_owned()),
         "a fresh choice would not take {eu_out}: {fresh:?} — the test would prove nothing"
     );
-    let patched = policies(&hub, &namespace)
+    let patched = placement_policies(&hub, &namespace)
         .patch(
             "cfg",
             &PatchParams::default(),
@@ -286,8 +250,7 @@ fn fresh_choice(spec: &PlacementPolicySpec, namespace: &str, name: &str) -> Vec<
 /// member3 becoming one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_joining_the_candidates_does_not_reshuffle() -> anyhow::Result<()> {
-    let fed = fed().await?;
-    let _one = ONE_AT_A_TIME.lock().await;
+    let (fed, _one) = fed().await?;
     let hub = fed.hub().await?;
     let namespace = unique_ns("policy-stable");
     let spec: PlacementPolicySpec = serde_json::from_value(json!({
@@ -336,7 +299,7 @@ async fn a_cluster_joining_the_candidates_does_not_reshuffle() -> anyhow::Result
         fed.create_federated_namespace(&namespace, &CLUSTERS)
             .await?;
         create_federated(&hub, "ConfigMap", Some(&namespace), &name, configmap()).await?;
-        create_policy(&hub, &namespace, &name, serde_json::to_value(&spec)?).await?;
+        create_placement_policy(&hub, &namespace, &name, serde_json::to_value(&spec)?).await?;
         let before = wait_chosen(fed, &hub, &namespace, &name, |c| c.len() == 1, TIMEOUT).await?;
         assert_ne!(before, ["member3"]);
         let (_, status) = chosen(&hub, &namespace, &name).await?;
@@ -388,30 +351,9 @@ async fn a_cluster_joining_the_candidates_does_not_reshuffle() -> anyhow::Result
 /// spreads the replicas over those only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rsp_spreads_over_the_chosen_clusters() -> anyhow::Result<()> {
-    let fed = fed().await?;
-    let _one = ONE_AT_A_TIME.lock().await;
-    let hub = fed.hub().await?;
-    let namespace = unique_ns("policy-rsp");
-    fed.create_federated_namespace(&namespace, &CLUSTERS)
-        .await?;
-    create_federated(
-        &hub,
-        "Deployment",
-        Some(&namespace),
-        "web",
-        deployment("web"),
-    )
-    .await?;
-    create_policy(
-        &hub,
-        &namespace,
-        "web",
-        json!({
-            "targetKind": "FederatedDeployment",
-            "clusterSelector": {"matchLabels": {"region": "eu"}},
-        }),
-    )
-    .await?;
+    let (fed, _one) = fed().await?;
+    let (hub, namespace) = with_web(fed, "policy-rsp").await?;
+    create_eu_policy(&hub, &namespace, "web").await?;
     create_rsp(&hub, &namespace, "web", 6, false).await?;
     wait_replicas(
         fed,
@@ -429,10 +371,36 @@ async fn an_rsp_spreads_over_the_chosen_clusters() -> anyhow::Result<()> {
 /// placed nowhere).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rsp_of_another_kind_leaves_the_placement_to_the_policy() -> anyhow::Result<()> {
-    let fed = fed().await?;
-    let _one = ONE_AT_A_TIME.lock().await;
+    let (fed, _one) = fed().await?;
+    let (hub, namespace) = with_web(fed, "policy-rsp-kind").await?;
+    create_rsp_for(&hub, &namespace, "web", "FederatedReplicaSet", 6, false).await?;
+    create_eu_policy(&hub, &namespace, "web").await?;
+    wait_replicas(
+        fed,
+        &namespace,
+        "web",
+        &[("member1", 2), ("member2", 2)],
+        TIMEOUT,
+    )
+    .await?;
+    Ok(())
+}
+
+/// PlacementPolicy `namespace/name` for the FederatedDeployment of that name: the clusters of
+/// region eu (member1, member2).
+async fn create_eu_policy(hub: &Client, namespace: &str, name: &str) -> anyhow::Result<()> {
+    let spec = json!({
+        "targetKind": "FederatedDeployment",
+        "clusterSelector": {"matchLabels": {"region": "eu"}},
+    });
+    create_placement_policy(hub, namespace, name, spec).await
+}
+
+/// A new namespace `unique_ns(prefix)` federated to every cluster, holding FederatedDeployment
+/// `web` ([`deployment`]); returns a hub client and the namespace.
+async fn with_web(fed: &Federation, prefix: &str) -> anyhow::Result<(Client, String)> {
     let hub = fed.hub().await?;
-    let namespace = unique_ns("policy-rsp-kind");
+    let namespace = unique_ns(prefix);
     fed.create_federated_namespace(&namespace, &CLUSTERS)
         .await?;
     create_federated(
@@ -443,26 +411,7 @@ async fn an_rsp_of_another_kind_leaves_the_placement_to_the_policy() -> anyhow::
         deployment("web"),
     )
     .await?;
-    create_rsp_for(&hub, &namespace, "web", "FederatedReplicaSet", 6, false).await?;
-    create_policy(
-        &hub,
-        &namespace,
-        "web",
-        json!({
-            "targetKind": "FederatedDeployment",
-            "clusterSelector": {"matchLabels": {"region": "eu"}},
-        }),
-    )
-    .await?;
-    wait_replicas(
-        fed,
-        &namespace,
-        "web",
-        &[("member1", 2), ("member2", 2)],
-        TIMEOUT,
-    )
-    .await?;
-    Ok(())
+    Ok((hub, namespace))
 }
 
 fn deployment(app: &str) -> Value {
@@ -502,42 +451,13 @@ async fn create_rsp_for(
     total: i64,
     rebalance: bool,
 ) -> anyhow::Result<()> {
-    create_rsp_spec(
+    hubfed_e2e::scheduling::create_rsp(
         hub,
         namespace,
         name,
         json!({"targetKind": target_kind, "totalReplicas": total, "rebalance": rebalance}),
     )
     .await
-}
-
-async fn create_rsp_spec(
-    hub: &Client,
-    namespace: &str,
-    name: &str,
-    spec: Value,
-) -> anyhow::Result<()> {
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "scheduling.kubefed.io/v1alpha1",
-        "kind": "ReplicaSchedulingPreference",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }))?;
-    rsps(hub, namespace)
-        .create(&PostParams::default(), &object)
-        .await?;
-    Ok(())
-}
-
-fn rsps(hub: &Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "scheduling.kubefed.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "scheduling.kubefed.io/v1alpha1".into(),
-        kind: "ReplicaSchedulingPreference".into(),
-        plural: "replicaschedulingpreferences".into(),
-    };
-    Api::namespaced_with(hub.clone(), namespace, &resource)
 }
 
 /// The clusters in the FederatedDeployment's `spec.placement.clusters`, sorted.
@@ -564,8 +484,7 @@ async fn placement(hub: &Client, namespace: &str, name: &str) -> anyhow::Result<
 /// member1 and member2; the policy then writes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rsp_hands_the_placement_back_at_once() -> anyhow::Result<()> {
-    let fed = fed().await?;
-    let _one = ONE_AT_A_TIME.lock().await;
+    let (fed, _one) = fed().await?;
     let hub = fed.hub().await?;
     for deleted in [false, true] {
         let namespace = unique_ns("policy-rsp-back");
@@ -580,7 +499,7 @@ async fn an_rsp_hands_the_placement_back_at_once() -> anyhow::Result<()> {
         gold["placement"] = json!({"clusterSelector": {"matchLabels": {"tier": "gold"}}});
         create_federated(&hub, "Deployment", Some(&namespace), "web", gold).await?;
         // The RSP first: the policy never writes the placement while it schedules.
-        create_rsp_spec(
+        hubfed_e2e::scheduling::create_rsp(
             &hub,
             &namespace,
             "web",
@@ -591,16 +510,7 @@ async fn an_rsp_hands_the_placement_back_at_once() -> anyhow::Result<()> {
             }),
         )
         .await?;
-        create_policy(
-            &hub,
-            &namespace,
-            "web",
-            json!({
-                "targetKind": "FederatedDeployment",
-                "clusterSelector": {"matchLabels": {"region": "eu"}},
-            }),
-        )
-        .await?;
+        create_eu_policy(&hub, &namespace, "web").await?;
         wait_for("the RSP's placement in member2", TIMEOUT, async || {
             let clusters = placement(&hub, &namespace, "web").await?;
             Ok(if clusters == ["member2"] {
@@ -612,7 +522,7 @@ async fn an_rsp_hands_the_placement_back_at_once() -> anyhow::Result<()> {
         .await?;
         // The policy reconciled just now: its next resync is 30 s away.
         let touch = json!({"metadata": {"annotations": {"e2e/touched": unique_name("t")}}});
-        policies(&hub, &namespace)
+        placement_policies(&hub, &namespace)
             .patch("web", &PatchParams::default(), &Patch::Merge(&touch))
             .await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -666,21 +576,73 @@ async fn wait_replicas(
         &format!("{namespace}/{name} as {expected:?}, ready"),
         timeout,
         async || {
-            let mut found = BTreeMap::new();
-            for cluster in CLUSTERS {
-                let object = fed
-                    .member_object(cluster, &target("Deployment"), Some(namespace), name)
-                    .await?;
-                if let Some(object) = object {
-                    let replicas = object["spec"]["replicas"].as_i64().unwrap_or(0);
-                    let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
-                    found.insert(cluster.to_owned(), (replicas, ready));
-                }
-            }
+            let found = member_replicas(fed, &CLUSTERS, namespace, name).await?;
             Ok(if found == want {
                 Wait::Done(())
             } else {
                 Wait::Pending(format!("members (replicas, ready): {found:?}"))
+            })
+        },
+    )
+    .await
+}
+
+/// In namespace `unique_ns(ns_prefix)`, federated to every cluster: Deployment
+/// `unique_name(name_prefix)` ([`deployment`]) and its PlacementPolicy choosing `max_clusters`
+/// clusters, preferring tier gold (member2), failing over after 10 s. Returns the namespace and
+/// the name.
+async fn gold_with_failover(
+    fed: &Federation,
+    ns_prefix: &str,
+    name_prefix: &str,
+    max_clusters: usize,
+) -> anyhow::Result<(String, String)> {
+    let hub = fed.hub().await?;
+    let namespace = unique_ns(ns_prefix);
+    let name = unique_name(name_prefix);
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    create_federated(
+        &hub,
+        "Deployment",
+        Some(&namespace),
+        &name,
+        deployment(&name),
+    )
+    .await?;
+    create_placement_policy(
+        &hub,
+        &namespace,
+        &name,
+        json!({
+            "targetKind": "FederatedDeployment",
+            "maxClusters": max_clusters,
+            "preferences": [{"weight": 50, "clusterSelector": {"matchLabels": {"tier": "gold"}}}],
+            "failover": {"gracePeriodSeconds": 10},
+        }),
+    )
+    .await?;
+    Ok((namespace, name))
+}
+
+/// Waits (3 minutes: health threshold and grace period) until the policy `namespace/name`
+/// has replaced frozen `frozen` (its one chosen cluster) and says so; returns the replacement.
+async fn wait_replaced(
+    hub: &Client,
+    namespace: &str,
+    name: &str,
+    frozen: &str,
+) -> anyhow::Result<String> {
+    wait_for(
+        &format!("the workload replaced away from frozen {frozen}"),
+        Duration::from_secs(180),
+        async || {
+            let (clusters, status) = chosen(hub, namespace, name).await?;
+            Ok(match clusters.as_slice() {
+                [one] if one != frozen && status["failedOver"][0]["cluster"] == frozen => {
+                    Wait::Done(one.clone())
+                }
+                _ => Wait::Pending(format!("status {status}")),
             })
         },
     )
@@ -701,53 +663,16 @@ impl Drop for Frozen {
 /// `moveBack`, the workload returns once member2 has been Ready for the grace period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_after_the_grace_period_and_no_flapping() -> anyhow::Result<()> {
-    let fed = fed().await?;
-    let _one = ONE_AT_A_TIME.lock().await;
+    let (fed, _one) = fed().await?;
     let hub = fed.hub().await?;
-    let namespace = unique_ns("policy-failover");
-    let name = unique_name("app");
-    fed.create_federated_namespace(&namespace, &CLUSTERS)
-        .await?;
-    create_federated(
-        &hub,
-        "Deployment",
-        Some(&namespace),
-        &name,
-        deployment(&name),
-    )
-    .await?;
-    create_policy(
-        &hub,
-        &namespace,
-        &name,
-        json!({
-            "targetKind": "FederatedDeployment",
-            "maxClusters": 1,
-            "preferences": [{"weight": 50, "clusterSelector": {"matchLabels": {"tier": "gold"}}}],
-            "failover": {"gracePeriodSeconds": 10},
-        }),
-    )
-    .await?;
+    let (namespace, name) = gold_with_failover(fed, "policy-failover", "app", 1).await?;
     wait_replicas(fed, &namespace, &name, &[("member2", 2)], TIMEOUT).await?;
 
     let member2 = fed.cluster("member2")?;
     member2.pause()?;
     let frozen = Frozen(member2);
     let froze = Instant::now();
-    let away = wait_for(
-        "the workload replaced away from frozen member2",
-        Duration::from_secs(180),
-        async || {
-            let (clusters, status) = chosen(&hub, &namespace, &name).await?;
-            Ok(match clusters.as_slice() {
-                [one] if one != "member2" && status["failedOver"][0]["cluster"] == "member2" => {
-                    Wait::Done(one.clone())
-                }
-                _ => Wait::Pending(format!("status {status}")),
-            })
-        },
-    )
-    .await?;
+    let away = wait_replaced(&hub, &namespace, &name, "member2").await?;
     let replaced = froze.elapsed();
     // Ready there: the Deployment runs in the replacement (member2 is frozen, its copy is
     // unreachable and not counted).
@@ -805,9 +730,20 @@ async fn failover_after_the_grace_period_and_no_flapping() -> anyhow::Result<()>
     })
     .await?;
 
-    // moveBack: fail over again (freeze the replacement), then thaw it: the workload returns
-    // to it once it has been Ready for the grace period, giving up its own replacement.
-    policies(&hub, &namespace)
+    move_back(fed, &namespace, &name, &away).await
+}
+
+/// moveBack: fail over again (freeze `away`, the replacement), then thaw it: the workload
+/// returns to it once it has been Ready for the grace period, giving up its own replacement.
+async fn move_back(
+    fed: &Federation,
+    namespace: &str,
+    name: &str,
+    away: &str,
+) -> anyhow::Result<()> {
+    let hub = fed.hub().await?;
+    let (namespace, name, away) = (namespace.to_owned(), name.to_owned(), away.to_owned());
+    placement_policies(&hub, &namespace)
         .patch(
             &name,
             &PatchParams::default(),
@@ -819,20 +755,7 @@ async fn failover_after_the_grace_period_and_no_flapping() -> anyhow::Result<()>
     let home = fed.cluster(&away)?;
     home.pause()?;
     let frozen = Frozen(home);
-    let second = wait_for(
-        &format!("the workload replaced away from frozen {away}"),
-        Duration::from_secs(180),
-        async || {
-            let (clusters, status) = chosen(&hub, &namespace, &name).await?;
-            Ok(match clusters.as_slice() {
-                [one] if *one != away && status["failedOver"][0]["cluster"] == away.as_str() => {
-                    Wait::Done(one.clone())
-                }
-                _ => Wait::Pending(format!("status {status}")),
-            })
-        },
-    )
-    .await?;
+    let second = wait_replaced(&hub, &namespace, &name, &away).await?;
     drop(frozen);
     let thawed = Instant::now();
     wait_for(
@@ -865,33 +788,9 @@ async fn failover_after_the_grace_period_and_no_flapping() -> anyhow::Result<()>
 /// grace period, the policy replaces member2 and the RSP spreads 3/3 again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rsp_replicas_follow_failover() -> anyhow::Result<()> {
-    let fed = fed().await?;
-    let _one = ONE_AT_A_TIME.lock().await;
+    let (fed, _one) = fed().await?;
     let hub = fed.hub().await?;
-    let namespace = unique_ns("policy-rsp-failover");
-    let name = unique_name("spread");
-    fed.create_federated_namespace(&namespace, &CLUSTERS)
-        .await?;
-    create_federated(
-        &hub,
-        "Deployment",
-        Some(&namespace),
-        &name,
-        deployment(&name),
-    )
-    .await?;
-    create_policy(
-        &hub,
-        &namespace,
-        &name,
-        json!({
-            "targetKind": "FederatedDeployment",
-            "maxClusters": 2,
-            "preferences": [{"weight": 50, "clusterSelector": {"matchLabels": {"tier": "gold"}}}],
-            "failover": {"gracePeriodSeconds": 10},
-        }),
-    )
-    .await?;
+    let (namespace, name) = gold_with_failover(fed, "policy-rsp-failover", "spread", 2).await?;
     // rebalance: without it KubeFed's planner leaves the replicas where they run (all 6 in
     // the cluster that took member2's share) when the replacement arrives.
     create_rsp(&hub, &namespace, &name, 6, true).await?;

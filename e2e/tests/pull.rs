@@ -10,9 +10,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::{KubeFedCluster, SyncMode};
-use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
 use hubfed_api::work::{
     AGENT_KUBERNETES_VERSION_ANNOTATION, AGENT_LEASE_NAME, Work, WorkSource, WorkSpec, WorkStatus,
     WorkTarget,
@@ -20,7 +18,7 @@ use hubfed_api::work::{
 use hubfed_core::pull::cluster_namespace;
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, hubfedctl, install_control_plane, private_env, report,
+    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, hubfedctl, pull_health_checks, report,
     wait_for,
 };
 use hubfed_testenv::TestEnv;
@@ -106,33 +104,35 @@ struct PullEnv {
     controller: ControllerProcess,
 }
 
+/// `hubfedctl join <cluster> --mode pull --cluster-context <context> <more>`: exit code,
+/// stdout, stderr.
+async fn join_pull(
+    env: &TestEnv,
+    cluster: &str,
+    context: &str,
+    more: &[&str],
+) -> (i32, String, String) {
+    let mut args = vec![
+        "join",
+        cluster,
+        "--mode",
+        "pull",
+        "--cluster-context",
+        context,
+    ];
+    args.extend_from_slice(more);
+    hubfedctl(env.kubeconfig_path(), &args).await
+}
+
 async fn start() -> anyhow::Result<PullEnv> {
-    let env = private_env(2, true).await?;
-    let hub = env.hub().client().await?;
-    // Probes every second, two silent heartbeats to go Offline, one to come back.
-    let health = ClusterHealthCheckConfig {
-        period: Some("1s".to_owned()),
-        failure_threshold: Some(2),
-        success_threshold: Some(1),
-        timeout: Some("3s".to_owned()),
-    };
-    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
-    spec.cluster_health_check = Some(health);
-    install_control_plane(&hub, Some(spec)).await?;
+    let env = PrivateFederation::new()
+        .config(pull_health_checks())
+        .unjoined()
+        .start()
+        .await?;
     let controller = ControllerProcess::start(&env, &ControllerOptions::single("pull"))?;
     for (cluster, context) in [("pull-a", "member1"), ("pull-b", "member2")] {
-        let (code, out, err) = hubfedctl(
-            env.kubeconfig_path(),
-            &[
-                "join",
-                cluster,
-                "--mode",
-                "pull",
-                "--cluster-context",
-                context,
-            ],
-        )
-        .await;
+        let (code, out, err) = join_pull(&env, cluster, context, &[]).await;
         ensure!(
             code == 0,
             "join {cluster} --mode pull: exit {code}\n{out}\n{err}"
@@ -171,35 +171,13 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
     );
 
     // Join is idempotent with --error-on-existing=false, and refuses a second join without.
-    let (code, _, err) = hubfedctl(
-        env.kubeconfig_path(),
-        &[
-            "join",
-            "pull-a",
-            "--mode",
-            "pull",
-            "--cluster-context",
-            "member1",
-        ],
-    )
-    .await;
+    let (code, _, err) = join_pull(env, "pull-a", "member1", &[]).await;
     ensure!(
         code != 0 && err.contains("already joined"),
         "exit {code}: {err}"
     );
-    let (code, out, err) = hubfedctl(
-        env.kubeconfig_path(),
-        &[
-            "join",
-            "pull-a",
-            "--mode",
-            "pull",
-            "--cluster-context",
-            "member1",
-            "--error-on-existing=false",
-        ],
-    )
-    .await;
+    let (code, out, err) =
+        join_pull(env, "pull-a", "member1", &["--error-on-existing=false"]).await;
     ensure!(code == 0, "re-join: exit {code}\n{out}\n{err}");
 
     // One Work holding a Secret in each cluster's namespace, written by the hub's admin (as
@@ -521,20 +499,7 @@ async fn pull_mode_join_and_agent_credentials() -> anyhow::Result<()> {
     .await?;
 
     // -o yaml: the member side as manifests, nothing written to the member.
-    let (code, out, err) = hubfedctl(
-        env.kubeconfig_path(),
-        &[
-            "join",
-            "pull-b",
-            "--mode",
-            "pull",
-            "--cluster-context",
-            "member2",
-            "-o",
-            "yaml",
-        ],
-    )
-    .await;
+    let (code, out, err) = join_pull(env, "pull-b", "member2", &["-o", "yaml"]).await;
     ensure!(code == 0, "join -o yaml: exit {code}\n{out}\n{err}");
     for expected in [
         "kind: ServiceAccount",

@@ -11,15 +11,13 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::KubeFedCluster;
-use hubfed_api::kubefedconfig::{ClusterHealthCheckConfig, KubeFedConfigSpec};
 use hubfed_e2e::agent::AgentProcess;
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, sample};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, cluster_status, create_federated, create_federated_namespace,
-    get_value, hubfedctl, install_control_plane, is_managed, member_mismatch, modify_as, placement,
-    private_env, propagated_ok, report, target, wait_for,
+    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, cluster_status, create_federated,
+    create_federated_namespace, get_value, hubfedctl, is_managed, member_mismatch, modify_as,
+    placement, propagated_ok, pull_health_checks, report, target, wait_for,
 };
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -38,17 +36,12 @@ struct Setup {
 }
 
 async fn start() -> anyhow::Result<Setup> {
-    let env = private_env(2, true).await?;
+    let env = PrivateFederation::new()
+        .config(pull_health_checks())
+        .unjoined()
+        .start()
+        .await?;
     let hub = env.hub().client().await?;
-    let health = ClusterHealthCheckConfig {
-        period: Some("1s".to_owned()),
-        failure_threshold: Some(2),
-        success_threshold: Some(1),
-        timeout: Some("3s".to_owned()),
-    };
-    let mut spec = KubeFedConfigSpec::with_defaults(ResourceScope::Cluster);
-    spec.cluster_health_check = Some(health);
-    install_control_plane(&hub, Some(spec)).await?;
     let controller = ControllerProcess::start(&env, &ControllerOptions::single("pull-agent"))?;
     for args in [
         &["join", "member1", "--cluster-context", "member1"][..],

@@ -6,12 +6,13 @@
 //! Its own test binary: member2 is re-joined through a proxy that injects the errors.
 
 use hubfed_e2e::fault_proxy::{Fault, FaultProxy, FaultResponse};
+use hubfed_e2e::rollout::{RolloutState, create_rollout_strategy, follow_strategy};
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, create_federated,
-    placement, target, unique_name, unique_ns, wait_for,
+    Federation, MEMBERS, TIMEOUT, Wait, cluster_status, create_federated, placement, target,
+    unique_name, unique_ns, wait_for, wait_member_field,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,68 +26,27 @@ async fn a_server_error_on_the_canary_does_not_halt_the_rollout() -> anyhow::Res
         .await?;
 
     let strategy_name = unique_name("canary-member2");
-    let strategies: Api<DynamicObject> = Api::namespaced_with(
-        hub.clone(),
-        KUBEFED_NAMESPACE,
-        &ApiResource {
-            group: "scheduling.hubfed.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "scheduling.hubfed.io/v1alpha1".into(),
-            kind: "RolloutStrategy".into(),
-            plural: "rolloutstrategies".into(),
-        },
-    );
-    let strategy: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "scheduling.hubfed.io/v1alpha1",
-        "kind": "RolloutStrategy",
-        "metadata": {"name": strategy_name, "namespace": KUBEFED_NAMESPACE},
-        "spec": {
-            "stages": [{"name": "canary", "clusters": ["member2"]}, {"name": "rest"}],
-            "soakSeconds": 1,
-        },
-    }))?;
-    strategies.create(&PostParams::default(), &strategy).await?;
+    let stages = json!({
+        "stages": [{"name": "canary", "clusters": ["member2"]}, {"name": "rest"}],
+        "soakSeconds": 1,
+    });
+    create_rollout_strategy(&hub, &strategy_name, stages).await?;
 
     let namespace = unique_ns("rollout-faults");
     let name = unique_name("settings");
     fed.create_federated_namespace(&namespace, &MEMBERS).await?;
     let spec = |version: &str| json!({"template": {"data": {"version": version}}, "placement": placement(&MEMBERS)});
     let api = create_federated(&hub, "ConfigMap", Some(&namespace), &name, spec("v1")).await?;
-    api.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"metadata": {"annotations": {"hubfed.io/rollout-strategy": strategy_name}}}),
-        ),
-    )
-    .await?;
+    follow_strategy(&api, &name, &strategy_name).await?;
     let wait_version = async |version: &str| {
-        wait_for(&format!("{version} everywhere"), TIMEOUT, async || {
-            let mut pending = Vec::new();
-            for cluster in MEMBERS {
-                let map = fed
-                    .member_object(cluster, &target("ConfigMap"), Some(&namespace), &name)
-                    .await?;
-                let found = map.map(|m| m["data"]["version"].clone());
-                if found != Some(json!(version)) {
-                    pending.push(format!("{cluster}: {found:?}"));
-                }
-            }
-            Ok(Wait::all_or_pending(pending))
-        })
-        .await
+        let copy = (Some(namespace.as_str()), name.as_str());
+        let version_is = ("/data/version", &json!(version));
+        let what = format!("{version} everywhere");
+        wait_member_field(fed, &MEMBERS, &target("ConfigMap"), copy, version_is, &what).await
     };
     wait_version("v1").await?;
-    let state_name =
-        hubfed_core::rollout::state_name("FederatedConfigMap", Some(&namespace), &name);
-    let maps: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
-    wait_for("the object's rollout state", TIMEOUT, async || {
-        Ok(match maps.get_opt(&state_name).await? {
-            Some(_) => Wait::Done(()),
-            None => Wait::Pending("no state yet".into()),
-        })
-    })
-    .await?;
+    let state = RolloutState::of(&hub, "FederatedConfigMap", Some(&namespace), &name);
+    state.wait_stored().await?;
 
     // The canary answers every apply of the copy with 500 for a while (503s the client retries itself).
     proxy.set_faults(vec![Fault {
@@ -111,14 +71,7 @@ async fn a_server_error_on_the_canary_does_not_halt_the_rollout() -> anyhow::Res
         })
     })
     .await?;
-    let state = maps
-        .get(&state_name)
-        .await?
-        .data
-        .unwrap_or_default()
-        .get("state")
-        .cloned()
-        .unwrap_or_default();
+    let state = state.text().await?;
     anyhow::ensure!(
         !state.contains("\"Halted\""),
         "a server error halted the rollout: {state}"

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
+use hubfed_e2e::rollout::{create_rollout_strategy, follow_strategy};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, TIMEOUT, Wait, create_federated, create_federated_namespace, dynamic_api,
-    federated, install_control_plane, register_cluster, report, target, wait_clusters_ready,
-    wait_for,
+    PrivateFederation, TIMEOUT, Wait, create_federated, create_federated_namespace, dynamic_api,
+    federated, report, target, wait_clusters_ready, wait_for,
 };
-use hubfed_testenv::{Scheduling, TestEnv, TestEnvConfig};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use hubfed_testenv::{Scheduling, TestEnv};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 const CLUSTERS: [&str; 3] = ["member1", "member2", "member3"];
@@ -69,55 +69,28 @@ async fn wait_images(env: &TestEnv, namespace: &str, want: &[(&str, &str)]) -> a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_controller_resumes_at_the_same_stage() -> anyhow::Result<()> {
-    let env = tokio::task::spawn_blocking(|| {
-        TestEnv::start(TestEnvConfig {
-            members: 3,
-            scheduling: Some(Scheduling::default()),
-            ..TestEnvConfig::default()
-        })
-    })
-    .await??;
+    let env = PrivateFederation::new()
+        .members(3)
+        .scheduling(Scheduling::default())
+        .start()
+        .await?;
     let hub = env.hub().client().await?;
-    install_control_plane(&hub, None).await?;
     let mut members = Vec::new();
     for name in CLUSTERS {
         let cluster = env.cluster(name).context("a member")?;
-        register_cluster(&hub, name, cluster).await?;
         members.push((name, cluster.client().await?));
     }
-    let strategies: Api<DynamicObject> = Api::namespaced_with(
-        hub.clone(),
-        KUBEFED_NAMESPACE,
-        &ApiResource {
-            group: "scheduling.hubfed.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "scheduling.hubfed.io/v1alpha1".into(),
-            kind: "RolloutStrategy".into(),
-            plural: "rolloutstrategies".into(),
-        },
-    );
-    strategies
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "scheduling.hubfed.io/v1alpha1",
-                "kind": "RolloutStrategy",
-                "metadata": {"name": "slow", "namespace": KUBEFED_NAMESPACE},
-                "spec": {"stages": [{"name": "canary", "clusters": ["member1"]}, {"name": "rest"}], "soakSeconds": 25},
-            }))?,
-        )
-        .await?;
+    let stages = json!({
+        "stages": [{"name": "canary", "clusters": ["member1"]}, {"name": "rest"}],
+        "soakSeconds": 25,
+    });
+    create_rollout_strategy(&hub, "slow", stages).await?;
     let first = ControllerProcess::start(&env, &ControllerOptions::single("rollout-1"))?;
     wait_clusters_ready(&hub, &CLUSTERS).await?;
     let namespace = "rollout-restart";
     create_federated_namespace(&hub, &members, namespace).await?;
     let api = create_federated(&hub, "Deployment", Some(namespace), "web", spec("app:v1")).await?;
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"annotations": {"hubfed.io/rollout-strategy": "slow"}}})),
-    )
-    .await?;
+    follow_strategy(&api, "web", "slow").await?;
     wait_images(
         &env,
         namespace,

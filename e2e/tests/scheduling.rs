@@ -6,14 +6,17 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use hubfed_e2e::scheduling::{create_rsp, member_replicas, rsps};
 use hubfed_e2e::{
-    Federation, MEMBERS, TIMEOUT, Wait, create_federated, report, target, unique_ns, wait_event,
-    wait_for,
+    Federation, MEMBERS, TIMEOUT, Wait, create_federated, report, unique_ns, wait_event, wait_for,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
+
+/// Two replicas in each member.
+const TWO_EACH: [(&str, i64); 2] = [("member1", 2), ("member2", 2)];
 
 fn fed() -> &'static Federation {
     Federation::shared_scheduling()
@@ -36,50 +39,28 @@ fn template_only(app: &str, cpu: Option<&str>) -> Value {
     }}})
 }
 
+/// A new namespace `unique_ns(prefix)` federated to both members, holding FederatedDeployment
+/// `name` with `spec`; returns a hub client and the namespace.
+async fn with_deployment(
+    prefix: &str,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<(Client, String)> {
+    let hub = fed().hub().await?;
+    let namespace = unique_ns(prefix);
+    fed()
+        .create_federated_namespace(&namespace, &MEMBERS)
+        .await?;
+    create_federated(&hub, "Deployment", Some(&namespace), name, spec).await?;
+    Ok((hub, namespace))
+}
+
 /// [`template_only`] with the Deployment selecting its pods by `matchExpressions` only.
 fn selected_by_expression(app: &str, cpu: Option<&str>) -> Value {
     let mut value = template_only(app, cpu);
     value["template"]["spec"]["selector"] =
         json!({"matchExpressions": [{"key": "app", "operator": "In", "values": [app]}]});
     value
-}
-
-async fn create_rsp(hub: &Client, namespace: &str, name: &str, spec: Value) -> anyhow::Result<()> {
-    let resource = kube::api::ApiResource {
-        group: "scheduling.kubefed.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "scheduling.kubefed.io/v1alpha1".into(),
-        kind: "ReplicaSchedulingPreference".into(),
-        plural: "replicaschedulingpreferences".into(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), namespace, &resource);
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "scheduling.kubefed.io/v1alpha1",
-        "kind": "ReplicaSchedulingPreference",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }))?;
-    api.create(&PostParams::default(), &object).await?;
-    Ok(())
-}
-
-/// `{cluster: (spec.replicas, status.readyReplicas)}` of the member Deployments `namespace/name`.
-async fn member_replicas(
-    namespace: &str,
-    name: &str,
-) -> anyhow::Result<BTreeMap<String, (i64, i64)>> {
-    let mut found = BTreeMap::new();
-    for cluster in MEMBERS {
-        let object = fed()
-            .member_object(cluster, &target("Deployment"), Some(namespace), name)
-            .await?;
-        if let Some(object) = object {
-            let replicas = object["spec"]["replicas"].as_i64().unwrap_or(0);
-            let ready = object["status"]["readyReplicas"].as_i64().unwrap_or(0);
-            found.insert(cluster.to_owned(), (replicas, ready));
-        }
-    }
-    Ok(found)
 }
 
 /// Waits until the member Deployments run exactly `expected` replicas, all ready, and the
@@ -140,7 +121,7 @@ async fn wait_schedule(
                     Some((o["clusterName"].as_str()?.to_owned(), replicas["value"].as_i64()?))
                 })
                 .collect();
-            let members = member_replicas(namespace, name).await?;
+            let members = member_replicas(fed(), &MEMBERS, namespace, name).await?;
             let wanted_clusters: Vec<&str> = want_overrides.keys().map(String::as_str).collect();
             Ok(
                 if placed == wanted_clusters && overrides == want_overrides && members == want {
@@ -158,18 +139,7 @@ async fn wait_schedule(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rsp_spreads_replicas_by_weight() -> anyhow::Result<()> {
-    let fed = fed();
-    let hub = fed.hub().await?;
-    let namespace = unique_ns("rsp-weight");
-    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
-    create_federated(
-        &hub,
-        "Deployment",
-        Some(&namespace),
-        "web",
-        template_only("web", None),
-    )
-    .await?;
+    let (hub, namespace) = with_deployment("rsp-weight", "web", template_only("web", None)).await?;
     create_rsp(
         &hub,
         &namespace,
@@ -198,33 +168,16 @@ async fn rsp_spreads_replicas_by_weight() -> anyhow::Result<()> {
 
     // Changing the RSP reschedules: 4 replicas, evenly by default. `rebalance` lets running
     // replicas move (without it, KubeFed's planner keeps them where they run: here 0/4).
-    let rsps: Api<DynamicObject> = Api::namespaced_with(
-        hub.clone(),
-        &namespace,
-        &kube::api::ApiResource {
-            group: "scheduling.kubefed.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "scheduling.kubefed.io/v1alpha1".into(),
-            kind: "ReplicaSchedulingPreference".into(),
-            plural: "replicaschedulingpreferences".into(),
-        },
-    );
-    rsps.patch(
-        "web",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(
-            json!({"spec": {"totalReplicas": 4, "rebalance": true, "clusters": null}}),
-        ),
-    )
-    .await?;
-    wait_scheduled(
-        &hub,
-        &namespace,
-        "web",
-        &[("member1", 2), ("member2", 2)],
-        TIMEOUT,
-    )
-    .await?;
+    rsps(&hub, &namespace)
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"spec": {"totalReplicas": 4, "rebalance": true, "clusters": null}}),
+            ),
+        )
+        .await?;
+    wait_scheduled(&hub, &namespace, "web", &TWO_EACH, TIMEOUT).await?;
     Ok(())
 }
 
@@ -233,18 +186,8 @@ async fn rsp_spreads_replicas_by_weight() -> anyhow::Result<()> {
 /// gets 5".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubefed_user_guide_example_gives_kubefeds_counts() -> anyhow::Result<()> {
-    let fed = fed();
-    let hub = fed.hub().await?;
-    let namespace = unique_ns("rsp-guide");
-    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
-    create_federated(
-        &hub,
-        "Deployment",
-        Some(&namespace),
-        "test-deployment",
-        template_only("guide", None),
-    )
-    .await?;
+    let (hub, namespace) =
+        with_deployment("rsp-guide", "test-deployment", template_only("guide", None)).await?;
     let manifest = format!(
         r#"
 apiVersion: scheduling.kubefed.io/v1alpha1
@@ -311,14 +254,8 @@ async fn pod_counts(cluster: &str, namespace: &str, app: &str) -> anyhow::Result
 /// selects its pods by `matchExpressions`: the scheduler must find them to see the full node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebalance_moves_unschedulable_replicas() -> anyhow::Result<()> {
-    let fed = fed();
-    let hub = fed.hub().await?;
-    let namespace = unique_ns("rsp-full");
-    fed.create_federated_namespace(&namespace, &MEMBERS).await?;
-    create_federated(
-        &hub,
-        "Deployment",
-        Some(&namespace),
+    let (hub, namespace) = with_deployment(
+        "rsp-full",
         "heavy",
         selected_by_expression("heavy", Some("500m")),
     )
@@ -432,14 +369,7 @@ async fn an_rsp_with_a_negative_weight_is_refused_once() -> anyhow::Result<()> {
             ),
         )
         .await?;
-    wait_scheduled(
-        &hub,
-        &namespace,
-        "web",
-        &[("member1", 2), ("member2", 2)],
-        TIMEOUT,
-    )
-    .await?;
+    wait_scheduled(&hub, &namespace, "web", &TWO_EACH, TIMEOUT).await?;
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(hub.clone(), &namespace);
     let refusals: Vec<_> = events
         .list(&ListParams::default())
@@ -457,18 +387,4 @@ async fn an_rsp_with_a_negative_weight_is_refused_once() -> anyhow::Result<()> {
         "one refusal, published once: {repeats:?}"
     );
     Ok(())
-}
-
-fn rsps(hub: &Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        hub.clone(),
-        namespace,
-        &kube::api::ApiResource {
-            group: "scheduling.kubefed.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "scheduling.kubefed.io/v1alpha1".into(),
-            kind: "ReplicaSchedulingPreference".into(),
-            plural: "replicaschedulingpreferences".into(),
-        },
-    )
 }

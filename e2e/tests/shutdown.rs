@@ -19,9 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, print_logs};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, Wait, dynamic_api, federated, federated_object, http_get,
-    install_control_plane, leader_election_spec, placement, private_env, register_cluster, report,
-    wait_clusters_ready, wait_for,
+    KUBEFED_NAMESPACE, PrivateFederation, Wait, dynamic_api, federated, federated_object, http_get,
+    leader_election_spec, placement, report, wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::{Cluster, TestEnv};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -52,15 +51,13 @@ const MEMBER: &str = "member1";
 /// A hub and one member, the control plane installed with a short leader election retry
 /// period, the member joined.
 async fn set_up() -> anyhow::Result<TestEnv> {
-    let env = private_env(1, false).await?;
-    let hub = env.hub().client().await?;
-    let spec = leader_election_spec(LEASE_SECONDS, RENEW_DEADLINE_SECONDS);
-    install_control_plane(&hub, Some(spec)).await?;
-    let member = env
-        .cluster(MEMBER)
-        .context("the test environment has no member1")?;
-    register_cluster(&hub, MEMBER, member).await?;
-    Ok(env)
+    PrivateFederation::new()
+        .members(1)
+        .without_controller_manager()
+        .config(leader_election_spec(LEASE_SECONDS, RENEW_DEADLINE_SECONDS))
+        .join(&[MEMBER])
+        .start()
+        .await
 }
 
 fn start_controller(env: &TestEnv, identity: &str) -> anyhow::Result<ControllerProcess> {

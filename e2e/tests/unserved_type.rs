@@ -6,58 +6,21 @@
 //! Its own test binary: the type is enabled for the whole federation.
 
 use anyhow::Context as _;
-use hubfed_api::federatedcrd::{FederatedTypeDescription, federated_crd};
-use hubfed_api::federatedtypeconfig::{
-    ApiResource as TypeResource, FederatedTypeConfig, ResourceScope,
-};
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, dynamic_api, federated,
-    federated_object, get_value, install_crds, member_mismatch, placement, propagated_ok, show,
-    unique_ns, wait_for,
+    ExampleType, Federation, MEMBERS, TIMEOUT, Wait, cluster_status, dynamic_api, federated,
+    federated_object, get_value, member_mismatch, placement, propagated_ok, show, unique_ns,
+    wait_for,
 };
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
 #[tokio::test]
 async fn a_type_missing_in_one_member_holds_up_only_what_is_placed_there() -> anyhow::Result<()> {
     let fed = Federation::shared();
-    let gadget = TypeResource {
-        group: "example.hubfed.io".to_owned(),
-        version: "v1".to_owned(),
-        kind: "Gadget".to_owned(),
-        plural_name: "gadgets".to_owned(),
-        scope: ResourceScope::Namespaced,
-    };
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": "gadgets.example.hubfed.io" },
-        "spec": {
-            "group": "example.hubfed.io",
-            "scope": "Namespaced",
-            "names": { "kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList" },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "properties": { "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
-                } },
-            }],
-        },
-    }))?;
+    let gadget = ExampleType::new("Gadget", "gadgets")?;
     // Not in member2.
-    for cluster in ["hub", "member1"] {
-        install_crds(&fed.client(cluster).await?, std::slice::from_ref(&crd)).await?;
-    }
-    let ftc = FederatedTypeConfig::for_target(gadget.clone(), KUBEFED_NAMESPACE);
+    gadget.enable(fed, &["hub", "member1"]).await?;
     let hub = fed.hub().await?;
-    let federated_type = FederatedTypeDescription::for_ftc(&ftc, &[], false);
-    install_crds(&hub, &[federated_crd(&federated_type, None)?]).await?;
-    Api::<FederatedTypeConfig>::namespaced(hub.clone(), KUBEFED_NAMESPACE)
-        .create(&PostParams::default(), &ftc)
-        .await?;
 
     let ns = unique_ns("gadgets");
     fed.create_federated_namespace(&ns, &MEMBERS).await?;
@@ -78,7 +41,7 @@ async fn a_type_missing_in_one_member_holds_up_only_what_is_placed_there() -> an
     }
     let member1 = dynamic_api(
         fed.client("member1").await?,
-        &gadget.to_dynamic(),
+        &gadget.target.to_dynamic(),
         Some(&ns),
     );
 

@@ -6,15 +6,16 @@
 //! `hubfed_member_operations_total`).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use hubfed_e2e::agent::AgentLaunch;
+use hubfed_e2e::controller::{process_env, spawn_guarded};
 use hubfed_e2e::http_get;
 use hubfed_testenv::TestEnv;
 use hubfed_testenv::process::{GuardedProcess, Spawn};
 
-use super::controller::Metrics;
+use super::controller::{Metrics, wait_unchanged};
 use super::procstat;
 
 /// A running agent.
@@ -39,31 +40,20 @@ impl AgentProcess {
         let AgentLaunch { cluster, args } =
             AgentLaunch::prepare(env, member, &dir, heartbeat_seconds, admin_port).await?;
         let pid_dir = env.dir().join("bench-pids");
-        std::fs::create_dir_all(&pid_dir)?;
-        let process = GuardedProcess::spawn(Spawn {
-            name: &format!("hubfed-agent-{cluster}"),
-            program: binary,
-            args,
-            env: vec![
-                (
-                    "RUST_LOG",
-                    std::env::var("HUBFED_BENCH_AGENT_LOG")
-                        .unwrap_or_else(|_| "info,kube_runtime=warn".to_owned()),
-                ),
-                ("NO_COLOR", "1".to_owned()),
-            ],
-            pid_dir: &pid_dir,
-            log_file: log_dir.join(format!("agent-{cluster}.log")),
-            grace_seconds: 10,
-            outlive_others: false,
-            remove_dir_after: None,
-        })?;
-        let pid = process.pid().with_context(|| {
-            format!(
-                "the agent of {cluster} did not start; log:\n{}",
-                process.log_tail(20)
-            )
-        })?;
+        let (process, pid) = spawn_guarded(
+            &format!("the agent of {cluster}"),
+            Spawn {
+                name: &format!("hubfed-agent-{cluster}"),
+                program: binary,
+                args,
+                env: process_env("HUBFED_BENCH_AGENT_LOG"),
+                pid_dir: &pid_dir,
+                log_file: log_dir.join(format!("agent-{cluster}.log")),
+                grace_seconds: 10,
+                outlive_others: false,
+                remove_dir_after: None,
+            },
+        )?;
         Ok(Self {
             process,
             cluster,
@@ -153,23 +143,13 @@ impl Agents {
     /// Waits until the agents' member requests stay unchanged for `quiet` (they carry out
     /// works after the controller has written them). Returns how long that took.
     pub async fn wait_quiet(&self, quiet: Duration, timeout: Duration) -> anyhow::Result<Duration> {
-        let began = Instant::now();
-        let mut last = (f64::NAN, Instant::now());
-        loop {
+        let failure = "the agents did not go quiet";
+        wait_unchanged(failure, quiet, timeout, async || {
             self.ensure_running()?;
             let requests: f64 = self.metrics().await?.member_operations().values().sum();
-            if requests != last.0 {
-                last = (requests, Instant::now());
-            } else if last.1.elapsed() >= quiet {
-                return Ok(last.1.duration_since(began));
-            }
-            anyhow::ensure!(
-                began.elapsed() < timeout,
-                "the agents did not go quiet within {}s",
-                timeout.as_secs()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+            Ok((requests, false))
+        })
+        .await
     }
 
     /// Stops every agent (SIGTERM, all at once) and waits for them.

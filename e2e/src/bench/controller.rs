@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use hubfed_e2e::controller::{log_filter, spawn_guarded};
 use hubfed_e2e::http_get;
 use hubfed_testenv::TestEnv;
 use hubfed_testenv::process::{GuardedProcess, Spawn};
@@ -46,42 +47,34 @@ impl ControllerProcess {
     ) -> anyhow::Result<Self> {
         let admin_port = free_port()?;
         let pid_dir = env.dir().join("bench-pids");
-        std::fs::create_dir_all(&pid_dir)?;
         let log_file = settings.log_dir.join(format!("controller-{label}.log"));
-        let mut environment = vec![(
-            "RUST_LOG",
-            std::env::var("HUBFED_BENCH_CONTROLLER_LOG")
-                .unwrap_or_else(|_| "info,kube_runtime=warn".to_owned()),
-        )];
+        let mut environment = vec![("RUST_LOG", log_filter("HUBFED_BENCH_CONTROLLER_LOG"))];
         environment.extend(settings.env.iter().map(|(k, v)| (k.as_str(), v.clone())));
         let started = Instant::now();
-        let process = GuardedProcess::spawn(Spawn {
-            name: &format!("hubfed-controller-{label}"),
-            program: &settings.binary,
-            args: vec![
-                format!("--kubeconfig={}", env.kubeconfig_path().display()),
-                "--context=hub".to_owned(),
-                format!("--admin-addr=127.0.0.1:{admin_port}"),
-                "--leader-elect=false".to_owned(),
-                format!(
-                    "--member-write-concurrency={}",
-                    settings.member_write_concurrency
-                ),
-                format!("--reconcile-concurrency={}", settings.reconcile_concurrency),
-            ],
-            env: environment,
-            pid_dir: &pid_dir,
-            log_file,
-            grace_seconds: 10,
-            outlive_others: false,
-            remove_dir_after: None,
-        })?;
-        let pid = process.pid().with_context(|| {
-            format!(
-                "the controller did not start; log:\n{}",
-                process.log_tail(20)
-            )
-        })?;
+        let (process, pid) = spawn_guarded(
+            "the controller",
+            Spawn {
+                name: &format!("hubfed-controller-{label}"),
+                program: &settings.binary,
+                args: vec![
+                    format!("--kubeconfig={}", env.kubeconfig_path().display()),
+                    "--context=hub".to_owned(),
+                    format!("--admin-addr=127.0.0.1:{admin_port}"),
+                    "--leader-elect=false".to_owned(),
+                    format!(
+                        "--member-write-concurrency={}",
+                        settings.member_write_concurrency
+                    ),
+                    format!("--reconcile-concurrency={}", settings.reconcile_concurrency),
+                ],
+                env: environment,
+                pid_dir: &pid_dir,
+                log_file,
+                grace_seconds: 10,
+                outlive_others: false,
+                remove_dir_after: None,
+            },
+        )?;
         Ok(Self {
             process,
             pid,
@@ -145,25 +138,19 @@ impl ControllerProcess {
         quiet: Duration,
         timeout: Duration,
     ) -> anyhow::Result<Duration> {
-        let began = Instant::now();
-        let mut last = (f64::NAN, Instant::now());
-        loop {
-            self.ensure_running()?;
-            let metrics = self.metrics().await?;
-            let reconciles = metrics.sum("controller_runtime_reconcile_total", &[]);
-            let depth = metrics.sum("hubfed_workqueue_depth", &[]);
-            if reconciles != last.0 || depth > 0.0 {
-                last = (reconciles, Instant::now());
-            } else if last.1.elapsed() >= quiet {
-                return Ok(last.1.duration_since(began));
-            }
-            anyhow::ensure!(
-                began.elapsed() < timeout,
-                "the controller did not settle within {}s",
-                timeout.as_secs()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        wait_unchanged(
+            "the controller did not settle",
+            quiet,
+            timeout,
+            async || {
+                self.ensure_running()?;
+                let metrics = self.metrics().await?;
+                let reconciles = metrics.sum("controller_runtime_reconcile_total", &[]);
+                let depth = metrics.sum("hubfed_workqueue_depth", &[]);
+                Ok((reconciles, depth > 0.0))
+            },
+        )
+        .await
     }
 
     /// Waits until at least `count` reconciles have run (a fresh controller is quiet while
@@ -369,6 +356,33 @@ pub fn operations_delta(
         .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
         .filter(|(_, v)| *v != 0.0)
         .collect()
+}
+
+/// Polls `sample` (a count, and whether work is still queued) every 250 ms until the count
+/// has stayed the same, with nothing queued, for `quiet`; returns how long until it last
+/// changed. Fails with `failure` after `timeout`.
+pub async fn wait_unchanged(
+    failure: &str,
+    quiet: Duration,
+    timeout: Duration,
+    mut sample: impl AsyncFnMut() -> anyhow::Result<(f64, bool)>,
+) -> anyhow::Result<Duration> {
+    let began = Instant::now();
+    let mut last = (f64::NAN, Instant::now());
+    loop {
+        let (count, busy) = sample().await?;
+        if count != last.0 || busy {
+            last = (count, Instant::now());
+        } else if last.1.elapsed() >= quiet {
+            return Ok(last.1.duration_since(began));
+        }
+        anyhow::ensure!(
+            began.elapsed() < timeout,
+            "{failure} within {}s",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 #[cfg(test)]

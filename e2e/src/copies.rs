@@ -91,6 +91,23 @@ pub async fn wait_propagated(
     .await
 }
 
+/// Waits ([`TIMEOUT`]) until the federated object `name` of `hub_api` exists and is
+/// [`propagated_ok`] for `clusters`.
+pub async fn wait_federated_ok(
+    what: &str,
+    hub_api: &Api<DynamicObject>,
+    name: &str,
+    clusters: &[&str],
+) -> anyhow::Result<()> {
+    wait_for(what, TIMEOUT, async || {
+        Ok(match get_value(hub_api, name).await? {
+            Some(object) => propagated_ok(&object, clusters),
+            None => Wait::Pending("absent".into()),
+        })
+    })
+    .await
+}
+
 /// Waits ([`TIMEOUT`]) until `api` holds `name`.
 pub async fn wait_present<K>(what: &str, api: &Api<K>, name: &str) -> anyhow::Result<()>
 where

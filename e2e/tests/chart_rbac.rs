@@ -6,7 +6,7 @@
 //! cluster admin): this binary starts its own, in the test, with a TokenRequest token of the
 //! chart's ServiceAccount.
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_controller::ControllerConfig;
@@ -14,8 +14,8 @@ use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::helm::{RELEASE, of_kind, render};
 use hubfed_e2e::{
     FIELD_MANAGER, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated,
-    create_hub_namespace, dynamic_api, get_value, install_crds, member_mismatch, placement,
-    propagated_ok, report, target, unique_ns, wait_for,
+    create_hub_namespace, dynamic_api, get_value, install_crds, member_mismatch, placement, report,
+    target, unique_ns, wait_for, wait_propagated,
 };
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -398,13 +398,12 @@ async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
         .await?;
     // Status, finalizer and PropagatedVersion writes work too.
     controller
-        .while_running(wait_for(
+        .while_running(wait_propagated(
             "the FederatedConfigMap's status",
-            TIMEOUT,
-            async || match get_value(&hub_configmaps, "settings").await? {
-                Some(object) => Ok(propagated_ok(&object, &MEMBERS)),
-                None => bail!("the FederatedConfigMap is gone"),
-            },
+            &hub_configmaps,
+            "settings",
+            &MEMBERS,
+            &[],
         ))
         .await?;
     let versions: Api<PropagatedVersion> = Api::namespaced(admin.clone(), &namespace);

@@ -15,8 +15,8 @@ use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::cli::{cli_federation, create_configmap, join_ready, resource, run_hubfedctl};
 use hubfed_e2e::{
-    Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_hub_namespace, dynamic_api, federated,
-    get_value, is_managed, member_mismatch, propagated_ok, target, unique_ns, wait_for,
+    Expected, Federation, KUBEFED_NAMESPACE, TIMEOUT, Wait, create_hub_namespace, dynamic_api,
+    federated, get_value, is_managed, target, unique_ns, wait_for, wait_propagated,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -209,31 +209,21 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
         ("member1", fixture.client("member1").await?),
         ("member2", fixture.client("member2").await?),
     ];
-    wait_for(
+    let apis = members.map(|(name, client)| (name, dynamic_api(client, &configmaps, Some(&ns))));
+    let (blue, storefront) = (json!("blue"), json!("storefront"));
+    let copies = Expected::each(
+        apis.iter().map(|(name, api)| (*name, api)),
+        &[
+            ("/data/color", Some(&blue)),
+            ("/metadata/annotations/team", Some(&storefront)),
+        ],
+    );
+    wait_propagated(
         "the ConfigMap in both members through the joined credentials",
-        TIMEOUT,
-        async || {
-            let mut problems = Vec::new();
-            for (name, client) in &members {
-                let api = dynamic_api(client.clone(), &configmaps, Some(&ns));
-                let found = get_value(&api, "settings").await?;
-                problems.extend(member_mismatch(
-                    name,
-                    found.as_ref(),
-                    &[
-                        ("/data/color", Some(&json!("blue"))),
-                        ("/metadata/annotations/team", Some(&json!("storefront"))),
-                    ],
-                ));
-            }
-            let object = get_value(&fcm, "settings")
-                .await?
-                .context("FederatedConfigMap gone")?;
-            if let Wait::Pending(p) = propagated_ok(&object, &["member1", "member2"]) {
-                problems.push(p);
-            }
-            Ok(Wait::all_or_pending(problems))
-        },
+        &fcm,
+        "settings",
+        &["member1", "member2"],
+        &copies,
     )
     .await?;
 

@@ -12,10 +12,9 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use hubfed_e2e::{
     Federation, MEMBERS, TIMEOUT, Wait, cluster_status, create_federated, dynamic_api, get_value,
-    modify_as, placement, propagated_ok, target, unique_ns, wait_event, wait_for,
+    modify_as, placement, target, unique_ns, wait_event, wait_for, wait_propagated,
 };
-use kube::Api;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 /// `Done` with the cluster's `lastDrift` once it has `action`.
@@ -24,18 +23,6 @@ fn last_drift(object: &Value, cluster: &str, action: &str) -> Wait<Value> {
         Some(drift) if drift["action"] == action => Wait::Done(drift.clone()),
         other => Wait::Pending(format!("{cluster} lastDrift {other:?}")),
     }
-}
-
-async fn wait_propagated(
-    api: &Api<DynamicObject>,
-    name: &str,
-    clusters: &[&str],
-) -> anyhow::Result<()> {
-    wait_for(&format!("{name} propagated"), TIMEOUT, async || {
-        let object = get_value(api, name).await?.context("gone")?;
-        Ok(propagated_ok(&object, clusters))
-    })
-    .await
 }
 
 #[tokio::test]
@@ -55,7 +42,14 @@ async fn people_are_reverted_controllers_kept_and_drift_reported() -> anyhow::Re
         json!({"template": {"data": {"k": "v"}}, "placement": placement(&MEMBERS)}),
     )
     .await?;
-    wait_propagated(&configmaps, "settings", &MEMBERS).await?;
+    wait_propagated(
+        "settings propagated",
+        &configmaps,
+        "settings",
+        &MEMBERS,
+        &[],
+    )
+    .await?;
     let copies = dynamic_api(member1.clone(), &target("ConfigMap"), Some(&ns));
     modify_as(&copies, "settings", "kubectl-edit", |o| {
         o["data"]["k"] = json!("hijacked");
@@ -115,7 +109,7 @@ async fn people_are_reverted_controllers_kept_and_drift_reported() -> anyhow::Re
         }),
     )
     .await?;
-    wait_propagated(&deployments, "web", &["member1"]).await?;
+    wait_propagated("web propagated", &deployments, "web", &["member1"], &[]).await?;
     let member_deployments = dynamic_api(member1.clone(), &target("Deployment"), Some(&ns));
     member_deployments
         .patch(
@@ -163,7 +157,7 @@ async fn people_are_reverted_controllers_kept_and_drift_reported() -> anyhow::Re
             &Patch::Merge(json!({"metadata": {"annotations": {"hubfed.io/drift": "report"}}})),
         )
         .await?;
-    wait_propagated(&watched, "watched", &["member1"]).await?;
+    wait_propagated("watched propagated", &watched, "watched", &["member1"], &[]).await?;
     modify_as(&copies, "watched", "kubectl-edit", |o| {
         o["data"]["k"] = json!("mine");
     })
@@ -190,7 +184,14 @@ async fn people_are_reverted_controllers_kept_and_drift_reported() -> anyhow::Re
         json!({"template": {"data": {"k": "v1"}}, "placement": placement(&["member1"])}),
     )
     .await?;
-    wait_propagated(&migrated, "migrated", &["member1"]).await?;
+    wait_propagated(
+        "migrated propagated",
+        &migrated,
+        "migrated",
+        &["member1"],
+        &[],
+    )
+    .await?;
     let same = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "migrated", "namespace": ns},

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use hubfed_e2e::{
     Federation, MEMBERS, TIMEOUT, Wait, cluster_status, dynamic_api, federated, federated_object,
-    get_value, placement, propagated_ok, show, target, unique_ns, wait_for,
+    get_value, placement, show, target, unique_ns, wait_federated_ok, wait_for,
 };
 use kube::api::PostParams;
 use serde_json::json;
@@ -31,13 +31,7 @@ async fn one_api_server_joined_twice_is_reported_not_fought_over() -> anyhow::Re
             &federated_object(&resource, Some(&ns), "settings", spec),
         )
         .await?;
-    wait_for("propagated to member1", TIMEOUT, async || {
-        Ok(match get_value(&hub_api, "settings").await? {
-            Some(object) => propagated_ok(&object, &["member1"]),
-            None => Wait::Pending("absent".into()),
-        })
-    })
-    .await?;
+    wait_federated_ok("propagated to member1", &hub_api, "settings", &["member1"]).await?;
     let member1 = dynamic_api(
         fed.client("member1").await?,
         &target("ConfigMap"),
@@ -75,12 +69,12 @@ async fn one_api_server_joined_twice_is_reported_not_fought_over() -> anyhow::Re
     result?;
     unjoined?;
 
-    wait_for("propagated to member1 again", TIMEOUT, async || {
-        Ok(match get_value(&hub_api, "settings").await? {
-            Some(object) => propagated_ok(&object, &["member1"]),
-            None => Wait::Pending("absent".into()),
-        })
-    })
+    wait_federated_ok(
+        "propagated to member1 again",
+        &hub_api,
+        "settings",
+        &["member1"],
+    )
     .await?;
     ensure!(
         uid(get_value(&member1, "settings").await?).as_ref() == Some(&original),

@@ -15,7 +15,7 @@ use hubfed_e2e::webhooks::{core_api, refusal, with_webhooks};
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, cluster_status, dynamic_api, federated,
     federated_object, get_value, placement, propagated_ok, propagation_condition, report,
-    unique_ns, wait_for,
+    unique_ns, wait_for, wait_propagated,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -599,10 +599,13 @@ async fn hostile_inputs_are_refused_or_reported_and_stall_nothing() -> anyhow::R
         )
         .await?;
     let began = std::time::Instant::now();
-    wait_for("the well-formed object propagated", TIMEOUT, async || {
-        let object = get_value(&fed_api, well_formed).await?.context("gone")?;
-        Ok(propagated_ok(&object, &MEMBERS))
-    })
+    wait_propagated(
+        "the well-formed object propagated",
+        &fed_api,
+        well_formed,
+        &MEMBERS,
+        &[],
+    )
     .await?;
     report(format_args!(
         "hostile inputs: a well-formed object propagated {:.1}s after its creation, beside them",

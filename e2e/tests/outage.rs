@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use hubfed_api::kubefedcluster::{ClusterConditionType, KubeFedCluster};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, cluster_status, create_federated,
-    create_hub_namespace, dynamic_api, fast_health_checks, get_value, hubfedctl, member_mismatch,
-    modify, propagated_ok, propagation_condition, report, show, target, wait_for,
+    Expected, KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, cluster_status,
+    create_federated, create_hub_namespace, dynamic_api, fast_health_checks, get_value, hubfedctl,
+    member_mismatch, modify, propagation_condition, report, show, target, wait_for,
+    wait_propagated,
 };
 use hubfed_testenv::Cluster;
 use kube::api::Api;
@@ -85,25 +86,13 @@ async fn a_member_outage_marks_only_that_member_and_heals() -> anyhow::Result<()
     let version = |v: &str| json!(v);
     let converged = async |wanted: &str| {
         let wanted = version(wanted);
-        wait_for(
+        let both = [("member1", &member1), ("member2", &member2)];
+        wait_propagated(
             &format!("version {wanted} in both members, Propagation=True"),
-            TIMEOUT,
-            async || {
-                let mut problems = Vec::new();
-                for (name, api) in [("member1", &member1), ("member2", &member2)] {
-                    let found = get_value(api, "settings").await?;
-                    problems.extend(member_mismatch(
-                        name,
-                        found.as_ref(),
-                        &[("/data/version", Some(&wanted))],
-                    ));
-                }
-                let object = get_value(&fcm, "settings").await?.context("fcm gone")?;
-                if let Wait::Pending(p) = propagated_ok(&object, &["member1", "member2"]) {
-                    problems.push(p);
-                }
-                Ok(Wait::all_or_pending(problems))
-            },
+            &fcm,
+            "settings",
+            &["member1", "member2"],
+            &Expected::each(both, &[("/data/version", Some(&wanted))]),
         )
         .await
     };

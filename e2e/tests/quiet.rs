@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use hubfed_controller::metrics::METRICS;
 use hubfed_e2e::{
-    Federation, MEMBERS, TIMEOUT, Wait, get_value, placement, propagated_ok, unique_ns, wait_for,
+    Federation, MEMBERS, TIMEOUT, Wait, get_value, placement, propagated_ok, unique_ns,
+    wait_federated_ok, wait_for,
 };
 use kube::api::PostParams;
 use serde_json::json;
@@ -57,13 +58,7 @@ async fn a_converged_federation_makes_no_member_writes() -> anyhow::Result<()> {
         }
     };
     create("warm-up".to_owned(), 0).await?;
-    wait_for("the warm-up object propagated", TIMEOUT, async || {
-        Ok(match get_value(&api, "warm-up").await? {
-            Some(object) => propagated_ok(&object, &MEMBERS),
-            None => Wait::Pending("absent".into()),
-        })
-    })
-    .await?;
+    wait_federated_ok("the warm-up object propagated", &api, "warm-up", &MEMBERS).await?;
     let gets_before = member_operations(&["get"]);
     let creates_before = member_operations(&["create"]);
     for i in 0..5 {

@@ -10,7 +10,7 @@ use hubfed_api::names::{MANAGED_LABEL, ORPHAN_ANNOTATION};
 use hubfed_e2e::{
     Expected, Federation, MEMBERS, TIMEOUT, Wait, cluster_status, copy_problems, dynamic_api,
     federated, get_value, labels, member_mismatch, modify, placement, pod_template, propagated_ok,
-    propagation_condition, set_pointer, show, unique_ns, wait_copies, wait_for,
+    propagation_condition, set_pointer, show, unique_ns, wait_copies, wait_federated_ok, wait_for,
 };
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -439,13 +439,7 @@ async fn immutable_field_changes_are_reported_then_recreated_on_request() -> any
             json!({"template": template("busybox:1"), "placement": placement(&MEMBERS)}),
         )
         .await?;
-    wait_for("the Job propagated", TIMEOUT, async || {
-        Ok(match get_value(&hub_api, name).await? {
-            Some(object) => propagated_ok(&object, &MEMBERS),
-            None => Wait::Pending("federated Job absent".into()),
-        })
-    })
-    .await?;
+    wait_federated_ok("the Job propagated", &hub_api, name, &MEMBERS).await?;
     let members = fed.member_apis("Job", Some(&ns)).await?;
     let image_path = "/spec/template/spec/containers/0/image";
     let mut first_uids = Vec::new();

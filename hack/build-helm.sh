@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds `helm` of the pinned release from its Go module (helm.sh/helm/v<major>) and caches it
-# outside the repo. A second call returns at once. The chart tests (e2e/tests/chart.rs) and
+# outside the repo. A second call returns at once. The chart tests (e2e/tests/chart*.rs, image_pod.rs) and
 # `helm template`/`helm lint` of charts/hubfed use it.
 #
 #   hack/build-helm.sh            # prints the path of the helm binary

@@ -8,7 +8,12 @@ use anyhow::{Context as _, bail, ensure};
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use crate::KUBEFED_NAMESPACE;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::{Client, ResourceExt as _};
+
+use crate::{FIELD_MANAGER, KUBEFED_NAMESPACE, dynamic_api};
 
 /// Release name of every render of `charts/hubfed`: objects are then named `hubfed`.
 pub const RELEASE: &str = "hubfed";
@@ -141,4 +146,32 @@ pub fn values_missing_from_readme(chart: &Path) -> anyhow::Result<Vec<String>> {
     let mut missing = Vec::new();
     leaves("", &values, &readme, &mut missing);
     Ok(missing)
+}
+
+/// Server-side applies a rendered object as [`FIELD_MANAGER`], finding its resource by
+/// discovery.
+pub async fn apply_rendered(client: &Client, object: &Value) -> anyhow::Result<()> {
+    let (group, version) = match object["apiVersion"].as_str().context("apiVersion")? {
+        api_version if api_version.contains('/') => {
+            api_version.split_once('/').context("group/version")?
+        }
+        version => ("", version),
+    };
+    let kind = object["kind"].as_str().context("kind")?;
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await?;
+    let object: DynamicObject = serde_json::from_value(object.clone())?;
+    let namespace = object.namespace();
+    let api = match capabilities.scope {
+        Scope::Namespaced => dynamic_api(client.clone(), &resource, namespace.as_deref()),
+        Scope::Cluster => dynamic_api(client.clone(), &resource, None),
+    };
+    api.patch(
+        &object.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .with_context(|| format!("applying {kind} {}", object.name_any()))?;
+    Ok(())
 }

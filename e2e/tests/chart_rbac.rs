@@ -11,11 +11,11 @@ use hubfed_api::names::MANAGED_LABEL;
 use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_controller::ControllerConfig;
 use hubfed_e2e::controller::ControllerTask;
-use hubfed_e2e::helm::{RELEASE, of_kind, render};
+use hubfed_e2e::helm::{RELEASE, apply_rendered, of_kind, render};
 use hubfed_e2e::{
-    FIELD_MANAGER, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated,
-    create_hub_namespace, dynamic_api, get_value, install_crds, member_mismatch, placement, report,
-    target, unique_ns, wait_for, wait_propagated,
+    KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated, create_hub_namespace, dynamic_api,
+    get_value, install_crds, member_mismatch, placement, report, target, unique_ns, wait_for,
+    wait_propagated,
 };
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -24,12 +24,10 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::Client;
+use kube::api::{Api, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions};
-use kube::core::GroupVersionKind;
-use kube::discovery::Scope;
-use kube::{Client, ResourceExt as _};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// KubeFed's leader-election lock name.
 const LEASE: &str = "kubefed-controller-manager";
@@ -217,34 +215,6 @@ async fn check_accesses(client: &Client, namespace: &str) -> anyhow::Result<()> 
         }
     }
     ensure!(wrong.is_empty(), "wrong RBAC: {}", wrong.join("; "));
-    Ok(())
-}
-
-/// Server-side applies a rendered object as [`FIELD_MANAGER`], finding its resource by
-/// discovery.
-async fn apply_rendered(client: &Client, object: &Value) -> anyhow::Result<()> {
-    let (group, version) = match object["apiVersion"].as_str().context("apiVersion")? {
-        api_version if api_version.contains('/') => {
-            api_version.split_once('/').context("group/version")?
-        }
-        version => ("", version),
-    };
-    let kind = object["kind"].as_str().context("kind")?;
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await?;
-    let object: DynamicObject = serde_json::from_value(object.clone())?;
-    let namespace = object.namespace();
-    let api = match capabilities.scope {
-        Scope::Namespaced => dynamic_api(client.clone(), &resource, namespace.as_deref()),
-        Scope::Cluster => dynamic_api(client.clone(), &resource, None),
-    };
-    api.patch(
-        &object.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&object),
-    )
-    .await
-    .with_context(|| format!("applying {kind} {}", object.name_any()))?;
     Ok(())
 }
 

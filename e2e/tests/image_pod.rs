@@ -22,27 +22,22 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context as _, bail, ensure};
+use hubfed_e2e::helm::{apply_rendered, render};
 use hubfed_e2e::{
-    FIELD_MANAGER, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated,
-    create_hub_namespace, dynamic_api, get_value, member_mismatch, placement, propagated_ok,
-    report, target, unique_ns, wait_for,
+    KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated, create_hub_namespace, dynamic_api,
+    get_value, member_mismatch, placement, propagated_ok, report, target, unique_ns, wait_for,
 };
 use hubfed_testenv::process::{GuardedProcess, Spawn};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::Scope;
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
-use serde::Deserialize as _;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The image `hack/build-image.sh` tags, the chart's default.
 const IMAGE_REPOSITORY: &str = "ghcr.io/hubfed/hubfed-controller";
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// Release name of the chart: its objects are named `hubfed`.
-const RELEASE: &str = "hubfed";
 /// KubeFed's leader-election lock name.
 const LEASE: &str = "kubefed-controller-manager";
 /// The kubelet's start, and a Pod's first start (image unpacking), on a shared 2-core machine.
@@ -105,33 +100,6 @@ fn image_archive() -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// `HUBFED_HELM`, else the pinned release cached by `hack/build-helm.sh`.
-fn helm_binary() -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os("HUBFED_HELM") {
-        return Ok(PathBuf::from(path));
-    }
-    let script = std::fs::read_to_string(repo_root().join("hack/build-helm.sh"))?;
-    let version = script
-        .lines()
-        .find_map(|line| line.strip_prefix("V=${HELM_VERSION:-"))
-        .and_then(|rest| rest.strip_suffix('}'))
-        .context("hack/build-helm.sh no longer pins V=${HELM_VERSION:-<version>}")?;
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
-        .context("neither XDG_CACHE_HOME nor HOME is set")?;
-    let path = cache.join(format!(
-        "hubfed/helm/v{}/helm",
-        version.trim_start_matches('v')
-    ));
-    ensure!(
-        path.is_file(),
-        "helm is missing: no HUBFED_HELM and no {} (`hack/build-helm.sh`)",
-        path.display()
-    );
-    Ok(path)
-}
-
 /// Runs a program; its standard output, or an error with its standard error.
 fn run(program: &Path, args: &[&str]) -> anyhow::Result<String> {
     let output = Command::new(program)
@@ -146,49 +114,6 @@ fn run(program: &Path, args: &[&str]) -> anyhow::Result<String> {
         String::from_utf8_lossy(&output.stderr)
     );
     Ok(String::from_utf8(output.stdout)?)
-}
-
-/// `helm template` of `charts/hubfed` in the control-plane namespace, as JSON documents.
-fn render(extra: &[&str]) -> anyhow::Result<Vec<Value>> {
-    let chart = repo_root().join("charts/hubfed");
-    let chart = chart.to_str().context("chart path is UTF-8")?;
-    let mut args = vec!["template", RELEASE, chart, "--namespace", KUBEFED_NAMESPACE];
-    args.extend_from_slice(extra);
-    let text = run(&helm_binary()?, &args)?;
-    let mut documents = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let value = Value::deserialize(document).context("rendered YAML")?;
-        if !value.is_null() {
-            documents.push(value);
-        }
-    }
-    Ok(documents)
-}
-
-async fn apply_rendered(client: &Client, object: &Value) -> anyhow::Result<()> {
-    let (group, version) = match object["apiVersion"].as_str().context("apiVersion")? {
-        api_version if api_version.contains('/') => {
-            api_version.split_once('/').context("group/version")?
-        }
-        version => ("", version),
-    };
-    let kind = object["kind"].as_str().context("kind")?;
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await?;
-    let object: DynamicObject = serde_json::from_value(object.clone())?;
-    let namespace = match capabilities.scope {
-        Scope::Namespaced => object.namespace(),
-        Scope::Cluster => None,
-    };
-    dynamic_api(client.clone(), &resource, namespace.as_deref())
-        .patch(
-            &object.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .with_context(|| format!("applying {kind} {}", object.name_any()))?;
-    Ok(())
 }
 
 /// A real node: `hack/run-node.sh` (containerd + kubelet) under a guardian, so that it stops

@@ -1,7 +1,8 @@
 //! Waits the tests share: members' copies as wanted ([`Expected`], [`wait_copies`]), and the
 //! federated object propagated too ([`wait_propagated`]), an object
 //! there or gone ([`wait_present`], [`wait_absent`]), one field of a copy in every cluster
-//! ([`wait_member_field`]).
+//! ([`wait_member_field`]); a ConfigMap federated to every member to prove a controller works
+//! ([`federate_settings`]).
 
 use anyhow::Context as _;
 use kube::Resource;
@@ -9,7 +10,10 @@ use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
-use crate::{Federation, TIMEOUT, Wait, get_value, member_mismatch, propagated_ok, wait_for};
+use crate::{
+    Federation, MEMBERS, TIMEOUT, Wait, create_federated, create_hub_namespace, dynamic_api,
+    get_value, member_mismatch, placement, propagated_ok, target, wait_for,
+};
 
 /// A JSON pointer and the value wanted there (`None`: the field must be absent), as
 /// [`member_mismatch`] checks them.
@@ -160,4 +164,29 @@ pub async fn wait_member_field(
         Ok(Wait::all_or_pending(pending))
     })
     .await
+}
+
+/// Namespace `namespace` on the hub, federated to [`MEMBERS`], and in it a FederatedConfigMap
+/// `settings` with `data`, placed there too (how the chart and image tests prove that a
+/// controller they started propagates): the hub's API of the FederatedConfigMaps there, and
+/// each member's ConfigMap API in the namespace.
+pub async fn federate_settings(
+    hub: &kube::Client,
+    env: &hubfed_testenv::TestEnv,
+    namespace: &str,
+    data: Value,
+) -> anyhow::Result<(Api<DynamicObject>, Vec<(&'static str, Api<DynamicObject>)>)> {
+    create_hub_namespace(hub, namespace).await?;
+    let spec = serde_json::json!({"placement": placement(&MEMBERS)});
+    create_federated(hub, "Namespace", Some(namespace), namespace, spec).await?;
+    let spec = serde_json::json!({"template": {"data": data}, "placement": placement(&MEMBERS)});
+    let hub_configmaps =
+        create_federated(hub, "ConfigMap", Some(namespace), "settings", spec).await?;
+    let configmap = target("ConfigMap");
+    let mut member_apis = Vec::new();
+    for member in MEMBERS {
+        let client = env.cluster(member).context("member")?.client().await?;
+        member_apis.push((member, dynamic_api(client, &configmap, Some(namespace))));
+    }
+    Ok((hub_configmaps, member_apis))
 }

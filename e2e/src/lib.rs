@@ -65,8 +65,8 @@ pub mod webhooks;
 
 pub use checks::*;
 pub use copies::{
-    Expected, Field, copy_problems, wait_absent, wait_copies, wait_federated_ok, wait_member_field,
-    wait_present, wait_propagated,
+    Expected, Field, copy_problems, federate_settings, wait_absent, wait_copies, wait_federated_ok,
+    wait_member_field, wait_present, wait_propagated,
 };
 pub use example_type::ExampleType;
 pub use objects::*;

@@ -13,9 +13,8 @@ use hubfed_controller::ControllerConfig;
 use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::helm::{RELEASE, apply_rendered, of_kind, render};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated, create_hub_namespace, dynamic_api,
-    get_value, install_crds, member_mismatch, placement, report, target, unique_ns, wait_for,
-    wait_propagated,
+    Expected, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, federate_settings, get_value,
+    install_crds, report, unique_ns, wait_for, wait_propagated,
 };
 use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -331,49 +330,20 @@ async fn chart_rbac_is_enough_to_run_the_federation() -> anyhow::Result<()> {
         ))
         .await?;
 
-    // Propagation: a federated namespace, then a FederatedConfigMap in it, to both members.
-    create_hub_namespace(&admin, &namespace).await?;
-    let spec = json!({"placement": placement(&MEMBERS)});
-    create_federated(&admin, "Namespace", Some(&namespace), &namespace, spec).await?;
-    let spec = json!({
-        "template": {"data": {"mode": "federated"}},
-        "placement": placement(&MEMBERS),
-    });
-    let hub_configmaps =
-        create_federated(&admin, "ConfigMap", Some(&namespace), "settings", spec).await?;
-    let configmap = target("ConfigMap");
-    let mut member_apis = Vec::new();
-    for member in MEMBERS {
-        let client = env.cluster(member).context("member")?.client().await?;
-        member_apis.push((member, dynamic_api(client, &configmap, Some(&namespace))));
-    }
+    // Propagation: a federated namespace, then a FederatedConfigMap in it, to both members;
+    // status and finalizer writes work too.
+    let data = json!({"mode": "federated"});
+    let (hub_configmaps, member_apis) = federate_settings(&admin, env, &namespace, data).await?;
     let wanted = json!("federated");
-    controller
-        .while_running(wait_for(
-            "the ConfigMap in both members",
-            TIMEOUT,
-            async || {
-                let mut problems = Vec::new();
-                for (member, api) in &member_apis {
-                    let found = get_value(api, "settings").await?;
-                    if let Some(problem) =
-                        member_mismatch(member, found.as_ref(), &[("/data/mode", Some(&wanted))])
-                    {
-                        problems.push(problem);
-                    }
-                }
-                Ok(Wait::all_or_pending(problems))
-            },
-        ))
-        .await?;
-    // Status, finalizer and PropagatedVersion writes work too.
+    let copies = member_apis.iter().map(|(member, api)| (*member, api));
+    let expected = Expected::each(copies, &[("/data/mode", Some(&wanted))]);
     controller
         .while_running(wait_propagated(
-            "the FederatedConfigMap's status",
+            "the ConfigMap in both members, the FederatedConfigMap's status",
             &hub_configmaps,
             "settings",
             &MEMBERS,
-            &[],
+            &expected,
         ))
         .await?;
     let versions: Api<PropagatedVersion> = Api::namespaced(admin.clone(), &namespace);

@@ -24,8 +24,8 @@ use std::time::Instant;
 use anyhow::{Context as _, bail, ensure};
 use hubfed_e2e::helm::{apply_rendered, render};
 use hubfed_e2e::{
-    KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, create_federated, create_hub_namespace, dynamic_api,
-    get_value, member_mismatch, placement, propagated_ok, report, target, unique_ns, wait_for,
+    Expected, KUBEFED_NAMESPACE, MEMBERS, Wait, federate_settings, report, unique_ns, wait_for,
+    wait_propagated,
 };
 use hubfed_testenv::process::{GuardedProcess, Spawn};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -391,42 +391,17 @@ async fn the_image_runs_the_controller_as_a_pod() -> anyhow::Result<()> {
     let holder = lease.spec.and_then(|spec| spec.holder_identity);
     ensure!(holder.is_some(), "Lease {LEASE} has a holder");
     let namespace = unique_ns("image-pod");
-    create_hub_namespace(&admin, &namespace).await?;
-    let spec = json!({"placement": placement(&MEMBERS)});
-    create_federated(&admin, "Namespace", Some(&namespace), &namespace, spec).await?;
-    let spec = json!({
-        "template": {"data": {"ran": "in-a-pod"}},
-        "placement": placement(&MEMBERS),
-    });
-    let hub_configmaps =
-        create_federated(&admin, "ConfigMap", Some(&namespace), "settings", spec).await?;
-    let configmap = target("ConfigMap");
-    let mut member_apis = Vec::new();
-    for member in MEMBERS {
-        let client = env.cluster(member).context("member")?.client().await?;
-        member_apis.push((member, dynamic_api(client, &configmap, Some(&namespace))));
-    }
+    let data = json!({"ran": "in-a-pod"});
+    let (hub_configmaps, member_apis) = federate_settings(&admin, env, &namespace, data).await?;
     let wanted = json!("in-a-pod");
-    wait_for("the ConfigMap in both members", TIMEOUT, async || {
-        let mut problems = Vec::new();
-        for (member, api) in &member_apis {
-            let found = get_value(api, "settings").await?;
-            if let Some(problem) =
-                member_mismatch(member, found.as_ref(), &[("/data/ran", Some(&wanted))])
-            {
-                problems.push(problem);
-            }
-        }
-        Ok(Wait::all_or_pending(problems))
-    })
-    .await?;
-    wait_for(
-        "the FederatedConfigMap's status",
-        TIMEOUT,
-        async || match get_value(&hub_configmaps, "settings").await? {
-            Some(object) => Ok(propagated_ok(&object, &MEMBERS)),
-            None => bail!("the FederatedConfigMap is gone"),
-        },
+    let copies = member_apis.iter().map(|(member, api)| (*member, api));
+    let expected = Expected::each(copies, &[("/data/ran", Some(&wanted))]);
+    wait_propagated(
+        "the ConfigMap in both members, the FederatedConfigMap's status",
+        &hub_configmaps,
+        "settings",
+        &MEMBERS,
+        &expected,
     )
     .await?;
     // One incarnation did all of it: the controller never crashed or failed its liveness.

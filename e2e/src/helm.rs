@@ -15,6 +15,19 @@ use kube::{Client, ResourceExt as _};
 
 use crate::{FIELD_MANAGER, KUBEFED_NAMESPACE, dynamic_api};
 
+/// Rendered kinds of `charts/hubfed` a test applies to the hub to run a controller as the
+/// chart would: RBAC and the seeded control-plane objects (the Deployment, Services and
+/// webhooks need pods and endpoints, which only `image_pod.rs` provides, for the Deployment).
+pub const APPLIED_KINDS: [&str; 7] = [
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "KubeFedConfig",
+    "FederatedTypeConfig",
+];
+
 /// Release name of every render of `charts/hubfed`: objects are then named `hubfed`.
 pub const RELEASE: &str = "hubfed";
 

@@ -11,7 +11,7 @@ use hubfed_api::names::MANAGED_LABEL;
 use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_controller::ControllerConfig;
 use hubfed_e2e::controller::ControllerTask;
-use hubfed_e2e::helm::{RELEASE, apply_rendered, of_kind, render};
+use hubfed_e2e::helm::{APPLIED_KINDS, RELEASE, apply_rendered, of_kind, render};
 use hubfed_e2e::{
     Expected, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, federate_settings, get_value,
     install_crds, report, unique_ns, wait_for, wait_propagated,
@@ -30,17 +30,6 @@ use serde_json::json;
 
 /// KubeFed's leader-election lock name.
 const LEASE: &str = "kubefed-controller-manager";
-/// Rendered kinds the proof applies to the hub: RBAC and the seeded control-plane objects. The
-/// Deployment, Services and webhooks need pods, which the test clusters cannot run.
-const APPLIED_KINDS: [&str; 7] = [
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "KubeFedConfig",
-    "FederatedTypeConfig",
-];
 
 /// One access the chart's ServiceAccount must (or must not) have.
 struct Access {

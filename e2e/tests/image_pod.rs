@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context as _, bail, ensure};
-use hubfed_e2e::helm::{apply_rendered, render};
+use hubfed_e2e::helm::{APPLIED_KINDS, apply_rendered, render};
 use hubfed_e2e::{
     Expected, KUBEFED_NAMESPACE, MEMBERS, Wait, federate_settings, report, unique_ns, wait_for,
     wait_propagated,
@@ -42,16 +42,6 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 const LEASE: &str = "kubefed-controller-manager";
 /// The kubelet's start, and a Pod's first start (image unpacking), on a shared 2-core machine.
 const NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
-/// Rendered kinds applied to the hub besides the Deployment (as `chart.rs` does).
-const APPLIED_KINDS: [&str; 7] = [
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "KubeFedConfig",
-    "FederatedTypeConfig",
-];
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -18,7 +18,7 @@ use super::controller::{
 };
 use super::procstat::{CpuSnapshot, CpuUsage};
 use super::report::Restart;
-use super::run::{Federation, QUIET};
+use super::setup::{Federation, QUIET};
 use super::tracker::Tracker;
 use super::workload::KINDS;
 use super::{Args, progress};

@@ -26,58 +26,16 @@ use super::report::{
     AgentResources, BenchResult, ColdStart, HubStorage, Idle, Latency, ObjectSet, Parameters,
     Resources, Restart, Setup, Verification,
 };
+use super::setup::{Federation, QUIET};
 use super::stats::Percentiles;
 use super::tracker::Tracker;
 use super::workload::{KINDS, Workload, federated_object, federated_update, member_matches};
 use super::{Args, progress, setup};
 
-/// No reconcile for this long: the controller has nothing left to do.
-pub const QUIET: Duration = Duration::from_secs(3);
 /// Hub writes in flight while creating the federated objects.
 const HUB_CREATE_CONCURRENCY: usize = 32;
 /// Revision the latency phase moves objects to.
 const UPDATED_REV: u32 = 1;
-
-/// The clusters and clients of a run.
-pub struct Federation {
-    pub env: TestEnv,
-    pub hub: Client,
-    pub members: Vec<Client>,
-    pub names: Vec<String>,
-    /// The agents' processes (pull mode), a CPU group of their own.
-    pub agent_pids: Vec<u32>,
-}
-
-impl Federation {
-    pub fn names(&self) -> Vec<&str> {
-        self.names.iter().map(String::as_str).collect()
-    }
-
-    /// CPU groups: the controller, the member API servers, the hub, etcd and this process.
-    pub fn groups(&self, controller: Option<&ControllerProcess>) -> Groups {
-        let member_pids: Vec<u32> = self.env.members().iter().flat_map(|c| c.pids()).collect();
-        let hub_pids = self.env.hub().pids();
-        let etcd: Vec<u32> = self
-            .env
-            .pids()
-            .into_iter()
-            .filter(|p| !member_pids.contains(p) && !hub_pids.contains(p))
-            .collect();
-        let mut groups = BTreeMap::new();
-        groups.insert(
-            "controller",
-            controller.map(|c| vec![c.pid]).unwrap_or_default(),
-        );
-        groups.insert("member apiservers", member_pids);
-        groups.insert("hub apiserver", hub_pids);
-        groups.insert("etcd", etcd);
-        groups.insert("bench", vec![std::process::id()]);
-        if !self.agent_pids.is_empty() {
-            groups.insert("agents", self.agent_pids.clone());
-        }
-        Groups(groups)
-    }
-}
 
 fn parameters(args: &Args) -> Parameters {
     Parameters {

@@ -3,6 +3,7 @@
 //! `--pull`, by `hubfedctl join --mode pull`, and the benchmark namespaces federated onto
 //! every member.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -18,8 +19,55 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
+
+use super::controller::ControllerProcess;
+use super::procstat::Groups;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+/// No reconcile for this long: the controller has nothing left to do.
+pub const QUIET: Duration = Duration::from_secs(3);
+
+/// The clusters and clients of a run.
+pub struct Federation {
+    pub env: TestEnv,
+    pub hub: Client,
+    pub members: Vec<Client>,
+    pub names: Vec<String>,
+    /// The agents' processes (pull mode), a CPU group of their own.
+    pub agent_pids: Vec<u32>,
+}
+
+impl Federation {
+    pub fn names(&self) -> Vec<&str> {
+        self.names.iter().map(String::as_str).collect()
+    }
+
+    /// CPU groups: the controller, the member API servers, the hub, etcd and this process.
+    pub fn groups(&self, controller: Option<&ControllerProcess>) -> Groups {
+        let member_pids: Vec<u32> = self.env.members().iter().flat_map(|c| c.pids()).collect();
+        let hub_pids = self.env.hub().pids();
+        let etcd: Vec<u32> = self
+            .env
+            .pids()
+            .into_iter()
+            .filter(|p| !member_pids.contains(p) && !hub_pids.contains(p))
+            .collect();
+        let mut groups = BTreeMap::new();
+        groups.insert(
+            "controller",
+            controller.map(|c| vec![c.pid]).unwrap_or_default(),
+        );
+        groups.insert("member apiservers", member_pids);
+        groups.insert("hub apiserver", hub_pids);
+        groups.insert("etcd", etcd);
+        groups.insert("bench", vec![std::process::id()]);
+        if !self.agent_pids.is_empty() {
+            groups.insert("agents", self.agent_pids.clone());
+        }
+        Groups(groups)
+    }
+}
 
 /// The hub Secret `hubfedctl join --mode pull` makes for the agent's token (in the cluster's
 /// work namespace).

@@ -187,8 +187,9 @@ pub async fn write_status_if_changed(
     Ok(StatusWrite::Written)
 }
 
-/// Creates the (Cluster)PropagatedVersion unless it `exists`, then writes its status;
-/// returns the resourceVersion of that write.
+/// Writes the (Cluster)PropagatedVersion's status, creating it unless it `exists`: in one
+/// write when the CRD has no status subresource (hubfed's), else a create and a status write
+/// (KubeFed's CRD); returns the resourceVersion of the last write.
 pub async fn write_versions(
     ctx: &TypeContext,
     obj: &DynamicObject,
@@ -211,40 +212,68 @@ pub async fn write_versions(
     };
     let status = json!({ "status": versions });
     let hub = ctx.shared.hub.clone();
+    let one_write = !ctx.shared.versions_status_subresource().await;
     match obj.namespace() {
         Some(ns) => {
             let pv = PropagatedVersion {
                 metadata,
                 ..PropagatedVersion::new(&pv_name, Default::default())
             };
-            create_then_write_status(Api::namespaced(hub, &ns), exists, &pv, &status).await
+            let api = Api::namespaced(hub, &ns);
+            write_with_status(api, exists, one_write, &pv, &status).await
         }
         None => {
             let pv = ClusterPropagatedVersion {
                 metadata,
                 ..ClusterPropagatedVersion::new(&pv_name, Default::default())
             };
-            create_then_write_status(Api::all(hub), exists, &pv, &status).await
+            write_with_status(Api::all(hub), exists, one_write, &pv, &status).await
         }
     }
 }
 
-async fn create_then_write_status<K>(
+async fn write_with_status<K>(
     api: Api<K>,
     exists: bool,
+    one_write: bool,
     object: &K,
     status: &Value,
 ) -> Result<String, Error>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let name = object.name_any();
+    if one_write {
+        if !exists && let Some(created) = create_with_status(&api, object, status).await? {
+            return Ok(created.resource_version().unwrap_or_default());
+        }
+        let patch = Patch::Merge(status);
+        let written = bounded(api.patch(&name, &PatchParams::default(), &patch)).await??;
+        return Ok(written.resource_version().unwrap_or_default());
+    }
     if !exists {
         create_ignoring_conflict(&api, object).await?;
     }
-    let name = object.name_any();
     let written =
         bounded(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))).await??;
     Ok(written.resource_version().unwrap_or_default())
+}
+
+/// Creates `object` with `status` in it; `None` when it exists already.
+async fn create_with_status<K>(api: &Api<K>, object: &K, status: &Value) -> Result<Option<K>, Error>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut body = serde_json::to_value(object)?;
+    if let (Some(body), Some(status)) = (body.as_object_mut(), status.get("status")) {
+        body.insert("status".to_owned(), status.clone());
+    }
+    let body: K = serde_json::from_value(body)?;
+    match bounded(api.create(&PostParams::default(), &body)).await? {
+        Ok(created) => Ok(Some(created)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn create_ignoring_conflict<K>(api: &Api<K>, object: &K) -> Result<(), Error>

@@ -6,10 +6,14 @@
 //! `ObjectMeta` keyed by an `ObjectRef`). Each event queues the federated object the member
 //! object belongs to.
 //!
-//! Other objects of the type: only their names are kept (and whether they are labeled
-//! `kubefed.io/managed=false`), so that creating a member object needs no GET to find out
-//! whether an unmanaged object of that name is in the way (adoption, `AlreadyExists`). An
-//! unmanaged object that appears or goes away queues the federated object of its name.
+//! Other objects of the type: only a 64-bit keyed hash of each name is kept (and whether the
+//! object is labeled `kubefed.io/managed=false`) — 16 bytes a slot, 19 to 39 bytes an object
+//! with the map's spare room, however long the name — so that creating a member object needs
+//! no GET to find out whether an unmanaged object of that name is in the way (adoption,
+//! `AlreadyExists`). A hash that matches by chance only costs that GET. An unmanaged object
+//! that appears, changes its `managed` label or goes away queues the federated object of its
+//! name; one found gone by a re-list after a watch gap cannot be named and is seen by the
+//! object's next periodic look ([`hubfed_core::conclude::RESYNC`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -118,16 +122,47 @@ impl Cached {
     }
 }
 
-/// A map kept equal to what one member watch selects, by key (`namespace/name` or `name`);
-/// `None` until the watch's first list has completed.
-type Mirror<V> = std::sync::RwLock<Option<HashMap<Box<str>, V>>>;
+/// A map kept equal to what one member watch selects, by key ([`MirrorKey`]); `None` until
+/// the watch's first list has completed.
+type Mirror<K, V> = std::sync::RwLock<Option<HashMap<K, V>>>;
+
+/// How a mirror keys the member objects it keeps.
+trait MirrorKey: std::hash::Hash + Eq + Send + Sync + 'static {
+    fn of(watches: &MemberWatches, name: &str, namespace: Option<&str>) -> Self;
+    /// Queues the federated object of the key, when the key names one.
+    fn queue(&self, watches: &MemberWatches);
+}
+
+/// The managed objects' key: `namespace/name`, or `name` for cluster-scoped types.
+impl MirrorKey for Box<str> {
+    fn of(watches: &MemberWatches, name: &str, namespace: Option<&str>) -> Self {
+        watches.key(name, namespace).into()
+    }
+
+    fn queue(&self, watches: &MemberWatches) {
+        watches.queue_key(self);
+    }
+}
+
+/// The unmanaged objects' key: a keyed hash of `namespace/name` (the keys are random per
+/// process, so names cannot be chosen to collide). It cannot be turned back into a name.
+#[derive(Clone, Copy, Hash, PartialEq, Eq)]
+struct NameHash(u64);
+
+impl MirrorKey for NameHash {
+    fn of(watches: &MemberWatches, name: &str, namespace: Option<&str>) -> Self {
+        watches.name_hash(name, namespace)
+    }
+
+    fn queue(&self, _: &MemberWatches) {}
+}
 
 /// One member cluster's caches of the type's objects.
 pub struct MemberCache {
     /// Managed objects.
-    objects: Mirror<Cached>,
+    objects: Mirror<Box<str>, Cached>,
     /// The type's unmanaged objects: whether each is labeled `kubefed.io/managed=false`.
-    unmanaged: Mirror<bool>,
+    unmanaged: Mirror<NameHash, bool>,
     /// Why the managed objects' first list failed, until it succeeds.
     list_failure: std::sync::Mutex<Option<ListFailure>>,
     started: std::time::Instant,
@@ -148,6 +183,8 @@ pub struct MemberWatches {
     relisted: tokio::sync::watch::Sender<u64>,
     /// The copies' status is collected (remote status): whole objects are watched.
     collect_status: bool,
+    /// Keys the hashes of unmanaged objects' names.
+    hasher: std::hash::RandomState,
 }
 
 /// A managed copy, as garbage collection sees it.
@@ -209,6 +246,7 @@ impl MemberWatches {
             caches: std::sync::RwLock::new(HashMap::new()),
             relisted: tokio::sync::watch::Sender::new(0),
             collect_status,
+            hasher: std::hash::RandomState::new(),
         })
     }
 
@@ -246,6 +284,12 @@ impl MemberWatches {
         }
     }
 
+    /// The hash an unmanaged object named `name` is kept under.
+    fn name_hash(&self, name: &str, namespace: Option<&str>) -> NameHash {
+        let namespace = namespace.filter(|_| self.target.namespaced);
+        NameHash(std::hash::BuildHasher::hash_one(&self.hasher, (namespace, name)))
+    }
+
     /// Whether an unmanaged object named `name` exists in `cluster`.
     pub fn unmanaged(&self, cluster: &str, name: &str, namespace: Option<&str>) -> Unmanaged {
         let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
@@ -256,7 +300,7 @@ impl MemberWatches {
         match names.as_ref() {
             None => Unmanaged::Unknown,
             Some(names) => {
-                if names.contains_key(self.key(name, namespace).as_str()) {
+                if names.contains_key(&self.name_hash(name, namespace)) {
                     Unmanaged::Present
                 } else {
                     Unmanaged::Absent
@@ -449,12 +493,12 @@ impl MemberWatches {
     /// (after a re-list, of every key that changed while the watch was down). `failure`, given
     /// for the managed objects' mirror, keeps why its first list fails; that mirror also queues
     /// every key after its first list.
-    async fn mirror<K, V: PartialEq>(
+    async fn mirror<K, M: MirrorKey, V: PartialEq>(
         &self,
         cluster: &str,
         api: Api<K>,
         selector: String,
-        (map, failure): (&Mirror<V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
+        (map, failure): (&Mirror<M, V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
         stop: &CancellationToken,
         value: impl Fn(&K) -> V,
     ) where
@@ -462,12 +506,12 @@ impl MemberWatches {
     {
         let stream = watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
         let mut stream = std::pin::pin!(stream);
-        let mut listing: HashMap<Box<str>, V> = HashMap::new();
+        let mut listing: HashMap<M, V> = HashMap::new();
         let mut failed_before = false;
         let key_of = |object: &K| {
             let meta = object.meta();
             let name = meta.name.as_deref()?;
-            Some(Box::<str>::from(self.key(name, meta.namespace.as_deref())))
+            Some(M::of(self, name, meta.namespace.as_deref()))
         };
         loop {
             let event = tokio::select! {
@@ -522,10 +566,10 @@ impl MemberWatches {
     /// A (re)list of `map` completed with `listed`, which replaces what it held. Queued: the
     /// federated object of every key that changed while the watch was down; of every key, for
     /// a new cache of managed objects (`failure` given) or one whose first list had failed.
-    fn listed<V: PartialEq>(
+    fn listed<M: MirrorKey, V: PartialEq>(
         &self,
-        listed: HashMap<Box<str>, V>,
-        (map, failure): (&Mirror<V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
+        listed: HashMap<M, V>,
+        (map, failure): (&Mirror<M, V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
         failed_before: bool,
     ) {
         let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
@@ -533,11 +577,11 @@ impl MemberWatches {
         match (previous, guard.as_ref()) {
             (Some(previous), Some(current)) => {
                 for key in previous.keys().filter(|k| !current.contains_key(*k)) {
-                    self.queue_key(key);
+                    key.queue(self);
                 }
                 for (key, v) in current {
                     if previous.get(key) != Some(v) {
-                        self.queue_key(key);
+                        key.queue(self);
                     }
                 }
             }
@@ -545,7 +589,7 @@ impl MemberWatches {
             // once — while it listed, plans could not see them (a copy in a cluster the
             // object no longer places there must go).
             (None, Some(current)) if failure.is_some() || failed_before => {
-                current.keys().for_each(|key| self.queue_key(key));
+                current.keys().for_each(|key| key.queue(self));
             }
             _ => {}
         }

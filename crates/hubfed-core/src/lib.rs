@@ -7,8 +7,10 @@
 //! deliberately differs, the item's documentation says so. `hubfedctl enable` takes a built-in
 //! type's template schema from [`openapi::kind_schema`].
 
+pub mod burst;
 pub mod conclude;
 pub mod desired;
+pub mod detach;
 pub mod drift;
 pub mod error;
 pub mod gc;

@@ -299,6 +299,8 @@ pub async fn run_type(
         pull_pending_since: std::sync::Mutex::new(HashMap::new()),
         collect_status,
         status_written: std::sync::Mutex::new(HashMap::new()),
+        detached: std::sync::Mutex::new(HashMap::new()),
+        event_budget: std::sync::Mutex::new(hubfed_core::burst::EventBudget::default()),
     });
     let running = Running {
         controller,
@@ -478,6 +480,7 @@ fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize 
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .retain(|object, _| federated.get(object).is_some());
+    super::detach::forget(ctx, |object| federated.get(object).is_some());
     let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
     backoff.retain(|object, _| federated.get(object).is_some());
     backoff.len()

@@ -1,5 +1,7 @@
 //! Carries out a plan: one task per cluster, concurrently, each bounded by the member's write
-//! semaphore and the dispatch deadline, so a slow member never holds up the others' writes.
+//! semaphore and the dispatch deadline, so a slow member never holds up the others' writes;
+//! an apply still running after [`hubfed_core::detach::DETACH_AFTER`] is left to finish on its
+//! own ([`super::detach`]), so a slow member holds up no reconcile either.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +15,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
+use hubfed_core::burst::Admit;
+use hubfed_core::detach::{Resume, detachable};
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+
+use super::detach::{resume_in, write_or_leave};
 use super::execute::{EventSink, ExecEnv, execute_action, passive};
 use super::hub_writes::publish;
 use super::member_io::{ClusterResult, federated_reference, kind_and_key, member_api, outcome};
@@ -34,7 +42,8 @@ pub struct DispatchResult {
     pub recoverable_failure: bool,
     /// Some member object is on its way out.
     pub waiting: bool,
-    /// Some pull member's agent has yet to report on its request.
+    /// Some pull member's agent has yet to report on its request, or some push member's
+    /// apply is still running ([`super::detach`]).
     pub pending: bool,
     /// The clusters whose write failed without the member refusing the object
     /// (`ClusterResult::transient`): such a failure never halts a rollout.
@@ -72,17 +81,177 @@ fn timed_out(cp: &ClusterPlan) -> ClusterResult {
     ))
 }
 
+/// What a plan is carried out for: the federated object, its reference (the key of writes
+/// left running), and what the plan saw of each cluster's copy.
+pub struct Target<'a> {
+    pub object: &'a FederatedObject,
+    pub object_ref: &'a ObjectRef<DynamicObject>,
+    pub observed: &'a BTreeMap<String, MemberObservation>,
+}
+
 /// Runs every cluster's action of `plan`: a push member's through its API, a pull member's
-/// as its work ([`deliver`]); `observed` is what the plan saw of each cluster's copy.
+/// as its work ([`deliver`]).
 pub async fn execute(
-    ctx: &TypeContext,
-    object: &FederatedObject,
+    ctx: &Arc<TypeContext>,
+    target: Target<'_>,
     plan: &Plan,
     clusters: &[Arc<MemberCluster>],
-    observed: &BTreeMap<String, MemberObservation>,
 ) -> DispatchResult {
     let by_name: BTreeMap<&str, &Arc<MemberCluster>> =
         clusters.iter().map(|c| (c.name.as_str(), c)).collect();
+    // Shared by the writes that may outlast this reconcile.
+    let shared_object = Arc::new(target.object.clone());
+    let tasks = plan.clusters.iter().map(|cp| {
+        let cluster = by_name.get(cp.cluster.as_str()).copied();
+        let (object, shared_object) = (target.object, &shared_object);
+        async move {
+            if cluster.is_some_and(|c| c.pull) {
+                let basis = basis(target.observed, &cp.cluster);
+                let delivered = deliver::deliver(ctx, object, cp, &basis);
+                return match tokio::time::timeout(DISPATCH_TIMEOUT, delivered).await {
+                    Ok(delivered) => delivered,
+                    Err(_) => (timed_out(cp), false),
+                };
+            }
+            // No write beside one still running: a deletion could be overtaken by it.
+            match resume_in(ctx, target.object_ref, cp) {
+                Resume::Pending => return (still_running(cp), true),
+                Resume::Finished(result) => return (result, false),
+                Resume::Write => {}
+            }
+            if !detachable(plan.disposition, &cp.action) {
+                return (write_one(ctx, object, cp, cluster).await, false);
+            }
+            let write = {
+                let (ctx, object) = (Arc::clone(ctx), Arc::clone(shared_object));
+                let (cp, cluster) = (cp.clone(), cluster.cloned());
+                async move { write_one(&ctx, &object, &cp, cluster.as_ref()).await }
+            };
+            match write_or_leave(ctx, target.object_ref, cp, write).await {
+                Some(result) => (result, false),
+                None => (still_running(cp), true),
+            }
+        }
+    });
+    let mut result = DispatchResult::default();
+    let mut done: BTreeMap<(&'static str, &'static str), Vec<&str>> = BTreeMap::new();
+    for (cp, (r, pending)) in plan.clusters.iter().zip(join_all(tasks).await) {
+        result.pending |= pending;
+        if let Some(key) = r.done {
+            done.entry(key).or_default().push(&cp.cluster);
+        }
+        if let Some(o) = &r.outcome {
+            if o.status.is_recoverable() && !pending {
+                result.recoverable_failure = true;
+            }
+            if o.status == PropagationStatus::WaitingForRemoval {
+                result.waiting = true;
+            }
+        }
+        if let Some(v) = r.version {
+            result.new_versions.insert(cp.cluster.clone(), v);
+        }
+        result.wrote |= r.wrote;
+        if r.transient {
+            result.transient.insert(cp.cluster.clone());
+        }
+        result.outcomes.extend(r.outcome);
+    }
+    summarize(ctx, target.object, done);
+    result
+}
+
+/// One Normal Event per kind of write for all clusters together: at scale one Event per
+/// member write would double the hub's write load. When many objects of the type change at
+/// once, their Events are summed up on the FederatedTypeConfig ([`hubfed_core::burst`]).
+fn summarize(
+    ctx: &Arc<TypeContext>,
+    object: &FederatedObject,
+    done: BTreeMap<(&'static str, &'static str), Vec<&str>>,
+) {
+    if done.is_empty() {
+        return;
+    }
+    let reference = federated_reference(ctx, object);
+    let what = kind_and_key(ctx, object);
+    for ((reason, verb), clusters) in done {
+        let kind_verb = format!("{verb} {}", ctx.target.kind);
+        let key = what
+            .strip_prefix(&ctx.target.kind)
+            .unwrap_or(&what)
+            .trim_start();
+        let admitted = ctx
+            .event_budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .admit(
+                std::time::Instant::now(),
+                (reason, &kind_verb),
+                key,
+                &clusters,
+            );
+        match admitted {
+            Admit::Record => {
+                let clusters: Vec<String> = clusters.iter().map(|c| format!("{c:?}")).collect();
+                let noun = if clusters.len() == 1 {
+                    "cluster"
+                } else {
+                    "clusters"
+                };
+                let message = format!("{verb} {what} in {noun} {}", clusters.join(", "));
+                publish(ctx, &reference, EventType::Normal, reason, &message);
+            }
+            Admit::Held(Some(due)) => publish_summaries_at(ctx, due),
+            Admit::Held(None) => {}
+        }
+    }
+}
+
+/// At `due`, records the summaries of the Events held, on the type's FederatedTypeConfig.
+fn publish_summaries_at(ctx: &Arc<TypeContext>, due: std::time::Instant) {
+    let ctx = Arc::clone(ctx);
+    tokio::spawn(async move {
+        tokio::time::sleep_until(due.into()).await;
+        let summaries = ctx
+            .event_budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .due(std::time::Instant::now());
+        let reference = kube::Resource::object_ref(&ctx.ftc, &());
+        for summary in summaries {
+            publish(
+                &ctx,
+                &reference,
+                EventType::Normal,
+                &summary.reason,
+                &summary.message,
+            );
+        }
+    });
+}
+
+/// A push member's apply still running: what its status shows if it is written before the
+/// apply ends (after [`hubfed_core::conclude::PULL_REPORT_GRACE`]). Not a failure: it neither
+/// halts a rollout nor counts towards the backoff.
+fn still_running(cp: &ClusterPlan) -> ClusterResult {
+    ClusterResult {
+        transient: true,
+        ..ClusterResult::unwritten(outcome(
+            &cp.cluster,
+            cp.action.status_on_timeout(),
+            Some("the write to the cluster has not finished yet".into()),
+        ))
+    }
+}
+
+/// Carries out one push member's action, with the federated object's Events and the type's
+/// caches.
+async fn write_one(
+    ctx: &TypeContext,
+    object: &FederatedObject,
+    cp: &ClusterPlan,
+    cluster: Option<&Arc<MemberCluster>>,
+) -> ClusterResult {
     let events = HubEvents {
         ctx,
         reference: federated_reference(ctx, object),
@@ -100,77 +269,11 @@ pub async fn execute(
         unmanaged: &unmanaged,
         events: &events,
     };
-    let env = &env;
-    let tasks = plan.clusters.iter().map(|cp| {
-        let cluster = by_name.get(cp.cluster.as_str()).copied();
-        async move {
-            if cluster.is_some_and(|c| c.pull) {
-                let basis = basis(observed, &cp.cluster);
-                let delivered = deliver::deliver(ctx, object, cp, &basis);
-                return match tokio::time::timeout(DISPATCH_TIMEOUT, delivered).await {
-                    Ok(delivered) => delivered,
-                    Err(_) => (timed_out(cp), false),
-                };
-            }
-            let dispatched = dispatch_one(ctx, env, object, cp, cluster);
-            match tokio::time::timeout(DISPATCH_TIMEOUT, dispatched).await {
-                Ok(result) => (result, false),
-                Err(_) => (timed_out(cp), false),
-            }
-        }
-    });
-    let mut result = DispatchResult::default();
-    let mut done: BTreeMap<(&'static str, &'static str), Vec<&str>> = BTreeMap::new();
-    for (cp, (r, pending)) in plan.clusters.iter().zip(join_all(tasks).await) {
-        result.pending |= pending;
-        if let Some(key) = r.done {
-            done.entry(key).or_default().push(&cp.cluster);
-        }
-        if let Some(o) = &r.outcome {
-            if o.status.is_recoverable() {
-                result.recoverable_failure = true;
-            }
-            if o.status == PropagationStatus::WaitingForRemoval {
-                result.waiting = true;
-            }
-        }
-        if let Some(v) = r.version {
-            result.new_versions.insert(cp.cluster.clone(), v);
-        }
-        result.wrote |= r.wrote;
-        if r.transient {
-            result.transient.insert(cp.cluster.clone());
-        }
-        result.outcomes.extend(r.outcome);
-    }
-    summarize(ctx, object, done);
-    result
+    dispatch_one(ctx, &env, object, cp, cluster).await
 }
 
-/// One Normal Event per kind of write for all clusters together: at scale one Event per
-/// member write would double the hub's write load.
-fn summarize(
-    ctx: &TypeContext,
-    object: &FederatedObject,
-    done: BTreeMap<(&'static str, &'static str), Vec<&str>>,
-) {
-    if done.is_empty() {
-        return;
-    }
-    let reference = federated_reference(ctx, object);
-    let what = kind_and_key(ctx, object);
-    for ((reason, verb), clusters) in done {
-        let clusters: Vec<String> = clusters.iter().map(|c| format!("{c:?}")).collect();
-        let noun = if clusters.len() == 1 {
-            "cluster"
-        } else {
-            "clusters"
-        };
-        let message = format!("{verb} {what} in {noun} {}", clusters.join(", "));
-        publish(ctx, &reference, EventType::Normal, reason, &message);
-    }
-}
-
+/// The member's write permit is waited for without a deadline (writes queue behind a slow
+/// member's); the request itself has [`DISPATCH_TIMEOUT`].
 async fn dispatch_one(
     ctx: &TypeContext,
     env: &ExecEnv<'_>,
@@ -198,7 +301,10 @@ async fn dispatch_one(
         None => None,
     };
     let api = member_api(ctx, client, object.namespace.as_deref());
-    execute_action(env, object, cp, &api).await
+    match tokio::time::timeout(DISPATCH_TIMEOUT, execute_action(env, object, cp, &api)).await {
+        Ok(result) => result,
+        Err(_) => timed_out(cp),
+    }
 }
 
 /// Before the finalizer goes: none of the clusters `verify_in` still holds a managed copy,

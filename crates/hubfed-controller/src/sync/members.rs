@@ -287,7 +287,10 @@ impl MemberWatches {
     /// The hash an unmanaged object named `name` is kept under.
     fn name_hash(&self, name: &str, namespace: Option<&str>) -> NameHash {
         let namespace = namespace.filter(|_| self.target.namespaced);
-        NameHash(std::hash::BuildHasher::hash_one(&self.hasher, (namespace, name)))
+        NameHash(std::hash::BuildHasher::hash_one(
+            &self.hasher,
+            (namespace, name),
+        ))
     }
 
     /// Whether an unmanaged object named `name` exists in `cluster`.
@@ -498,7 +501,10 @@ impl MemberWatches {
         cluster: &str,
         api: Api<K>,
         selector: String,
-        (map, failure): (&Mirror<M, V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
+        (map, failure): (
+            &Mirror<M, V>,
+            Option<&std::sync::Mutex<Option<ListFailure>>>,
+        ),
         stop: &CancellationToken,
         value: impl Fn(&K) -> V,
     ) where
@@ -569,7 +575,10 @@ impl MemberWatches {
     fn listed<M: MirrorKey, V: PartialEq>(
         &self,
         listed: HashMap<M, V>,
-        (map, failure): (&Mirror<M, V>, Option<&std::sync::Mutex<Option<ListFailure>>>),
+        (map, failure): (
+            &Mirror<M, V>,
+            Option<&std::sync::Mutex<Option<ListFailure>>>,
+        ),
         failed_before: bool,
     ) {
         let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
@@ -613,6 +622,11 @@ impl MemberWatches {
         if let Some(name) = meta.name.as_deref() {
             self.queue(name, meta.namespace.as_deref());
         }
+    }
+
+    /// Queues `object`, a federated object of this type.
+    pub fn queue_federated(&self, object: ObjectRef<DynamicObject>) {
+        super::queue(&self.trigger, object, &self.federated.kind.to_lowercase());
     }
 
     /// Queues the federated object of a member object's name and namespace.

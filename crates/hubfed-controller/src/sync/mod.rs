@@ -11,6 +11,7 @@ mod controller;
 mod create_only;
 mod deletions;
 mod deliver;
+mod detach;
 mod dispatch;
 mod exec_env;
 pub(crate) mod execute;
@@ -359,6 +360,10 @@ pub struct TypeContext {
     /// When each object's status was last written, kept only while collecting remote
     /// status: remote-status-only changes are coalesced to one write per interval.
     pub status_written: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
+    /// Member applies left running past their reconcile ([`detach`]).
+    pub(crate) detached: detach::DetachedWrites,
+    /// Normal Events of this type in a burst ([`hubfed_core::burst`]).
+    pub event_budget: std::sync::Mutex<hubfed_core::burst::EventBudget>,
 }
 
 #[cfg(test)]

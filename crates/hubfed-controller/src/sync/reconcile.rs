@@ -71,7 +71,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
     result
 }
 
-async fn reconcile_object(obj: &DynamicObject, ctx: &TypeContext) -> Result<Action, Error> {
+async fn reconcile_object(obj: &DynamicObject, ctx: &Arc<TypeContext>) -> Result<Action, Error> {
     let federated = match observe::federated_object(obj) {
         Ok(federated) => federated,
         Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
@@ -215,14 +215,19 @@ fn pull_hold(
 /// *Execute*: every cluster's action (a pull member's as its work), the works the plan no
 /// longer needs settled, and a rollout's failed applies recorded.
 async fn execute(
-    ctx: &TypeContext,
+    ctx: &Arc<TypeContext>,
     obj: &DynamicObject,
     observed: &Observed,
     plan: &Plan,
     rollout: Option<super::rollout::Rollout>,
 ) -> Result<DispatchResult, Error> {
     let (federated, clusters) = (&observed.federated, &observed.clusters);
-    let result = dispatch::execute(ctx, federated, plan, clusters, &observed.members).await;
+    let target = dispatch::Target {
+        object: federated,
+        object_ref: &observed.object_ref,
+        observed: &observed.members,
+    };
+    let result = dispatch::execute(ctx, target, plan, clusters).await;
     let settled = super::deliver::settle(ctx, federated, plan, clusters).await;
     if plan.disposition == Disposition::Delete {
         // A work left standing for an object that is gone would be carried out again.

@@ -1,0 +1,104 @@
+//! Member applies left running past their reconcile ([`hubfed_core::detach`]): a member that
+//! answers late holds no reconcile slot and delays no other member's writes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use hubfed_core::detach::{DETACH_AFTER, Detached, Resume, resume};
+use hubfed_core::plan::{ClusterAction, ClusterPlan};
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+
+use super::TypeContext;
+use super::member_io::ClusterResult;
+
+/// Writes left running, by federated object and cluster, until a reconcile takes them.
+pub(crate) type DetachedWrites =
+    Mutex<HashMap<(ObjectRef<DynamicObject>, String), Detached<ClusterResult>>>;
+
+/// Who takes a write's result: the reconcile while it waits, else the write itself.
+enum Handoff {
+    Waiting,
+    Done(Box<ClusterResult>),
+    Left,
+}
+
+/// What a reconcile does in `cp.cluster` about a write of `object` it may have left running.
+pub(super) fn resume_in(
+    ctx: &TypeContext,
+    object: &ObjectRef<DynamicObject>,
+    cp: &ClusterPlan,
+) -> Resume<ClusterResult> {
+    let mut writes = ctx.detached.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (object.clone(), cp.cluster.clone());
+    let mut slot = writes.remove(&key);
+    let decided = resume(&mut slot, &cp.action);
+    if let Some(left) = slot {
+        writes.insert(key, left);
+    }
+    decided
+}
+
+/// Runs `write` (the apply of `cp`) in a task of its own and waits [`DETACH_AFTER`] for it;
+/// a write still running then goes on by itself: when it ends, its result is kept for the
+/// object's next reconcile ([`resume_in`]) and the object is queued. `None`: left running,
+/// the cluster is pending.
+pub(super) async fn write_or_leave(
+    ctx: &Arc<TypeContext>,
+    object: &ObjectRef<DynamicObject>,
+    cp: &ClusterPlan,
+    write: impl Future<Output = ClusterResult> + Send + 'static,
+) -> Option<ClusterResult> {
+    let ClusterAction::Apply(apply) = &cp.action else {
+        return Some(write.await);
+    };
+    let handoff = Arc::new((Mutex::new(Handoff::Waiting), tokio::sync::Notify::new()));
+    let key = (object.clone(), cp.cluster.clone());
+    let task = {
+        let (handoff, ctx, key) = (Arc::clone(&handoff), Arc::clone(ctx), key.clone());
+        let desired_hash = apply.desired_hash.clone();
+        async move {
+            let result = write.await;
+            let (state, done) = &*handoff;
+            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+            if matches!(*state, Handoff::Left) {
+                let (object, _) = key.clone();
+                let done = Detached::Done {
+                    desired_hash,
+                    result,
+                };
+                ctx.detached
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, done);
+                drop(state);
+                ctx.members.queue_federated(object);
+            } else {
+                *state = Handoff::Done(Box::new(result));
+                done.notify_one();
+            }
+        }
+    };
+    tokio::spawn(task);
+    let _ = tokio::time::timeout(DETACH_AFTER, handoff.1.notified()).await;
+    let mut state = handoff.0.lock().unwrap_or_else(|e| e.into_inner());
+    match std::mem::replace(&mut *state, Handoff::Left) {
+        Handoff::Done(result) => Some(*result),
+        Handoff::Waiting | Handoff::Left => {
+            // Marked while the handoff is held: the write cannot end in between.
+            ctx.detached
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, Detached::InFlight);
+            None
+        }
+    }
+}
+
+/// Forgets the writes of objects no longer in the hub.
+pub(super) fn forget(ctx: &TypeContext, exists: impl Fn(&ObjectRef<DynamicObject>) -> bool) {
+    ctx.detached
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(object, _), _| exists(object));
+}

@@ -189,14 +189,16 @@ pub fn oldest_waiting_deletion(now: i64, deletions: impl IntoIterator<Item = (i6
 }
 
 /// The readiness of each placed cluster's copy after a reconcile: a cluster this reconcile
-/// failed to propagate to is not ready; a copy just written by it (`written`) is ready at
-/// once if its type has no status, else not until its controller reports (the member watch
-/// brings that); otherwise the cached copy says.
+/// failed to propagate to is not ready; a copy just written by it (`written`) is as the
+/// write's answer showed it (`Some`), else ready at once if its type has no status, not until
+/// its controller reports otherwise (the member watch brings that); otherwise the cached copy
+/// says. Judged from the answer, a new copy reads as it will from the cache a moment later,
+/// so the status is not written twice for it.
 pub fn placed_readiness(
     placed: &BTreeSet<String>,
     outcomes: &[ClusterOutcome],
     members: &BTreeMap<String, MemberObservation>,
-    written: &BTreeSet<&str>,
+    written: &BTreeMap<&str, Option<&Readiness>>,
     statusless: bool,
 ) -> Vec<(String, Readiness)> {
     placed
@@ -207,8 +209,10 @@ pub fn placed_readiness(
                 .find(|o| o.cluster == *cluster && o.status != PropagationStatus::Ok);
             let readiness = match (failed, members.get(cluster)) {
                 (Some(o), _) => not_ready(&format!("not propagated: {}", o.status.as_str())),
-                _ if written.contains(cluster.as_str()) => {
-                    if statusless {
+                _ if written.contains_key(cluster.as_str()) => {
+                    if let Some(Some(answered)) = written.get(cluster.as_str()) {
+                        (*answered).clone()
+                    } else if statusless {
                         Readiness::Ready
                     } else {
                         not_ready("just written, waiting for its controller")
@@ -453,11 +457,12 @@ mod tests {
             ),
             ("e".to_owned(), copy(Readiness::Ready)),
         ]);
-        let written = BTreeSet::from(["e"]);
+        let behind = not_ready("its controller has not seen the current generation yet");
+        let written = BTreeMap::from([("e", None), ("b", Some(&behind))]);
         let got = placed_readiness(&placed, &outcomes, &members, &written, false);
         let want = [
             ("a", not_ready("not propagated: UpdateFailed")),
-            ("b", Readiness::Ready),
+            ("b", behind.clone()),
             ("c", not_ready("1 of 2 replicas available")),
             ("d", not_ready("no copy yet")),
             ("e", not_ready("just written, waiting for its controller")),

@@ -222,6 +222,11 @@ async fn carry_out(ctx: &Ctx, work: &Work) -> Result<(), kube::Error> {
     let unmanaged = |_: &str, _: &str, _: Option<&str>| Unmanaged::Unknown;
     let env = ExecEnv {
         target_kind: &spec.target.kind,
+        target_group: spec
+            .target
+            .api_version
+            .rsplit_once('/')
+            .map_or("", |(g, _)| g),
         namespaced: spec.target.namespaced,
         type_label: spec.source.kind.to_lowercase(),
         drift_people: &agent.drift_people,
@@ -309,6 +314,7 @@ fn timed_out(cp: &ClusterPlan) -> ClusterResult {
         wrote: false,
         done: None,
         transient: true,
+        readiness: None,
     }
 }
 

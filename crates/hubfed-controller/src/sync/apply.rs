@@ -4,6 +4,7 @@
 
 use hubfed_api::names::{FIELD_MANAGER, MANAGED_LABEL, RECREATE_ON_IMMUTABLE_ANNOTATION};
 use hubfed_core::plan::{ApplyAction, ClusterPlan, FederatedObject};
+use hubfed_core::readiness::{needs_status, readiness};
 use hubfed_core::status::PropagationStatus;
 use hubfed_core::version::{RecordedApply, object_version};
 use kube::ResourceExt;
@@ -418,7 +419,12 @@ impl ApplyStep<'_> {
         if let Some(outcome) = &mut outcome {
             outcome.drift = self.report_drift(drift);
         }
+        let readiness = needs_status(self.env.target_group, self.env.target_kind).then(|| {
+            let answer = serde_json::to_value(applied).unwrap_or_default();
+            readiness(self.env.target_group, self.env.target_kind, &answer)
+        });
         ClusterResult {
+            readiness,
             outcome,
             version: Some(version),
             wrote: true,

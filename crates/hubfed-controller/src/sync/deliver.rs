@@ -158,6 +158,7 @@ pub async fn deliver(
         wrote: requested,
         done: requested.then(|| done_event(&cp.action)).flatten(),
         transient: pull.transient,
+        readiness: None,
     };
     (result, pull.pending)
 }

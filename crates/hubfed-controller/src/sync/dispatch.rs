@@ -36,6 +36,8 @@ pub struct DispatchResult {
     pub outcomes: Vec<ClusterOutcome>,
     /// Object versions returned by successful writes, by cluster.
     pub new_versions: BTreeMap<String, String>,
+    /// The written copies' readiness as the writes' answers show it, by cluster.
+    pub readiness: BTreeMap<String, hubfed_core::readiness::Readiness>,
     /// A member object was created, updated or deleted.
     pub wrote: bool,
     /// Some cluster failed in a way worth retrying soon.
@@ -151,6 +153,9 @@ pub async fn execute(
         if let Some(v) = r.version {
             result.new_versions.insert(cp.cluster.clone(), v);
         }
+        if let Some(readiness) = r.readiness {
+            result.readiness.insert(cp.cluster.clone(), readiness);
+        }
         result.wrote |= r.wrote;
         if r.transient {
             result.transient.insert(cp.cluster.clone());
@@ -261,6 +266,7 @@ async fn write_one(
     };
     let env = ExecEnv {
         target_kind: &ctx.target.kind,
+        target_group: &ctx.target.group,
         namespaced: ctx.target.namespaced,
         type_label: ctx.federated.kind.to_lowercase(),
         drift_people: &ctx.shared.drift_people,

@@ -21,6 +21,8 @@ pub trait EventSink: Send + Sync {
 pub struct ExecEnv<'a> {
     /// The member object's kind, for messages (`ConfigMap "ns/name"`).
     pub target_kind: &'a str,
+    /// Its API group (`""` for the core group), for its readiness.
+    pub target_group: &'a str,
     pub namespaced: bool,
     /// The `type` label of the drift metrics: the federated kind, lowercased.
     pub type_label: String,

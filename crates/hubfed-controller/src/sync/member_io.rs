@@ -23,6 +23,8 @@ pub(crate) struct ClusterResult {
     /// The write failed without the member refusing the object (no answer, a server error,
     /// a conflict, throttling: [`hubfed_core::rollout::is_refusal`]): it never halts a rollout.
     pub(crate) transient: bool,
+    /// The copy's readiness as the write's answer shows it (types with a status).
+    pub(crate) readiness: Option<hubfed_core::readiness::Readiness>,
 }
 
 impl ClusterResult {
@@ -34,6 +36,7 @@ impl ClusterResult {
             wrote: false,
             done: None,
             transient: false,
+            readiness: None,
         }
     }
 

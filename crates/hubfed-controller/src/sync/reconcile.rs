@@ -468,7 +468,11 @@ async fn write_status(
         return Ok(None);
     }
     let readiness = (plan.disposition == Disposition::Sync).then(|| {
-        let written = result.new_versions.keys().map(String::as_str).collect();
+        let written = result
+            .new_versions
+            .keys()
+            .map(|c| (c.as_str(), result.readiness.get(c)))
+            .collect();
         placed_readiness(
             &plan.placement.clusters,
             &result.outcomes,

@@ -14,6 +14,7 @@
 
 mod apiserver;
 pub mod bins;
+mod delay;
 mod etcd;
 mod kubeconfig;
 mod kubelet;
@@ -33,6 +34,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use apiserver::{apiserver_args, wait_ready, write_pki};
 pub use bins::{Binaries, kube_version};
+pub use delay::DelayProxy;
 use etcd::EtcdLaunch;
 use kubeconfig::kubeconfig_yaml;
 use kubelet::FakeKubelet;
@@ -142,14 +144,50 @@ impl Cluster {
             .map_err(|e| Error::Kubeconfig(e.to_string()))
     }
 
+    /// The API server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// [`Cluster::kubeconfig`] with another server URL, such as a [`DelayProxy::url`] in
+    /// front of this cluster (same CA and admin credential).
+    pub fn kubeconfig_via(&self, server_url: &str) -> Result<Kubeconfig, Error> {
+        let mut kubeconfig = self.kubeconfig()?;
+        for named in &mut kubeconfig.clusters {
+            if let Some(cluster) = &mut named.cluster {
+                cluster.server = Some(server_url.to_string());
+            }
+        }
+        Ok(kubeconfig)
+    }
+
+    /// A [`DelayProxy`] in front of this cluster's API server: its responses arrive `delay`
+    /// late. Reach the cluster through it with [`Cluster::client_via`] or
+    /// [`Cluster::kubeconfig_via`] and [`DelayProxy::url`].
+    pub fn delay_proxy(&self, delay: Duration) -> Result<DelayProxy, Error> {
+        DelayProxy::start(
+            std::net::SocketAddr::from(([127, 0, 0, 1], self.port)),
+            delay,
+        )
+    }
+
     /// A new admin client. Create one per tokio runtime: clients are bound to the runtime
     /// that created them.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        self.client_from(self.kubeconfig()?).await
+    }
+
+    /// A new admin client that reaches the API server at `server_url` (a [`DelayProxy::url`]).
+    pub async fn client_via(&self, server_url: &str) -> anyhow::Result<kube::Client> {
+        self.client_from(self.kubeconfig_via(server_url)?).await
+    }
+
+    async fn client_from(&self, kubeconfig: Kubeconfig) -> anyhow::Result<kube::Client> {
         let options = KubeConfigOptions {
             context: Some(self.name.clone()),
             ..Default::default()
         };
-        let config = kube::Config::from_custom_kubeconfig(self.kubeconfig()?, &options).await?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
         Ok(kube::Client::try_from(config)?)
     }
 

@@ -81,3 +81,34 @@ pub(crate) fn apiserver_args(cdir: &Path, name: &str, etcd_url: &str, port: u16)
         "--v=0".into(),
     ]
 }
+
+/// Flags added to a member's API server with [`crate::TestEnvConfig::light_members`]. Each
+/// was measured (docs/development.md, "Light members"); what a federation needs of a member
+/// stays: core/v1, apps/v1, batch/v1, networking.k8s.io/v1, policy/v1, RBAC, coordination,
+/// events, CRDs, TokenRequest/TokenReview/SubjectAccessReview, admission webhooks and
+/// policies, server-side apply and watch.
+pub const LIGHT_MEMBER_FLAGS: &[&str] = &[
+    // Only the API groups above, plus what the API server itself needs to become ready
+    // (apiregistration for the aggregator; discovery, storage and resource for the Node
+    // authorizer's and the kubernetes Service's informers). Off: autoscaling,
+    // certificates.k8s.io, flowcontrol.apiserver.k8s.io, node.k8s.io, scheduling.k8s.io.
+    "--runtime-config=api/all=false,v1=true,apps/v1=true,batch/v1=true,\
+     networking.k8s.io/v1=true,policy/v1=true,rbac.authorization.k8s.io/v1=true,\
+     coordination.k8s.io/v1=true,events.k8s.io/v1=true,apiextensions.k8s.io/v1=true,\
+     authentication.k8s.io/v1=true,authorization.k8s.io/v1=true,\
+     admissionregistration.k8s.io/v1=true,apiregistration.k8s.io/v1=true,\
+     discovery.k8s.io/v1=true,storage.k8s.io/v1=true,resource.k8s.io/v1=true",
+    // Their informers would wait forever for scheduling.k8s.io and node.k8s.io.
+    "--disable-admission-plugins=Priority,RuntimeClass",
+    // Plain max-in-flight limits; the flowcontrol group is off.
+    "--enable-priority-and-fairness=false",
+    // Lists and watches are served by etcd: no per-resource cache and its reflector.
+    "--watch-cache=false",
+    // No per-resource object counts from etcd every minute, no database size every 30 s.
+    "--etcd-count-metric-poll-period=0",
+    "--etcd-db-metric-poll-interval=0",
+];
+
+/// Environment of a light member's API server: collect garbage at 50 % heap growth instead
+/// of 100 %.
+pub(crate) const LIGHT_MEMBER_ENV: &[(&str, &str)] = &[("GOGC", "50")];

@@ -30,7 +30,7 @@ impl TestEnv {
             "kube-apiserver",
             &cluster.apiserver_program,
             cluster.apiserver_args.clone(),
-            10,
+            cluster.apiserver_env.clone(),
             Some(restart),
         )?;
         wait_ready(cluster, READY_TIMEOUT)?;

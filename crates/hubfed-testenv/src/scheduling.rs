@@ -234,7 +234,15 @@ fn spawn_scheduler(
         ),
         "--v=0".into(),
     ];
-    spawn_component(dir, &name, "kube-scheduler", program, args, 5, None)
+    spawn_component(
+        dir,
+        &name,
+        "kube-scheduler",
+        program,
+        args,
+        Vec::new(),
+        None,
+    )
 }
 
 /// The scheduler's `/readyz` is `ok` once its informers have synced: from then on it

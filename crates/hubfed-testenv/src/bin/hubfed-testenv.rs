@@ -27,6 +27,9 @@ enum Command {
         /// Do not run kube-controller-manager.
         #[arg(long)]
         no_controller_manager: bool,
+        /// Members run lighter API servers (fewer API groups, no watch cache, GOGC=50).
+        #[arg(long, env = "HUBFED_LIGHT_MEMBERS")]
+        light_members: bool,
         /// Members schedule pods: nodes, a kube-scheduler and a fake kubelet per member.
         #[arg(long, env = "HUBFED_SCHEDULING")]
         scheduling: bool,
@@ -54,6 +57,7 @@ fn main() -> anyhow::Result<()> {
         members,
         dir,
         no_controller_manager,
+        light_members,
         scheduling,
         nodes_per_member,
         pods_per_node,
@@ -71,6 +75,7 @@ fn main() -> anyhow::Result<()> {
         dir: Some(dir.clone()),
         ready_timeout: Duration::from_secs(180),
         scheduling,
+        light_members,
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let names: Vec<&str> = env.clusters().iter().map(|c| c.name()).collect();

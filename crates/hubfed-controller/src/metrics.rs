@@ -133,6 +133,11 @@ metrics! {
         "Objects labelled kubefed.io/managed=true in a member, per type.",
         ["type", "cluster"]
     );
+    unmanaged_objects: gauge(
+        "hubfed_unmanaged_objects",
+        "Objects of a federated type in a member that hubfed does not manage, as its name cache holds them.",
+        ["type", "cluster"]
+    );
     // hubfed: propagation and drift.
     propagation_latency: histogram(
         "hubfed_propagation_latency_seconds",

@@ -437,6 +437,13 @@ async fn export_object_gauges(
                 .with_label_values(&[type_label.as_str(), cluster.as_str()])
                 .set(count);
         }
+        for (cluster, count) in ctx.members.unmanaged_counts() {
+            let count = i64::try_from(count).unwrap_or(i64::MAX);
+            metrics
+                .unmanaged_objects
+                .with_label_values(&[type_label.as_str(), cluster.as_str()])
+                .set(count);
+        }
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep(Duration::from_secs(10)) => {}

@@ -356,6 +356,18 @@ impl MemberWatches {
             .collect()
     }
 
+    /// Number of unmanaged objects per cluster, once listed.
+    pub fn unmanaged_counts(&self) -> Vec<(String, usize)> {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        caches
+            .iter()
+            .filter_map(|(name, cache)| {
+                let names = cache.unmanaged.read().unwrap_or_else(|e| e.into_inner());
+                Some((name.clone(), names.as_ref()?.len()))
+            })
+            .collect()
+    }
+
     /// Keeps one watch per ready cluster with a client, following the registry.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let mut changes = self.shared.pool.subscribe();
@@ -406,9 +418,12 @@ impl MemberWatches {
         debug!(cluster = %name, kind = %self.target.kind, "stopping member watch");
         cache.stop.cancel();
         let type_label = self.federated.kind.to_lowercase();
-        let _ = crate::metrics::METRICS
-            .managed_objects
-            .remove_label_values(&[type_label.as_str(), name]);
+        for gauge in [
+            &crate::metrics::METRICS.managed_objects,
+            &crate::metrics::METRICS.unmanaged_objects,
+        ] {
+            let _ = gauge.remove_label_values(&[type_label.as_str(), name]);
+        }
     }
 
     /// Starts watching `cluster` through `client` (its `client_id`); returns the cache the

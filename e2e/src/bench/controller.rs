@@ -1,6 +1,7 @@
-//! The `hubfed-controller` process under test: started from its release binary with leader
-//! election off, stopped by its guardian even if the benchmark dies, observed through
-//! `/proc` and its `/metrics`.
+//! The controller process under test: `hubfed-controller` started from its release binary with
+//! leader election off, or KubeFed's controller-manager (`--controller kubefed`, see
+//! `kubefed.rs`); stopped by its guardian even if the benchmark dies, observed through `/proc`
+//! and its `/metrics`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,9 +16,24 @@ use super::procstat;
 
 /// Member requests that change something (`hubfed_member_operations_total{operation}`).
 pub const WRITE_OPERATIONS: [&str; 4] = ["create", "update", "delete", "remove_label"];
+/// KubeFed's member writes: its dispatcher's calls by `action` (create, update, delete).
+const KUBEFED_DISPATCH_COUNT: &str = "dispatch_operation_duration_seconds_count";
+/// KubeFed requeues with delays and has no queue gauge: it must be quiet this long at least.
+pub const KUBEFED_QUIET: Duration = Duration::from_secs(5);
+
+/// Which controller is under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ControllerKind {
+    /// `hubfed-controller`.
+    Hubfed,
+    /// KubeFed v0.10.0's controller-manager (`hack/build-kubefed.sh`).
+    Kubefed,
+}
 
 /// How the controller is started.
 pub struct ControllerSettings {
+    pub kind: ControllerKind,
     pub binary: PathBuf,
     pub member_write_concurrency: usize,
     pub reconcile_concurrency: u16,
@@ -31,6 +47,12 @@ pub struct ControllerProcess {
     process: GuardedProcess,
     pub pid: u32,
     pub admin_port: u16,
+    /// Where readiness is asked: hubfed's `/readyz` on the admin port, KubeFed's `/healthz`
+    /// on its own port (it answers as soon as the process serves).
+    ready: (u16, &'static str),
+    pub kind: ControllerKind,
+    /// KubeFed: the hub, and the namespaces whose objects must stay unchanged to be settled.
+    hub: Option<(kube::Client, Vec<String>)>,
     pub started: Instant,
 }
 
@@ -50,13 +72,10 @@ impl ControllerProcess {
         let log_file = settings.log_dir.join(format!("controller-{label}.log"));
         let mut environment = vec![("RUST_LOG", log_filter("HUBFED_BENCH_CONTROLLER_LOG"))];
         environment.extend(settings.env.iter().map(|(k, v)| (k.as_str(), v.clone())));
-        let started = Instant::now();
-        let (process, pid) = spawn_guarded(
-            "the controller",
-            Spawn {
-                name: &format!("hubfed-controller-{label}"),
-                program: &settings.binary,
-                args: vec![
+        let (name, args, ready) = match settings.kind {
+            ControllerKind::Hubfed => (
+                format!("hubfed-controller-{label}"),
+                vec![
                     format!("--kubeconfig={}", env.kubeconfig_path().display()),
                     "--context=hub".to_owned(),
                     format!("--admin-addr=127.0.0.1:{admin_port}"),
@@ -67,6 +86,24 @@ impl ControllerProcess {
                     ),
                     format!("--reconcile-concurrency={}", settings.reconcile_concurrency),
                 ],
+                (admin_port, "/readyz"),
+            ),
+            ControllerKind::Kubefed => {
+                let healthz_port = free_port()?;
+                (
+                    format!("kubefed-controller-manager-{label}"),
+                    super::kubefed::args(env, admin_port, healthz_port),
+                    (healthz_port, "/healthz"),
+                )
+            }
+        };
+        let started = Instant::now();
+        let (process, pid) = spawn_guarded(
+            "the controller",
+            Spawn {
+                name: &name,
+                program: &settings.binary,
+                args,
                 env: environment,
                 pid_dir: &pid_dir,
                 log_file,
@@ -79,8 +116,18 @@ impl ControllerProcess {
             process,
             pid,
             admin_port,
+            ready,
+            kind: settings.kind,
+            hub: None,
             started,
         })
+    }
+
+    /// Settled (KubeFed) also means: no object in the hub's `namespaces` changed for the quiet
+    /// time, as KubeFed has no work-queue gauge.
+    pub fn with_hub(mut self, hub: &kube::Client, namespaces: &[String]) -> Self {
+        self.hub = Some((hub.clone(), namespaces.to_vec()));
+        self
     }
 
     /// Fails with the end of the log when the controller has exited.
@@ -103,12 +150,12 @@ impl ControllerProcess {
         procstat::status_bytes(self.pid, "VmHWM").unwrap_or(0)
     }
 
-    /// Polls `/readyz` until it answers 200.
+    /// Polls `/readyz` (KubeFed: `/healthz`) until it answers 200.
     pub async fn wait_ready(&self, timeout: Duration) -> anyhow::Result<Duration> {
         let deadline = Instant::now() + timeout;
         loop {
             self.ensure_running()?;
-            if let Some((status, _)) = http_get(self.admin_port, "/readyz").await
+            if let Some((status, _)) = http_get(self.ready.0, self.ready.1).await
                 && status == 200
             {
                 return Ok(self.started.elapsed());
@@ -133,11 +180,39 @@ impl ControllerProcess {
 
     /// Waits until the controller has nothing left to do: no reconcile queued or running and
     /// the reconcile count unchanged for `quiet`. Returns how long that took.
+    ///
+    /// KubeFed counts its reconciles under the same name but has no queue gauge (and requeues
+    /// with delays): it is settled when its reconcile count and every hub object of the
+    /// benchmark (federated objects, FederatedNamespaces, PropagatedVersions) stayed unchanged
+    /// for `quiet`, at least [`KUBEFED_QUIET`].
     pub async fn wait_settled(
         &self,
         quiet: Duration,
         timeout: Duration,
     ) -> anyhow::Result<Duration> {
+        if self.kind == ControllerKind::Kubefed {
+            let (hub, namespaces) = self
+                .hub
+                .as_ref()
+                .context("KubeFed settles on hub objects: no hub given")?;
+            let mut previous = None;
+            return wait_unchanged(
+                "KubeFed did not settle",
+                quiet.max(KUBEFED_QUIET),
+                timeout,
+                async || {
+                    self.ensure_running()?;
+                    let reconciles = self
+                        .metrics()
+                        .await?
+                        .sum("controller_runtime_reconcile_total", &[]);
+                    let versions = super::kubefed::hub_fingerprint(hub, namespaces).await?;
+                    let moved = previous.replace(versions) != Some(versions);
+                    Ok((reconciles, moved))
+                },
+            )
+            .await;
+        }
         wait_unchanged(
             "the controller did not settle",
             quiet,
@@ -259,11 +334,16 @@ impl Metrics {
         (self.sum(&sum_name, with) - before.sum(&sum_name, with)) / count * 1e3
     }
 
-    /// Member requests that change something, over all clusters and results.
+    /// Member requests that change something, over all clusters and results (KubeFed:
+    /// `dispatch_operation_duration_seconds_count{action}`, its dispatcher's create, update and
+    /// delete calls).
     pub fn member_writes(&self) -> f64 {
         WRITE_OPERATIONS
             .iter()
-            .map(|op| self.sum("hubfed_member_operations_total", &[("operation", op)]))
+            .map(|op| {
+                self.sum("hubfed_member_operations_total", &[("operation", op)])
+                    + self.sum(KUBEFED_DISPATCH_COUNT, &[("action", op)])
+            })
             .sum()
     }
 
@@ -283,6 +363,18 @@ impl Metrics {
             };
             *by.entry(format!("{}/{}", label("operation"), label("result")))
                 .or_insert(0.0) += s.value;
+        }
+        for s in self
+            .samples
+            .iter()
+            .filter(|s| s.name == KUBEFED_DISPATCH_COUNT)
+        {
+            let action = s
+                .labels
+                .iter()
+                .find(|(k, _)| k == "action")
+                .map_or("", |(_, v)| v.as_str());
+            *by.entry(format!("{action}/dispatched")).or_insert(0.0) += s.value;
         }
         by
     }

@@ -20,11 +20,15 @@ pub const TARGET_BYTES_PER_PAIR: f64 = 8.0 * 1024.0;
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Parameters {
+    /// The controller under test: `hubfed` or `kubefed`.
+    pub controller: super::controller::ControllerKind,
     pub members: usize,
     pub objects: usize,
     pub pairs: usize,
     pub updates: usize,
     pub rate: f64,
+    /// Every latency phase: (updates per second, updates).
+    pub rates: Vec<(f64, usize)>,
     pub idle_seconds: u64,
     pub namespaces: usize,
     pub raw_concurrency: usize,
@@ -262,7 +266,10 @@ pub struct BenchResult {
     pub raw: Option<RawResult>,
     pub raw_cpu: Option<CpuUsage>,
     pub cold_start: Option<ColdStart>,
+    /// The phase at `--rate` (the first).
     pub latency: Option<Latency>,
+    /// Every latency phase, in order (the first is `latency`).
+    pub latencies: Vec<Latency>,
     pub resources: Resources,
     pub idle: Option<Idle>,
     pub verification: Option<Verification>,
@@ -416,6 +423,14 @@ impl BenchResult {
                 _ => "push".to_owned(),
             }
         );
+        if p.controller == super::controller::ControllerKind::Kubefed {
+            let _ = writeln!(
+                md,
+                "**Controller under test: KubeFed {}'s controller-manager** (hubfed's own CRDs and FTCs; KubeFedConfig with `maxConcurrentReconciles` {}; no warm-restart phase; member writes from its `dispatch_operation_duration_seconds` counts)\n",
+                super::kubefed::VERSION,
+                p.reconcile_concurrency
+            );
+        }
         if let Some(error) = &self.error {
             let _ = writeln!(md, "**The run stopped early:** {error}\n");
         }
@@ -509,6 +524,23 @@ impl BenchResult {
                 ),
             );
             row("update member requests", ops(&l.member_operations));
+        }
+        for l in self.latencies.iter().skip(1) {
+            row(
+                &format!("propagation latency at {}/s", l.rate),
+                format!(
+                    "{} updates: p50 **{:.0} ms**, p90 {:.0} ms, p99 **{:.0} ms**, max {:.0} ms ({} converged, {} missing); hub PATCH p99 {:.1} ms; {}",
+                    l.updates,
+                    l.propagation.p50_ms,
+                    l.propagation.p90_ms,
+                    l.propagation.p99_ms,
+                    l.propagation.max_ms,
+                    l.converged,
+                    l.missing,
+                    l.hub_write.p99_ms,
+                    ops(&l.member_operations)
+                ),
+            );
         }
         let r = &self.resources;
         if r.rss_at_rest_bytes > 0 {

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::agents::Agents;
 use super::controller::{
-    ControllerProcess, ControllerSettings, Metrics, apiserver_write_counts, apiserver_writes,
-    operations_delta,
+    ControllerKind, ControllerProcess, ControllerSettings, Metrics, apiserver_write_counts,
+    apiserver_writes, operations_delta,
 };
 use super::procstat::{CpuSnapshot, CpuUsage, Groups, Machine};
 use super::report::{
@@ -34,16 +34,16 @@ use super::{Args, progress, setup};
 
 /// Hub writes in flight while creating the federated objects.
 const HUB_CREATE_CONCURRENCY: usize = 32;
-/// Revision the latency phase moves objects to.
-const UPDATED_REV: u32 = 1;
 
 fn parameters(args: &Args) -> Parameters {
     Parameters {
+        controller: args.controller,
         members: args.members,
         objects: args.objects,
         pairs: args.members * args.objects,
         updates: args.updates,
         rate: args.rate,
+        rates: args.latency_runs(),
         idle_seconds: args.idle_seconds,
         namespaces: args.namespaces,
         raw_concurrency: args.raw_concurrency,
@@ -100,6 +100,7 @@ pub async fn run(
         raw_cpu: None,
         cold_start: None,
         latency: None,
+        latencies: Vec::new(),
         resources: Resources::default(),
         idle: None,
         verification: None,
@@ -179,6 +180,7 @@ async fn phases(
         namespaces: args.namespaces,
     };
     let settings = ControllerSettings {
+        kind: args.controller,
         binary: controller_binary,
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
@@ -197,7 +199,7 @@ async fn phases(
         controller_manager: args.controller_manager,
         dir: None,
         ready_timeout: timeout,
-        scheduling: None,
+        ..TestEnvConfig::default()
     };
     let env = tokio::task::spawn_blocking(move || TestEnv::start(config))
         .await
@@ -225,7 +227,16 @@ async fn phases(
 
     // Control plane, joins, federated namespaces, with a first controller (baseline memory).
     let began = Instant::now();
-    hubfed_e2e::install_control_plane(&fed.hub, None).await?;
+    let namespaces = workload.namespace_names();
+    if args.controller == ControllerKind::Kubefed {
+        super::workload::carry_revision_in_label();
+    }
+    let kubefed_config = (args.controller == ControllerKind::Kubefed)
+        .then(|| super::kubefed::config(args.reconcile_concurrency));
+    hubfed_e2e::install_control_plane(&fed.hub, kubefed_config).await?;
+    if args.controller == ControllerKind::Kubefed {
+        super::kubefed::add_version_status_subresource(&fed.hub).await?;
+    }
     if args.remote_status {
         setup::enable_remote_status(&fed.hub).await?;
     }
@@ -241,7 +252,7 @@ async fn phases(
             }
         }
     }
-    let first = ControllerProcess::start(&fed.env, &settings, "setup")?;
+    let first = start_controller(&fed, &settings, "setup", &namespaces).await?;
     first.wait_ready(timeout).await?;
     if let Some(binary) = &agent_binary {
         *agent_slot = Agents::start(
@@ -269,7 +280,6 @@ async fn phases(
         fed.names.len(),
         result.setup.join_seconds
     ));
-    let namespaces = workload.namespace_names();
     setup::federate_namespaces(&fed.hub, &namespaces, &fed.names()).await?;
     setup::wait_member_namespaces(&fed.members, &namespaces, timeout).await?;
     wait_settled(&first, agents, timeout).await?;
@@ -368,7 +378,7 @@ async fn phases(
     };
     // Taken before the controller exists: its CPU counts from zero.
     let cpu_before = CpuSnapshot::take(&fed.groups(None));
-    let controller = ControllerProcess::start(&fed.env, &settings, "run")?;
+    let controller = start_controller(&fed, &settings, "run", &namespaces).await?;
     let groups = fed.groups(Some(&controller));
     let ready = controller.wait_ready(timeout).await?;
     let mut last_report = (Instant::now(), 0usize);
@@ -482,10 +492,13 @@ async fn phases(
         result.resources.rss_after_cold_start_bytes as f64 / 1048576.0
     ));
 
-    // 3. Propagation latency under a steady stream of template updates.
-    result.latency = Some(
-        latency_phase(
-            args,
+    // 3. Propagation latency under a steady stream of template updates, at every rate; phase
+    // i moves its objects to revision i.
+    let mut revisions = vec![0u32; args.objects];
+    for (phase, (rate, updates)) in args.latency_runs().into_iter().enumerate() {
+        let rev = u32::try_from(phase + 1)?;
+        let objects = updated_objects(updates, args.objects);
+        let latency = latency_phase(
             &fed,
             &workload,
             UnderTest {
@@ -494,10 +507,20 @@ async fn phases(
             },
             &tracker,
             &groups,
+            Updates {
+                rate,
+                objects: &objects,
+                rev,
+            },
             timeout,
         )
-        .await?,
-    );
+        .await?;
+        for &index in &objects {
+            revisions[index] = rev;
+        }
+        result.latency.get_or_insert_with(|| latency.clone());
+        result.latencies.push(latency);
+    }
     result.resources.rss_after_updates_bytes = controller.rss();
     storage.hub_apiserver_rss_after_updates_bytes = hub_apiserver_rss(&fed);
     if let Some(a) = result.agents.as_mut() {
@@ -577,12 +600,19 @@ async fn phases(
     result.hub_storage = Some(storage);
 
     // What the members hold, read back in full.
-    let mut updated = updated_objects(args.updates, args.objects);
-    updated.sort_unstable();
-    result.verification = Some(verify(&fed, &workload, &updated).await?);
+    result.verification = Some(verify(&fed, &workload, &revisions).await?);
     controller.stop();
 
-    // 6. Warm restart on the converged federation.
+    // 6. Warm restart on the converged federation (hubfed's: it measures what hubfed's
+    // metrics and PropagatedVersion store promise; not run for KubeFed).
+    if args.controller == ControllerKind::Kubefed {
+        progress("warm restart: skipped for KubeFed");
+        stop_watches.cancel();
+        progress(format_args!("stopping the clusters"));
+        let env = fed.env;
+        tokio::task::spawn_blocking(move || env.shutdown()).await?;
+        return Ok(());
+    }
     let restart = super::restart::run(args, &fed, &settings, agents, &tracker, timeout).await?;
     if let Some(a) = result.agents.as_mut() {
         a.rss_after_restart_bytes = agents.rss();
@@ -636,35 +666,55 @@ fn updated_objects(updates: usize, objects: usize) -> Vec<usize> {
         .collect()
 }
 
+/// One latency phase: `objects` (indices) moved to revision `rev` at `rate` updates/s.
+struct Updates<'a> {
+    rate: f64,
+    objects: &'a [usize],
+    rev: u32,
+}
+
+/// Starts the controller under test; KubeFed's leader-election lock, left by the one before,
+/// is released first, and it settles on the hub objects of `namespaces`.
+async fn start_controller(
+    fed: &Federation,
+    settings: &ControllerSettings,
+    label: &str,
+    namespaces: &[String],
+) -> anyhow::Result<ControllerProcess> {
+    if settings.kind == ControllerKind::Kubefed {
+        super::kubefed::release_lock(&fed.hub).await?;
+    }
+    Ok(ControllerProcess::start(&fed.env, settings, label)?.with_hub(&fed.hub, namespaces))
+}
+
 async fn latency_phase(
-    args: &Args,
     fed: &Federation,
     workload: &Workload,
     under: UnderTest<'_>,
     tracker: &Arc<Tracker>,
     groups: &Groups,
+    updates: Updates<'_>,
     timeout: Duration,
 ) -> anyhow::Result<Latency> {
     let (controller, agents) = (under.controller, under.agents);
-    let objects = updated_objects(args.updates, args.objects);
+    let Updates { rate, objects, rev } = updates;
     progress(format_args!(
-        "propagation latency: {} template updates at {}/s",
+        "propagation latency: {} template updates at {rate}/s (revision {rev})",
         objects.len(),
-        args.rate
     ));
     let before = member_metrics(controller, agents).await?;
     let cpu_before = CpuSnapshot::take(groups);
-    let period = Duration::from_secs_f64(1.0 / args.rate);
+    let period = Duration::from_secs_f64(1.0 / rate);
     let mut ticks = tokio::time::interval(period);
     let mut writes = Vec::with_capacity(objects.len());
-    for &index in &objects {
+    for &index in objects {
         ticks.tick().await;
         let id = workload.id(index);
         let api =
             hubfed_e2e::dynamic_api(fed.hub.clone(), &id.kind.federated(), Some(&id.namespace));
-        let patch = federated_update(&id, UPDATED_REV);
+        let patch = federated_update(&id, rev);
         let sent = Instant::now();
-        tracker.expect(index, UPDATED_REV, sent);
+        tracker.expect(index, rev, sent);
         let tracker = Arc::clone(tracker);
         writes.push(tokio::spawn(async move {
             let written = api
@@ -715,7 +765,7 @@ async fn latency_phase(
     ));
     Ok(Latency {
         updates: objects.len(),
-        rate: args.rate,
+        rate,
         converged: latencies.len(),
         missing,
         propagation,
@@ -941,11 +991,12 @@ fn etcd_db_bytes(fed: &Federation) -> u64 {
     std::fs::metadata(fed.env.dir().join("etcd/member/snap/db")).map_or(0, |m| m.len())
 }
 
-/// Reads every managed member object in full and compares it with its template.
+/// Reads every managed member object in full and compares it with its template at the
+/// revision `revisions[index]`.
 async fn verify(
     fed: &Federation,
     workload: &Workload,
-    updated: &[usize],
+    revisions: &[u32],
 ) -> anyhow::Result<Verification> {
     let mut verification = Verification::default();
     let selector =
@@ -964,11 +1015,7 @@ async fn verify(
                 };
                 found[index] = true;
                 verification.checked += 1;
-                let rev = if updated.binary_search(&index).is_ok() {
-                    UPDATED_REV
-                } else {
-                    0
-                };
+                let rev = revisions[index];
                 if member_matches(&workload.id(index), rev, &serde_json::to_value(&item)?) {
                     verification.matching += 1;
                 } else {

@@ -14,7 +14,7 @@ use kube::runtime::watcher;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::workload::{KINDS, Kind, REV_ANNOTATION, Workload};
+use super::workload::{KINDS, Kind, Workload, revision_of};
 
 /// An update on its way: its revision, when the hub write was sent, members still missing it.
 struct InFlight {
@@ -120,12 +120,10 @@ impl Tracker {
         else {
             return;
         };
-        let rev = meta
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REV_ANNOTATION))
-            .and_then(|r| r.parse::<u32>().ok());
+        let rev = revision_of(
+            meta.metadata.labels.as_ref(),
+            meta.metadata.annotations.as_ref(),
+        );
         let managed = meta
             .metadata
             .labels

@@ -5,6 +5,12 @@
 //! pod template, so a Deployment's generation moves) and in the annotation [`REV_ANNOTATION`].
 //! One server-side apply writes both, so a metadata-only watch of the annotation tells exactly
 //! when a member holds a revision.
+//!
+//! KubeFed drops a template's annotations (`AnnotationsNotSupported`): with `--controller
+//! kubefed` the revision is carried by the label of the same name instead
+//! ([`carry_revision_in_label`]), for every run of the process.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use std::collections::BTreeMap;
 
@@ -15,6 +21,27 @@ use serde_json::{Value, json};
 
 /// Annotation holding an object's revision.
 pub const REV_ANNOTATION: &str = "bench.hubfed.io/rev";
+/// The revision is in the label [`REV_ANNOTATION`] rather than the annotation (KubeFed).
+static REV_IN_LABEL: AtomicBool = AtomicBool::new(false);
+
+/// Carries the revision in a label from now on (set once, before any object is made).
+pub fn carry_revision_in_label() {
+    REV_IN_LABEL.store(true, Ordering::Relaxed);
+}
+
+fn rev_in_label() -> bool {
+    REV_IN_LABEL.load(Ordering::Relaxed)
+}
+
+/// The revision a member object's metadata carries (annotation, or label with KubeFed).
+pub fn revision_of(
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Option<u32> {
+    let carrier = if rev_in_label() { labels } else { annotations };
+    carrier?.get(REV_ANNOTATION)?.parse().ok()
+}
+
 /// Label on every benchmark object.
 pub const BENCH_LABEL: &str = "bench.hubfed.io/object";
 /// Prefix of the federated namespaces.
@@ -130,6 +157,11 @@ fn payload(index: usize, rev: u32, len: usize) -> String {
 }
 
 fn metadata(id: &ObjectId, rev: u32) -> Value {
+    if rev_in_label() {
+        return json!({
+            "labels": {BENCH_LABEL: "true", "app": id.name, REV_ANNOTATION: rev.to_string()},
+        });
+    }
     json!({
         "labels": {BENCH_LABEL: "true", "app": id.name},
         "annotations": {REV_ANNOTATION: rev.to_string()},
@@ -219,8 +251,13 @@ pub fn member_matches(id: &ObjectId, rev: u32, member: &Value) -> bool {
     let want = template(id, rev);
     let managed = member["metadata"]["labels"][MANAGED_LABEL] == "true";
     let rev_text = rev.to_string();
+    let carrier = if rev_in_label() {
+        "labels"
+    } else {
+        "annotations"
+    };
     let annotations =
-        member["metadata"]["annotations"][REV_ANNOTATION].as_str() == Some(rev_text.as_str());
+        member["metadata"][carrier][REV_ANNOTATION].as_str() == Some(rev_text.as_str());
     let content = match id.kind {
         Kind::ConfigMap | Kind::Secret => member["data"] == want["data"],
         Kind::Deployment => {

@@ -22,13 +22,22 @@
 //! the agents apply them. The phases measure the same things; the report adds the agents'
 //! memory and CPU and the hub storage the works take.
 //!
+//! With `--controller kubefed` the controller under test is KubeFed v0.10.0's
+//! controller-manager (built on demand by `hack/build-kubefed.sh`) on the same clusters;
+//! `hubfed-bench compare A/result.json B/result.json` sets two runs side by side
+//! (`make bench-kubefed`).
+//!
 //! Results: `<output-dir>/result.json`, `<output-dir>/result.md` (also printed), and the
 //! controller logs. Performance is reported, never asserted.
 
 #[path = "../bench/agents.rs"]
 mod agents;
+#[path = "../bench/compare.rs"]
+mod compare;
 #[path = "../bench/controller.rs"]
 mod controller;
+#[path = "../bench/kubefed.rs"]
+mod kubefed;
 #[path = "../bench/procstat.rs"]
 mod procstat;
 #[path = "../bench/raw.rs"]
@@ -72,9 +81,27 @@ pub struct Args {
     /// Template updates in the latency phase (distinct objects, spread over all of them).
     #[arg(long, env = "HUBFED_BENCH_UPDATES", default_value_t = 200)]
     pub updates: usize,
-    /// Template updates per second in the latency phase.
+    /// Template updates per second in the (first) latency phase.
     #[arg(long, env = "HUBFED_BENCH_RATE", default_value_t = 20.0)]
     pub rate: f64,
+    /// Latency phases, one per rate (updates/s), in this order; the phase at `--rate` sends
+    /// `--updates` updates, every other `rate × 10 s` of them (at least 20, at most
+    /// `--updates`). Default: `--rate`, then 5 and 100.
+    #[arg(long, env = "HUBFED_BENCH_RATES", value_delimiter = ',')]
+    pub rates: Vec<f64>,
+    /// The controller under test: `hubfed` (hubfed-controller) or `kubefed` (KubeFed
+    /// v0.10.0's controller-manager, built on demand by hack/build-kubefed.sh).
+    #[arg(
+        long,
+        env = "HUBFED_BENCH_CONTROLLER_KIND",
+        value_enum,
+        default_value = "hubfed"
+    )]
+    pub controller: controller::ControllerKind,
+    /// KubeFed's controller-manager binary (with `--controller kubefed`); default: built and
+    /// cached by hack/build-kubefed.sh.
+    #[arg(long, env = "HUBFED_BENCH_KUBEFED_BIN")]
+    pub kubefed_bin: Option<PathBuf>,
     /// Length of the at-rest window, in seconds.
     #[arg(long, env = "HUBFED_BENCH_IDLE_SECONDS", default_value_t = 60)]
     pub idle_seconds: u64,
@@ -166,6 +193,16 @@ impl Args {
             "--rate must be positive"
         );
         anyhow::ensure!(
+            self.rates.iter().all(|r| *r > 0.0 && r.is_finite()),
+            "--rates must be positive"
+        );
+        if self.controller == controller::ControllerKind::Kubefed {
+            anyhow::ensure!(
+                !self.pull && !self.remote_status,
+                "--pull and --remote-status are hubfed's: not with --controller kubefed"
+            );
+        }
+        anyhow::ensure!(
             self.agent_heartbeat_seconds >= 1,
             "--agent-heartbeat-seconds must be at least 1"
         );
@@ -176,7 +213,30 @@ impl Args {
         Ok(())
     }
 
+    /// The latency phases: (updates per second, updates), in order.
+    pub fn latency_runs(&self) -> Vec<(f64, usize)> {
+        let mut rates = self.rates.clone();
+        if rates.is_empty() {
+            rates = vec![self.rate];
+            rates.extend([5.0, 100.0].into_iter().filter(|r| *r != self.rate));
+        }
+        rates
+            .into_iter()
+            .map(|rate| {
+                let updates = if rate == self.rate {
+                    self.updates
+                } else {
+                    ((rate * 10.0).round() as usize).clamp(20.min(self.updates), self.updates)
+                };
+                (rate, updates)
+            })
+            .collect()
+    }
+
     fn controller_binary(&self) -> anyhow::Result<PathBuf> {
+        if self.controller == controller::ControllerKind::Kubefed {
+            return kubefed::binary(self.kubefed_bin.as_ref());
+        }
         let binary = match &self.controller_bin {
             Some(path) => path.clone(),
             None => std::env::current_exe()?
@@ -209,6 +269,9 @@ pub fn progress(line: impl std::fmt::Display) {
 }
 
 fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("compare") {
+        return compare::main(std::env::args().skip(2).collect());
+    }
     let args = Args::parse();
     args.validate()?;
     began();

@@ -7,7 +7,7 @@ CARGO ?= cargo
 CLUSTERS_DIR ?= $(HOME)/.cache/hubfed/clusters
 MEMBERS ?= 2
 
-.PHONY: all build tools fmt-check lint unit monitoring image image-check e2e test generate clusters-up clusters-down demo bench clean
+.PHONY: all build tools fmt-check lint unit monitoring image image-check e2e test generate clusters-up clusters-down demo bench bench-kubefed clean
 
 all: build
 
@@ -103,6 +103,17 @@ BENCH_ARGS ?=
 bench: tools
 	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-agent --bin hubfed-bench
 	$(CARGO) run --release -q -p hubfed-e2e --bin hubfed-bench -- $(BENCH_ARGS)
+
+## bench-kubefed: make bench's scenario twice, each on fresh clusters: hubfed, then KubeFed
+## v0.10.0's controller-manager (built and cached outside the repo by hack/build-kubefed.sh on
+## first use). Results in target/bench/hubfed/, target/bench/kubefed/ and
+## target/bench/side-by-side.md (+ .json). BENCH_ARGS go to both runs.
+bench-kubefed: tools
+	hack/build-kubefed.sh >/dev/null
+	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-agent --bin hubfed-bench
+	-$(CARGO) run --release -q -p hubfed-e2e --bin hubfed-bench -- --controller hubfed --output-dir target/bench/hubfed $(BENCH_ARGS)
+	-$(CARGO) run --release -q -p hubfed-e2e --bin hubfed-bench -- --controller kubefed --output-dir target/bench/kubefed $(BENCH_ARGS)
+	$(CARGO) run --release -q -p hubfed-e2e --bin hubfed-bench -- compare target/bench/hubfed/result.json target/bench/kubefed/result.json --output target/bench/side-by-side
 
 clean:
 	$(CARGO) clean

@@ -305,3 +305,74 @@ fn side_by_side(a: &Value, b: &Value) -> (String, Value) {
     });
     (md, document)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(controller: &str, p50: f64, p99_burst: f64, cold: f64) -> Value {
+        json!({
+            "commit": "abc1234",
+            "date": "2026-11-26 18:00 UTC",
+            "parameters": {"controller": controller, "members": 3, "objects": 300},
+            "latencies": [
+                {"rate": 20.0, "propagation": {"p50_ms": 20.0, "p99_ms": 40.0}},
+                {"rate": 5.0, "propagation": {"p50_ms": p50, "p99_ms": 25.0}},
+                {"rate": 100.0, "propagation": {"p50_ms": 30.0, "p99_ms": p99_burst}},
+            ],
+            "cold_start": {"objects_per_second": cold, "seconds": 2.0},
+            "resources": {"rss_at_rest_bytes": 1048576.0 * 40.0},
+            "verification": {"matching": 900, "checked": 900},
+            "error": null,
+        })
+    }
+
+    #[test]
+    fn ratios_and_targets() {
+        let (md, doc) = side_by_side(
+            &result("hubfed", 10.0, 100.0, 400.0),
+            &result("kubefed", 12.0, 600.0, 30.0),
+        );
+        let figure = |name: &str| {
+            doc["figures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["figure"] == name)
+                .unwrap()
+                .clone()
+        };
+        let light = figure("propagation p50 at 5 updates/s");
+        assert_eq!(light["a"], 10.0);
+        assert_eq!(light["met"], true);
+        let burst = figure("propagation p99 at 100 updates/s");
+        assert!((burst["a_over_b"].as_f64().unwrap() - 1.0 / 6.0).abs() < 1e-9);
+        assert_eq!(burst["met"], true);
+        assert_eq!(figure("cold start: member objects/s")["met"], true);
+        // Missing on both sides: no ratio, no verdict.
+        let missing = figure("controller peak RSS");
+        assert!(missing["a"].is_null() && missing["a_over_b"].is_null());
+        assert!(md.contains("| propagation p99 at 100 updates/s | 100 ms | 600 ms | 0.167 |"));
+        assert!(md.contains("final check 900 of 900"));
+    }
+
+    #[test]
+    fn unmet_targets() {
+        let (_, doc) = side_by_side(
+            &result("hubfed", 20.0, 200.0, 100.0),
+            &result("kubefed", 12.0, 600.0, 30.0),
+        );
+        let met: Vec<&Value> = doc["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| !f["met"].is_null())
+            .map(|f| &f["met"])
+            .collect();
+        // light p50 (20 > 15), light p99 (25 ≤ 30), burst (200 > 120), cold start (100 < 300).
+        assert_eq!(
+            met,
+            vec![&json!(false), &json!(true), &json!(false), &json!(false)]
+        );
+    }
+}

@@ -304,3 +304,34 @@ fn main() -> anyhow::Result<()> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec!["hubfed-bench"];
+        argv.extend(extra);
+        Args::parse_from(argv)
+    }
+
+    #[test]
+    fn latency_runs_default_to_the_rate_then_5_and_100() {
+        assert_eq!(
+            args(&[]).latency_runs(),
+            vec![(20.0, 200), (5.0, 50), (100.0, 200)]
+        );
+        assert_eq!(
+            args(&["--rate", "5", "--updates", "30"]).latency_runs(),
+            vec![(5.0, 30), (100.0, 30)]
+        );
+        assert_eq!(
+            args(&["--rates", "1,20"]).latency_runs(),
+            vec![(1.0, 20), (20.0, 200)]
+        );
+        assert_eq!(
+            args(&["--rates", "100", "--updates", "10", "--objects", "10"]).latency_runs(),
+            vec![(100.0, 10)]
+        );
+    }
+}

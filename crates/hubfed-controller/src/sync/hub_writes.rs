@@ -189,7 +189,10 @@ pub async fn write_status_if_changed(
 
 /// Writes the (Cluster)PropagatedVersion's status, creating it unless it `exists`: in one
 /// write when the CRD has no status subresource (hubfed's), else a create and a status write
-/// (KubeFed's CRD); returns the resourceVersion of the last write.
+/// (KubeFed's CRD); returns the resourceVersion of the last write. Which CRD the hub holds is
+/// found out by the writes themselves — a write of the object whose answer shows no status
+/// means a subresource, a status write answered 404 means none — and remembered, so applying
+/// other CRDs while the controller runs is followed.
 pub async fn write_versions(
     ctx: &TypeContext,
     obj: &DynamicObject,
@@ -212,7 +215,7 @@ pub async fn write_versions(
     };
     let status = json!({ "status": versions });
     let hub = ctx.shared.hub.clone();
-    let one_write = !ctx.shared.versions_status_subresource().await;
+    let subresource = &ctx.shared.versions_status_subresource;
     match obj.namespace() {
         Some(ns) => {
             let pv = PropagatedVersion {
@@ -220,14 +223,14 @@ pub async fn write_versions(
                 ..PropagatedVersion::new(&pv_name, Default::default())
             };
             let api = Api::namespaced(hub, &ns);
-            write_with_status(api, exists, one_write, &pv, &status).await
+            write_with_status(api, exists, subresource, &pv, &status).await
         }
         None => {
             let pv = ClusterPropagatedVersion {
                 metadata,
                 ..ClusterPropagatedVersion::new(&pv_name, Default::default())
             };
-            write_with_status(Api::all(hub), exists, one_write, &pv, &status).await
+            write_with_status(Api::all(hub), exists, subresource, &pv, &status).await
         }
     }
 }
@@ -235,28 +238,56 @@ pub async fn write_versions(
 async fn write_with_status<K>(
     api: Api<K>,
     exists: bool,
-    one_write: bool,
+    subresource: &std::sync::atomic::AtomicBool,
     object: &K,
     status: &Value,
 ) -> Result<String, Error>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    use std::sync::atomic::Ordering::Relaxed;
     let name = object.name_any();
-    if one_write {
-        if !exists && let Some(created) = create_with_status(&api, object, status).await? {
-            return Ok(created.resource_version().unwrap_or_default());
+    if !subresource.load(Relaxed) {
+        let written = if exists {
+            None
+        } else {
+            create_with_status(&api, object, status).await?
+        };
+        let written = match written {
+            Some(created) => created,
+            None => {
+                let patch = Patch::Merge(status);
+                bounded(api.patch(&name, &PatchParams::default(), &patch)).await??
+            }
+        };
+        if has_status(&written) {
+            return Ok(written.resource_version().unwrap_or_default());
         }
-        let patch = Patch::Merge(status);
-        let written = bounded(api.patch(&name, &PatchParams::default(), &patch)).await??;
-        return Ok(written.resource_version().unwrap_or_default());
-    }
-    if !exists {
+        // The status was dropped: the CRD has the subresource.
+        subresource.store(true, Relaxed);
+    } else if !exists {
         create_ignoring_conflict(&api, object).await?;
     }
-    let written =
-        bounded(api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))).await??;
-    Ok(written.resource_version().unwrap_or_default())
+    let params = PatchParams::default();
+    match bounded(api.patch_status(&name, &params, &Patch::Merge(status))).await? {
+        Ok(written) => Ok(written.resource_version().unwrap_or_default()),
+        // No subresource (the object exists: it was just created or seen).
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            subresource.store(false, Relaxed);
+            let patch = Patch::Merge(status);
+            let written = bounded(api.patch(&name, &params, &patch)).await??;
+            Ok(written.resource_version().unwrap_or_default())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether `object` as the API server answered holds a status.
+fn has_status<K: serde::Serialize>(object: &K) -> bool {
+    serde_json::to_value(object)
+        .ok()
+        .and_then(|v| v.get("status").cloned())
+        .is_some_and(|s| !s.is_null())
 }
 
 /// Creates `object` with `status` in it; `None` when it exists already.

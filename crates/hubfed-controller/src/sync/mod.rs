@@ -80,9 +80,10 @@ pub struct Shared {
     /// The UID of the control plane's namespace in the hub, once read: this control plane's
     /// identity in the proof of ownership on member copies.
     control_plane: tokio::sync::OnceCell<String>,
-    /// Whether the hub serves PropagatedVersions with a status subresource (KubeFed's CRD,
-    /// or hubfed's before it dropped it), once asked.
-    versions_status_subresource: tokio::sync::OnceCell<bool>,
+    /// Whether the hub's PropagatedVersion CRDs have a status subresource (KubeFed's, or
+    /// hubfed's before it dropped it), as the last write found out
+    /// ([`hub_writes::write_versions`]).
+    pub versions_status_subresource: std::sync::atomic::AtomicBool,
     /// Bumped when a KubeFedConfig setting that changes plans changes.
     settings: tokio::sync::watch::Sender<u64>,
     shutdown: CancellationToken,
@@ -204,7 +205,7 @@ impl Shared {
             drift_people: config.drift_revert_managers.clone(),
             hub_identities: identity::HubIdentities::default(),
             control_plane: tokio::sync::OnceCell::new(),
-            versions_status_subresource: tokio::sync::OnceCell::new(),
+            versions_status_subresource: std::sync::atomic::AtomicBool::new(false),
             settings: tokio::sync::watch::Sender::new(0),
             shutdown,
         });
@@ -254,31 +255,6 @@ impl Shared {
             Err(e) => {
                 warn!(namespace = %self.kubefed_namespace, error = %e, "cannot read the control plane's namespace");
                 None
-            }
-        }
-    }
-
-    /// Whether PropagatedVersions have a status subresource (then they take a create and a
-    /// status write, else one write). Asked of the hub's discovery once; while it cannot
-    /// answer, assumed (the two writes work with either CRD).
-    pub async fn versions_status_subresource(&self) -> bool {
-        let asked = self
-            .versions_status_subresource
-            .get_or_try_init(|| async {
-                let group = format!("{}/v1alpha1", hubfed_api::names::CORE_GROUP);
-                let list = self.hub.list_api_group_resources(&group).await?;
-                Ok::<_, kube::Error>(
-                    list.resources
-                        .iter()
-                        .any(|r| r.name == "propagatedversions/status"),
-                )
-            })
-            .await;
-        match asked {
-            Ok(has) => *has,
-            Err(e) => {
-                warn!(error = %e, "cannot read whether PropagatedVersions have a status subresource");
-                true
             }
         }
     }

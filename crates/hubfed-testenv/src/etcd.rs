@@ -31,8 +31,9 @@ impl EtcdLaunch {
             format!("--initial-advertise-peer-urls={peer_url}"),
             format!("--initial-cluster=hubfed-testenv={peer_url}"),
             "--log-level=warn".to_string(),
-            // Generous quota for benchmarks with many objects.
-            "--quota-backend-bytes=8589934592".to_string(),
+            // Generous quota for benchmarks with many objects; HUBFED_ETCD_QUOTA_BYTES raises
+            // it (benchmarks with large objects, with the environment's directory on disk).
+            format!("--quota-backend-bytes={}", quota_bytes()),
         ];
         if etcd_supports_no_fsync(program) {
             args.push("--unsafe-no-fsync=true".to_string());
@@ -86,6 +87,14 @@ impl EtcdLaunch {
             log: etcd.log_tail(20),
         })
     }
+}
+
+/// etcd's `--quota-backend-bytes`: `HUBFED_ETCD_QUOTA_BYTES` when set to a number, else 8 GiB.
+fn quota_bytes() -> u64 {
+    std::env::var("HUBFED_ETCD_QUOTA_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(8 << 30)
 }
 
 fn etcd_supports_no_fsync(etcd: &Path) -> bool {

@@ -17,6 +17,11 @@ pub const TARGET_COLD_START_RATIO: f64 = 0.70;
 pub const TARGET_PROPAGATION_P99_MS: f64 = 250.0;
 /// Target: controller RSS at most this per object×cluster pair.
 pub const TARGET_BYTES_PER_PAIR: f64 = 8.0 * 1024.0;
+/// Target (`--unmanaged`): controller RSS at most this per unmanaged member object.
+pub const TARGET_BYTES_PER_UNMANAGED: f64 = 64.0;
+/// Target (`--slow-member-ms`): propagation p99 to the healthy members at most this times the
+/// p99 of an all-healthy run of the same size.
+pub const TARGET_SLOW_MEMBER_P99_FACTOR: f64 = 1.5;
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Parameters {
@@ -42,6 +47,21 @@ pub struct Parameters {
     /// The agents' heartbeat interval (pull mode).
     pub agent_heartbeat_seconds: Option<u64>,
     pub kube_version: String,
+    /// `--slow-member-ms`: the last member is joined through a proxy delaying what it sends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_member_ms: Option<u64>,
+    /// `--unmanaged`: unmanaged objects created in one member after the at-rest window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmanaged: Option<usize>,
+    /// `--object-bytes`: size of the large value of every ConfigMap and Secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_bytes: Option<usize>,
+    /// `--light-members`: the members' API servers run with hubfed-testenv's light flags.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub light_members: bool,
+    /// `--env-dir`: where the clusters' directory (etcd data included) was, instead of tmpfs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_dir: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -239,6 +259,90 @@ pub struct Restart {
     pub cpu: CpuUsage,
 }
 
+/// `--slow-member-ms`: what the controller's slow view of one member costs the others.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SlowMember {
+    /// The slow member (the last one), and the delay its proxy adds to what it sends.
+    pub member: String,
+    pub delay_ms: u64,
+    /// Controller started → every healthy member holds every object.
+    pub cold_start_healthy_seconds: f64,
+    /// Controller started → the slow member holds every object too.
+    pub cold_start_slow_seconds: f64,
+    /// Reconciles of the cold start (until settled).
+    pub cold_start_reconciles: f64,
+    /// Every latency phase, in order.
+    pub latencies: Vec<SlowLatency>,
+}
+
+/// One latency phase seen from the healthy members and from the slow one.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SlowLatency {
+    pub rate: f64,
+    pub updates: usize,
+    /// Hub write → the last healthy member shows the revision.
+    pub healthy: Percentiles,
+    pub healthy_converged: usize,
+    /// Hub write → the slow member shows the revision.
+    pub slow: Percentiles,
+    pub slow_converged: usize,
+    /// Reconciles during the phase (sending the updates until settled).
+    pub reconciles: f64,
+}
+
+/// `--unmanaged`: objects the controller does not manage, created in one member.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Unmanaged {
+    pub member: String,
+    /// Objects asked for, created (half ConfigMaps, half Secrets), failed creates.
+    pub requested: usize,
+    pub created: usize,
+    pub create_errors: usize,
+    pub concurrency: usize,
+    /// First create sent → last create answered.
+    pub create_seconds: f64,
+    pub creates_per_second: f64,
+    /// `hubfed_unmanaged_objects{cluster=member}` summed over types: before, and when
+    /// reached (before + created); first create → gauge reached.
+    pub gauge_before: f64,
+    pub gauge_after: f64,
+    pub gauge_reached_seconds: f64,
+    /// Waited after the gauge was reached before measuring.
+    pub settle_seconds: f64,
+    /// Controller `VmRSS`/`VmHWM` before the creates and after the gauge was reached (and
+    /// `settle_seconds`).
+    pub rss_before_bytes: u64,
+    pub rss_after_bytes: u64,
+    pub hwm_before_bytes: u64,
+    pub hwm_after_bytes: u64,
+    /// (rss_after − rss_before) / created.
+    pub bytes_per_object: f64,
+    /// Controller CPU seconds from the first create until measured.
+    pub controller_cpu_seconds: f64,
+    /// Member requests of the controller meanwhile (expected: no write), and reconciles.
+    pub member_writes: f64,
+    pub member_operations: BTreeMap<String, f64>,
+    pub reconciles: f64,
+    pub cpu: CpuUsage,
+}
+
+/// `--object-bytes`: throughput in bytes.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct LargeObjects {
+    /// Size of each ConfigMap's and Secret's large value.
+    pub object_bytes: usize,
+    /// JSON bytes of every member object of one member (as applied; Secrets' data in
+    /// base64), and of all members.
+    pub member_bytes_per_member: u64,
+    pub member_bytes: u64,
+    /// Raw phase and cold start: member bytes / seconds, in MB/s (10^6 bytes).
+    pub raw_mb_per_second: f64,
+    pub cold_start_mb_per_second: f64,
+    /// Controller `VmHWM` when the cold start converged, and at the end of the run.
+    pub controller_peak_rss_after_cold_start_bytes: u64,
+    pub controller_peak_rss_bytes: u64,
+}
+
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Verification {
     pub checked: usize,
@@ -276,6 +380,12 @@ pub struct BenchResult {
     pub restart: Option<Restart>,
     pub agents: Option<AgentResources>,
     pub hub_storage: Option<HubStorage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_member: Option<SlowMember>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmanaged: Option<Unmanaged>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large_objects: Option<LargeObjects>,
     pub targets: Vec<Target>,
     pub error: Option<String>,
 }
@@ -386,6 +496,47 @@ impl BenchResult {
             },
             None => not_run("Member writes at rest"),
         });
+        if let Some(slow) = &self.slow_member {
+            targets.push(match slow.latencies.first() {
+                Some(l) => Target {
+                    name: "Propagation p99 to the healthy members, one member slow".into(),
+                    goal: format!(
+                        "≤ {TARGET_SLOW_MEMBER_P99_FACTOR} × the p99 of an all-healthy run of the same size (compare by hand)"
+                    ),
+                    measured: format!(
+                        "{:.0} ms at {}/s (p50 {:.0}); to the slow member {} ({} ms late): p99 {:.0} ms",
+                        l.healthy.p99_ms,
+                        l.rate,
+                        l.healthy.p50_ms,
+                        slow.member,
+                        slow.delay_ms,
+                        l.slow.p99_ms
+                    ),
+                    met: None,
+                },
+                None => not_run("Propagation p99 to the healthy members, one member slow"),
+            });
+        }
+        if let Some(u) = &self.unmanaged {
+            targets.push(Target {
+                name: "Controller RSS per unmanaged object".into(),
+                goal: format!("≤ {TARGET_BYTES_PER_UNMANAGED:.0} B, no member write"),
+                measured: format!(
+                    "{:.0} B ({} → {} for {} unmanaged objects in {}); {:.0} member writes",
+                    u.bytes_per_object,
+                    mib(u.rss_before_bytes),
+                    mib(u.rss_after_bytes),
+                    thousands(u.created),
+                    u.member,
+                    u.member_writes
+                ),
+                met: Some(
+                    u.bytes_per_object <= TARGET_BYTES_PER_UNMANAGED
+                        && u.member_writes == 0.0
+                        && u.gauge_after >= u.gauge_before + u.created as f64,
+                ),
+            });
+        }
         self.targets = targets;
     }
 
@@ -401,7 +552,7 @@ impl BenchResult {
         );
         let _ = writeln!(
             md,
-            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd (tmpfs), {}\n- remote status collection: {}\n- mode: {}\n",
+            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd ({}), {}\n- remote status collection: {}\n- mode: {}\n",
             self.date,
             self.machine.cores,
             self.machine.cpu_model,
@@ -410,6 +561,11 @@ impl BenchResult {
             self.command,
             self.commit,
             p.kube_version,
+            if p.env_dir.is_some() {
+                "on disk"
+            } else {
+                "tmpfs"
+            },
             if p.controller_manager {
                 "kube-controller-manager per cluster"
             } else {
@@ -423,6 +579,36 @@ impl BenchResult {
                 _ => "push".to_owned(),
             }
         );
+        let mut variants = Vec::new();
+        if let Some(ms) = p.slow_member_ms {
+            variants.push(format!(
+                "**slow member**: the last member joined through a proxy holding what its API server sends {ms} ms"
+            ));
+        }
+        if let Some(n) = p.unmanaged {
+            variants.push(format!(
+                "**unmanaged objects**: {} created in member1 after the at-rest window",
+                thousands(n)
+            ));
+        }
+        if let Some(bytes) = p.object_bytes {
+            variants.push(format!(
+                "**large objects**: every ConfigMap and Secret carries a {} byte value (Deployments keep their small template)",
+                thousands(bytes)
+            ));
+        }
+        if p.light_members {
+            variants.push(
+                "**light members** (hubfed-testenv's light API server flags, watch cache off)"
+                    .to_owned(),
+            );
+        }
+        if let Some(dir) = &p.env_dir {
+            variants.push(format!("clusters' directory (etcd data) under {dir}"));
+        }
+        if !variants.is_empty() {
+            let _ = writeln!(md, "- variant: {}\n", variants.join("; "));
+        }
         if p.controller == super::controller::ControllerKind::Kubefed {
             let _ = writeln!(
                 md,
@@ -704,6 +890,79 @@ impl BenchResult {
                     thousands(v.matching),
                     v.wrong,
                     v.missing
+                ),
+            );
+        }
+        if let Some(slow) = &self.slow_member {
+            row(
+                "slow member: cold start",
+                format!(
+                    "every healthy member holds every object after **{:.1} s**, the slow member ({}, {} ms) after **{:.1} s**; {:.0} reconciles until settled",
+                    slow.cold_start_healthy_seconds,
+                    slow.member,
+                    slow.delay_ms,
+                    slow.cold_start_slow_seconds,
+                    slow.cold_start_reconciles
+                ),
+            );
+            for l in &slow.latencies {
+                row(
+                    &format!("slow member: propagation at {}/s", l.rate),
+                    format!(
+                        "to the healthy members p50 **{:.0} ms**, p90 {:.0} ms, p99 **{:.0} ms**, max {:.0} ms ({} of {} converged); to the slow member p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms ({} converged); {:.0} reconciles",
+                        l.healthy.p50_ms,
+                        l.healthy.p90_ms,
+                        l.healthy.p99_ms,
+                        l.healthy.max_ms,
+                        l.healthy_converged,
+                        l.updates,
+                        l.slow.p50_ms,
+                        l.slow.p90_ms,
+                        l.slow.p99_ms,
+                        l.slow_converged,
+                        l.reconciles
+                    ),
+                );
+            }
+        }
+        if let Some(u) = &self.unmanaged {
+            row(
+                "unmanaged objects",
+                format!(
+                    "{} created in {} in {:.1} s ({:.0}/s, {} in flight, {} failed); gauge {:.0} → {:.0} after {:.1} s; controller RSS {} → {} (+{:.0} s) = **{:.0} B per unmanaged object**, VmHWM {} → {}; controller {:.1} CPU-s; member requests: {}; {:.0} reconciles",
+                    thousands(u.created),
+                    u.member,
+                    u.create_seconds,
+                    u.creates_per_second,
+                    u.concurrency,
+                    u.create_errors,
+                    u.gauge_before,
+                    u.gauge_after,
+                    u.gauge_reached_seconds,
+                    mib(u.rss_before_bytes),
+                    mib(u.rss_after_bytes),
+                    u.settle_seconds,
+                    u.bytes_per_object,
+                    mib(u.hwm_before_bytes),
+                    mib(u.hwm_after_bytes),
+                    u.controller_cpu_seconds,
+                    ops(&u.member_operations),
+                    u.reconciles
+                ),
+            );
+        }
+        if let Some(l) = &self.large_objects {
+            row(
+                "large objects",
+                format!(
+                    "{} bytes per ConfigMap/Secret value; {:.1} MB of member objects per member, {:.1} MB in all; raw apply **{:.1} MB/s**, cold start **{:.1} MB/s**; controller VmHWM {} after the cold start, {} at the end",
+                    thousands(l.object_bytes),
+                    l.member_bytes_per_member as f64 / 1e6,
+                    l.member_bytes as f64 / 1e6,
+                    l.raw_mb_per_second,
+                    l.cold_start_mb_per_second,
+                    mib(l.controller_peak_rss_after_cold_start_bytes),
+                    mib(l.controller_peak_rss_bytes)
                 ),
             );
         }

@@ -23,8 +23,8 @@ use super::controller::{
 };
 use super::procstat::{CpuSnapshot, CpuUsage, Groups, Machine};
 use super::report::{
-    AgentResources, BenchResult, ColdStart, HubStorage, Idle, Latency, ObjectSet, Parameters,
-    Resources, Restart, Setup, Verification,
+    AgentResources, BenchResult, ColdStart, HubStorage, Idle, LargeObjects, Latency, ObjectSet,
+    Parameters, Resources, Restart, Setup, SlowLatency, SlowMember, Verification,
 };
 use super::setup::{Federation, QUIET};
 use super::stats::Percentiles;
@@ -55,6 +55,11 @@ fn parameters(args: &Args) -> Parameters {
         pull: args.pull,
         agent_heartbeat_seconds: args.pull.then_some(args.agent_heartbeat_seconds),
         kube_version: hubfed_testenv::kube_version().to_owned(),
+        slow_member_ms: (args.slow_member_ms > 0).then_some(args.slow_member_ms),
+        unmanaged: (args.unmanaged > 0).then_some(args.unmanaged),
+        object_bytes: (args.object_bytes > 0).then_some(args.object_bytes),
+        light_members: args.light_members,
+        env_dir: args.env_dir.as_ref().map(|d| d.display().to_string()),
     }
 }
 
@@ -107,6 +112,9 @@ pub async fn run(
         restart: None,
         agents: None,
         hub_storage: None,
+        slow_member: None,
+        unmanaged: None,
+        large_objects: None,
         targets: Vec::new(),
         error: None,
     };
@@ -194,11 +202,22 @@ async fn phases(
         args.members,
         hubfed_testenv::kube_version()
     ));
+    // `--env-dir`: a fresh directory of this run's under it (etcd data on disk), removed at
+    // the end of a complete run.
+    let env_dir = match &args.env_dir {
+        Some(base) => {
+            let dir = base.join(format!("hubfed-bench-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            Some(dir.canonicalize()?)
+        }
+        None => None,
+    };
     let config = TestEnvConfig {
         members: args.members,
         controller_manager: args.controller_manager,
-        dir: None,
+        dir: env_dir.clone(),
         ready_timeout: timeout,
+        light_members: args.light_members,
         ..TestEnvConfig::default()
     };
     let env = tokio::task::spawn_blocking(move || TestEnv::start(config))
@@ -223,7 +242,10 @@ async fn phases(
         members,
         names,
         agent_pids: Vec::new(),
+        slow_proxy: None,
     };
+    // `--slow-member-ms`: the last member is slow in the controller's eyes only.
+    let slow_index = (args.slow_member_ms > 0).then(|| fed.members.len() - 1);
 
     // Control plane, joins, federated namespaces, with a first controller (baseline memory).
     let began = Instant::now();
@@ -242,8 +264,28 @@ async fn phases(
     }
     match &agent_binary {
         None => {
-            for (name, cluster) in fed.names.iter().zip(fed.env.members()) {
-                setup::join(&fed.hub, name, cluster).await?;
+            for (index, (name, cluster)) in fed.names.iter().zip(fed.env.members()).enumerate() {
+                if slow_index == Some(index) {
+                    let proxy = cluster
+                        .delay_proxy(Duration::from_millis(args.slow_member_ms))
+                        .map_err(|e| anyhow::anyhow!("starting the delay proxy of {name}: {e}"))?;
+                    hubfed_e2e::register_cluster_at(
+                        &fed.hub,
+                        name,
+                        cluster,
+                        &proxy.url(),
+                        cluster.ca_pem(),
+                    )
+                    .await?;
+                    progress(format_args!(
+                        "{name} joined through a delay proxy ({}): what it sends reaches the controller {} ms late",
+                        proxy.url(),
+                        args.slow_member_ms
+                    ));
+                    fed.slow_proxy = Some(proxy);
+                } else {
+                    setup::join(&fed.hub, name, cluster).await?;
+                }
             }
         }
         Some(_) => {
@@ -307,6 +349,13 @@ async fn phases(
     ));
     first.stop();
 
+    // `--object-bytes`: what one member receives, for the MB/s figures.
+    let member_bytes_per_member = if args.object_bytes > 0 {
+        super::workload::member_bytes(&workload)
+    } else {
+        0
+    };
+
     // 1. Raw apply limit.
     setup::create_member_namespaces(&fed.members, &workload.raw_namespace_names()).await?;
     progress(format_args!(
@@ -361,7 +410,8 @@ async fn phases(
     // 2. Cold start.
     let stop_watches = CancellationToken::new();
     let _stop_watches = stop_watches.clone().drop_guard();
-    let tracker = Tracker::new(workload.clone(), fed.members.len());
+    let healthy = slow_index.unwrap_or(fed.members.len());
+    let tracker = Tracker::with_healthy(workload.clone(), fed.members.len(), healthy);
     tracker
         .watch_members(&fed.members, &stop_watches, timeout)
         .await?;
@@ -414,6 +464,8 @@ async fn phases(
     };
     let cold_cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(&groups));
     result.resources.rss_after_cold_start_bytes = controller.rss();
+    let peak_after_cold_start = controller.peak_rss();
+    let healthy_converged_at = tracker.state().last_arrival_healthy;
     storage.hub_apiserver_rss_after_cold_start_bytes = hub_apiserver_rss(&fed);
     if let Some(a) = result.agents.as_mut() {
         a.rss_after_cold_start_bytes = agents.rss();
@@ -491,6 +543,42 @@ async fn phases(
         "cold start: controller settled (statuses written) {settled_seconds:.1}s after start; RSS {:.1} MiB",
         result.resources.rss_after_cold_start_bytes as f64 / 1048576.0
     ));
+    if let Some(slow) = slow_index {
+        let healthy_seconds = healthy_converged_at.map_or(0.0, |at| {
+            at.duration_since(controller.started).as_secs_f64()
+        });
+        progress(format_args!(
+            "slow member: the healthy members held everything after {healthy_seconds:.1}s, {} after {seconds:.1}s",
+            fed.names[slow]
+        ));
+        result.slow_member = Some(SlowMember {
+            member: fed.names[slow].clone(),
+            delay_ms: args.slow_member_ms,
+            cold_start_healthy_seconds: healthy_seconds,
+            cold_start_slow_seconds: seconds,
+            cold_start_reconciles: cold_metrics.sum("controller_runtime_reconcile_total", &[]),
+            latencies: Vec::new(),
+        });
+    }
+    if args.object_bytes > 0 {
+        let all = member_bytes_per_member * args.members as u64;
+        result.large_objects = Some(LargeObjects {
+            object_bytes: args.object_bytes,
+            member_bytes_per_member,
+            member_bytes: all,
+            raw_mb_per_second: all as f64 / 1e6 * (raw.writes as f64 / pairs as f64) / raw.seconds,
+            cold_start_mb_per_second: all as f64 / 1e6 / seconds,
+            controller_peak_rss_after_cold_start_bytes: peak_after_cold_start,
+            controller_peak_rss_bytes: 0,
+        });
+        progress(format_args!(
+            "large objects: {:.1} MB of member objects; raw {:.1} MB/s, cold start {:.1} MB/s; controller VmHWM {:.1} MiB",
+            all as f64 / 1e6,
+            all as f64 / 1e6 * (raw.writes as f64 / pairs as f64) / raw.seconds,
+            all as f64 / 1e6 / seconds,
+            peak_after_cold_start as f64 / 1048576.0
+        ));
+    }
 
     // 3. Propagation latency under a steady stream of template updates, at every rate; phase
     // i moves its objects to revision i.
@@ -498,7 +586,7 @@ async fn phases(
     for (phase, (rate, updates)) in args.latency_runs().into_iter().enumerate() {
         let rev = u32::try_from(phase + 1)?;
         let objects = updated_objects(updates, args.objects);
-        let latency = latency_phase(
+        let (latency, slow) = latency_phase(
             &fed,
             &workload,
             UnderTest {
@@ -520,6 +608,9 @@ async fn phases(
         }
         result.latency.get_or_insert_with(|| latency.clone());
         result.latencies.push(latency);
+        if let (Some(all), Some(phase)) = (result.slow_member.as_mut(), slow) {
+            all.latencies.push(phase);
+        }
     }
     result.resources.rss_after_updates_bytes = controller.rss();
     storage.hub_apiserver_rss_after_updates_bytes = hub_apiserver_rss(&fed);
@@ -553,6 +644,9 @@ async fn phases(
         a.cores_at_rest = idle.cpu.cores_used("agents");
     }
     result.resources.peak_rss_bytes = controller.peak_rss();
+    if let Some(l) = result.large_objects.as_mut() {
+        l.controller_peak_rss_bytes = result.resources.peak_rss_bytes;
+    }
     result.resources.cores_at_rest = idle.cpu.cores_used("controller");
     let rest = result.resources.rss_at_rest_bytes as f64;
     let marginal = rest - result.setup.baseline_rss_bytes as f64;
@@ -561,6 +655,13 @@ async fn phases(
     result.resources.marginal_bytes_per_object = marginal / args.objects as f64;
     result.resources.marginal_bytes_per_pair = marginal / pairs as f64;
     result.idle = Some(idle);
+
+    // `--unmanaged`: objects the controller only counts, in one member.
+    if args.unmanaged > 0 {
+        let unmanaged =
+            super::unmanaged::run(args, &fed, &workload, &controller, &groups, timeout).await?;
+        result.unmanaged = Some(unmanaged);
+    }
 
     // Hub storage, after the window (listing every work is not quiet).
     storage.hub_apiserver_rss_at_rest_bytes = hub_apiserver_rss(&fed);
@@ -611,6 +712,7 @@ async fn phases(
         progress(format_args!("stopping the clusters"));
         let env = fed.env;
         tokio::task::spawn_blocking(move || env.shutdown()).await?;
+        remove_env_dir(env_dir.as_deref());
         return Ok(());
     }
     let restart = super::restart::run(args, &fed, &settings, agents, &tracker, timeout).await?;
@@ -629,7 +731,17 @@ async fn phases(
     progress(format_args!("stopping the clusters"));
     let env = fed.env;
     tokio::task::spawn_blocking(move || env.shutdown()).await?;
+    remove_env_dir(env_dir.as_deref());
     Ok(())
+}
+
+/// Removes the run's directory under `--env-dir` once the clusters are down.
+fn remove_env_dir(dir: Option<&std::path::Path>) {
+    if let Some(dir) = dir
+        && let Err(e) = std::fs::remove_dir_all(dir)
+    {
+        progress(format_args!("could not remove {}: {e}", dir.display()));
+    }
 }
 
 /// CPU per raw write over CPU per cold-start pair, other processes' CPU left out.
@@ -695,13 +807,31 @@ async fn latency_phase(
     groups: &Groups,
     updates: Updates<'_>,
     timeout: Duration,
-) -> anyhow::Result<Latency> {
+) -> anyhow::Result<(Latency, Option<SlowLatency>)> {
     let (controller, agents) = (under.controller, under.agents);
     let Updates { rate, objects, rev } = updates;
     progress(format_args!(
         "propagation latency: {} template updates at {rate}/s (revision {rev})",
         objects.len(),
     ));
+    // The tracker keeps every phase's latencies: this phase's are those after these.
+    let (offset, offset_healthy, offset_slow) = {
+        let state = tracker.state();
+        (
+            state.latencies.len(),
+            state.latencies_healthy.len(),
+            state.latencies_slow.len(),
+        )
+    };
+    let slow = fed.slow_proxy.is_some();
+    let reconciles_before = if slow {
+        controller
+            .metrics()
+            .await?
+            .sum("controller_runtime_reconcile_total", &[])
+    } else {
+        0.0
+    };
     let before = member_metrics(controller, agents).await?;
     let cpu_before = CpuSnapshot::take(groups);
     let period = Duration::from_secs_f64(1.0 / rate);
@@ -750,11 +880,44 @@ async fn latency_phase(
     let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(groups));
     wait_settled(controller, agents, timeout).await?;
     let after = member_metrics(controller, agents).await?;
-    let (latencies, missing) = {
+    let (latencies, missing, healthy, slow_latencies) = {
         let state = tracker.state();
-        (state.latencies.clone(), state.in_flight())
+        (
+            state.latencies[offset..].to_vec(),
+            state.in_flight(),
+            state.latencies_healthy[offset_healthy..].to_vec(),
+            state.latencies_slow[offset_slow..].to_vec(),
+        )
     };
     let propagation = Percentiles::of(&latencies);
+    let slow_phase = if slow {
+        let reconciles = controller
+            .metrics()
+            .await?
+            .sum("controller_runtime_reconcile_total", &[])
+            - reconciles_before;
+        let phase = SlowLatency {
+            rate,
+            updates: objects.len(),
+            healthy: Percentiles::of(&healthy),
+            healthy_converged: healthy.len(),
+            slow: Percentiles::of(&slow_latencies),
+            slow_converged: slow_latencies.len(),
+            reconciles,
+        };
+        progress(format_args!(
+            "slow member: to the healthy members p50 {:.0} ms, p99 {:.0} ms ({} converged); to the slow one p50 {:.0} ms, p99 {:.0} ms ({} converged); {reconciles:.0} reconciles",
+            phase.healthy.p50_ms,
+            phase.healthy.p99_ms,
+            phase.healthy_converged,
+            phase.slow.p50_ms,
+            phase.slow.p99_ms,
+            phase.slow_converged
+        ));
+        Some(phase)
+    } else {
+        None
+    };
     progress(format_args!(
         "propagation latency: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms; {missing} missing; {}",
         propagation.p50_ms,
@@ -763,7 +926,7 @@ async fn latency_phase(
         propagation.max_ms,
         cpu.summary()
     ));
-    Ok(Latency {
+    let latency = Latency {
         updates: objects.len(),
         rate,
         converged: latencies.len(),
@@ -775,7 +938,8 @@ async fn latency_phase(
             &after.member_operations(),
         ),
         cpu,
-    })
+    };
+    Ok((latency, slow_phase))
 }
 
 async fn idle_phase(
@@ -948,7 +1112,7 @@ async fn hub_versions(
 async fn list_sizes(hub: &Client, resource: &ApiResource) -> anyhow::Result<ObjectSet> {
     let api: Api<DynamicObject> = Api::all_with(hub.clone(), resource);
     let mut set = ObjectSet::default();
-    let mut page = ListParams::default().limit(500);
+    let mut page = ListParams::default().limit(super::workload::list_page());
     loop {
         let list = api
             .list(&page)
@@ -1005,18 +1169,36 @@ async fn verify(
         let mut found = vec![false; workload.objects];
         for kind in KINDS {
             let api: Api<DynamicObject> = Api::all_with(member.clone(), &kind.target());
-            for item in api.list(&selector).await?.items {
-                let Some(index) = workload.index_of(
-                    kind,
-                    item.metadata.namespace.as_deref(),
-                    item.metadata.name.as_deref().unwrap_or_default(),
-                ) else {
+            // In pages: with `--object-bytes` a member's objects of one kind are gigabytes.
+            let mut items = Vec::new();
+            let mut page = selector.clone().limit(super::workload::list_page());
+            loop {
+                let list = api.list(&page).await?;
+                items.extend(list.items.into_iter().map(|item| {
+                    let index = workload.index_of(
+                        kind,
+                        item.metadata.namespace.as_deref(),
+                        item.metadata.name.as_deref().unwrap_or_default(),
+                    );
+                    let matches = index.map(|index| {
+                        serde_json::to_value(&item).is_ok_and(|v| {
+                            member_matches(&workload.id(index), revisions[index], &v)
+                        })
+                    });
+                    (index, matches)
+                }));
+                match list.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => page = page.continue_token(&token),
+                    None => break,
+                }
+            }
+            for (index, matches) in items {
+                let Some(index) = index else {
                     continue;
                 };
                 found[index] = true;
                 verification.checked += 1;
-                let rev = revisions[index];
-                if member_matches(&workload.id(index), rev, &serde_json::to_value(&item)?) {
+                if matches == Some(true) {
                     verification.matching += 1;
                 } else {
                     verification.wrong += 1;

@@ -36,6 +36,9 @@ pub struct Federation {
     pub names: Vec<String>,
     /// The agents' processes (pull mode), a CPU group of their own.
     pub agent_pids: Vec<u32>,
+    /// `--slow-member-ms`: the proxy the controller reaches the last member through (kept
+    /// for the whole run; the benchmark's own clients talk to the member directly).
+    pub slow_proxy: Option<hubfed_testenv::DelayProxy>,
 }
 
 impl Federation {

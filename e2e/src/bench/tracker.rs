@@ -16,11 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::workload::{KINDS, Kind, Workload, revision_of};
 
-/// An update on its way: its revision, when the hub write was sent, members still missing it.
+/// An update on its way: its revision, when the hub write was sent, members still missing it
+/// (all of them, the healthy ones and the slow ones).
 struct InFlight {
     rev: u32,
     sent: Instant,
     missing: usize,
+    missing_healthy: usize,
+    missing_slow: usize,
 }
 
 #[derive(Default)]
@@ -34,6 +37,13 @@ pub struct State {
     in_flight: HashMap<usize, InFlight>,
     /// Hub write → last placed member shows the revision.
     pub latencies: Vec<Duration>,
+    /// With a slow member (`--slow-member-ms`): hub write → the last healthy member shows the
+    /// revision, and → the last slow member shows it.
+    pub latencies_healthy: Vec<Duration>,
+    pub latencies_slow: Vec<Duration>,
+    /// Pairs present in the healthy members, and when the last of them arrived.
+    pub present_healthy: usize,
+    pub last_arrival_healthy: Option<Instant>,
     /// Watch events about benchmark objects outside initial lists: each is a member write.
     pub events: u64,
     /// Deletions of benchmark objects seen in members (expected: none).
@@ -58,12 +68,17 @@ impl State {
 pub struct Tracker {
     workload: Workload,
     clusters: usize,
+    /// Clusters `0..healthy` are healthy, the others slow.
+    healthy: usize,
     state: Mutex<State>,
     changed: Notify,
 }
 
 impl Tracker {
-    pub fn new(workload: Workload, clusters: usize) -> Arc<Self> {
+    /// A tracker of `clusters` members whose clusters `healthy..clusters` are slow (none:
+    /// `healthy == clusters`): latencies and arrivals are also recorded for the healthy ones
+    /// alone and for the slow ones alone.
+    pub fn with_healthy(workload: Workload, clusters: usize, healthy: usize) -> Arc<Self> {
         let state = State {
             seen: vec![vec![None; workload.objects]; clusters],
             generation: vec![vec![0; workload.objects]; clusters],
@@ -72,6 +87,7 @@ impl Tracker {
         Arc::new(Self {
             workload,
             clusters,
+            healthy: healthy.min(clusters),
             state: Mutex::new(state),
             changed: Notify::new(),
         })
@@ -84,14 +100,23 @@ impl Tracker {
     /// Registers an update of `object` to `rev`, sent now; call before sending the hub write.
     pub fn expect(&self, object: usize, rev: u32, sent: Instant) {
         let mut state = self.state();
-        let missing = state
+        let behind: Vec<bool> = state
             .seen
             .iter()
-            .filter(|per_cluster| per_cluster[object].is_none_or(|r| r < rev))
-            .count();
-        state
-            .in_flight
-            .insert(object, InFlight { rev, sent, missing });
+            .map(|per_cluster| per_cluster[object].is_none_or(|r| r < rev))
+            .collect();
+        let missing_healthy = behind[..self.healthy].iter().filter(|b| **b).count();
+        let missing_slow = behind[self.healthy..].iter().filter(|b| **b).count();
+        state.in_flight.insert(
+            object,
+            InFlight {
+                rev,
+                sent,
+                missing: missing_healthy + missing_slow,
+                missing_healthy,
+                missing_slow,
+            },
+        );
     }
 
     /// Forgets an update whose hub write failed.
@@ -153,13 +178,23 @@ impl Tracker {
                 state.generation_changes += 1;
             }
         }
+        let healthy = cluster < self.healthy;
         match (previous, current) {
             (None, Some(_)) => {
                 state.present += 1;
                 state.first_arrival.get_or_insert(now);
                 state.last_arrival = Some(now);
+                if healthy {
+                    state.present_healthy += 1;
+                    state.last_arrival_healthy = Some(now);
+                }
             }
-            (Some(_), None) => state.present -= 1,
+            (Some(_), None) => {
+                state.present -= 1;
+                if healthy {
+                    state.present_healthy -= 1;
+                }
+            }
             _ => {}
         }
         if let Some(rev) = current
@@ -169,10 +204,23 @@ impl Tracker {
             && previous.is_none_or(|p| p < flight.rev)
         {
             flight.missing = flight.missing.saturating_sub(1);
+            let latency = now.duration_since(flight.sent);
+            let (healthy_done, slow_done) = if healthy {
+                flight.missing_healthy = flight.missing_healthy.saturating_sub(1);
+                (flight.missing_healthy == 0, false)
+            } else {
+                flight.missing_slow = flight.missing_slow.saturating_sub(1);
+                (false, flight.missing_slow == 0)
+            };
             if flight.missing == 0 {
-                let latency = now.duration_since(flight.sent);
                 state.in_flight.remove(&index);
                 state.latencies.push(latency);
+            }
+            if healthy_done {
+                state.latencies_healthy.push(latency);
+            }
+            if slow_done {
+                state.latencies_slow.push(latency);
             }
         }
         drop(state);
@@ -192,6 +240,9 @@ impl Tracker {
             state.deletions += 1;
             if state.seen[cluster][index].take().is_some() {
                 state.present -= 1;
+                if cluster < self.healthy {
+                    state.present_healthy -= 1;
+                }
             }
         }
         self.changed.notify_waiters();
@@ -268,5 +319,69 @@ impl Tracker {
             );
             self.changed(Duration::from_millis(200)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn meta(workload: &Workload, index: usize, rev: u32) -> PartialObjectMeta<DynamicObject> {
+        let id = workload.id(index);
+        PartialObjectMeta {
+            types: None,
+            metadata: ObjectMeta {
+                name: Some(id.name),
+                namespace: Some(id.namespace),
+                labels: Some([(MANAGED_LABEL.to_owned(), "true".to_owned())].into()),
+                annotations: Some(
+                    [(
+                        super::super::workload::REV_ANNOTATION.to_owned(),
+                        rev.to_string(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            _phantom: std::marker::PhantomData,
+        }
+    }
+
+    #[test]
+    fn latencies_split_between_healthy_and_slow_members() {
+        let workload = Workload {
+            objects: 2,
+            namespaces: 1,
+        };
+        let kind = workload.id(0).kind;
+        // Three members, the third slow.
+        let tracker = Tracker::with_healthy(workload.clone(), 3, 2);
+        for cluster in 0..3 {
+            tracker.observe(cluster, kind, &meta(&workload, 0, 0), true);
+        }
+        {
+            let state = tracker.state();
+            assert_eq!((state.present, state.present_healthy), (3, 2));
+        }
+        tracker.expect(0, 1, Instant::now());
+        tracker.observe(0, kind, &meta(&workload, 0, 1), false);
+        tracker.observe(2, kind, &meta(&workload, 0, 1), false);
+        {
+            let state = tracker.state();
+            assert_eq!(state.latencies_slow.len(), 1);
+            assert!(state.latencies_healthy.is_empty() && state.latencies.is_empty());
+        }
+        tracker.observe(1, kind, &meta(&workload, 0, 1), false);
+        let state = tracker.state();
+        assert_eq!(
+            (
+                state.latencies_healthy.len(),
+                state.latencies_slow.len(),
+                state.latencies.len(),
+                state.in_flight()
+            ),
+            (1, 1, 1, 0)
+        );
     }
 }

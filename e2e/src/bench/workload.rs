@@ -10,7 +10,7 @@
 //! kubefed` the revision is carried by the label of the same name instead
 //! ([`carry_revision_in_label`]), for every run of the process.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use std::collections::BTreeMap;
 
@@ -31,6 +31,36 @@ pub fn carry_revision_in_label() {
 
 fn rev_in_label() -> bool {
     REV_IN_LABEL.load(Ordering::Relaxed)
+}
+
+/// `--object-bytes`: the size of the large value of every ConfigMap and Secret (0: the
+/// default, small objects).
+static OBJECT_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Gives every ConfigMap and Secret template a value of `bytes` bytes (set once, before any
+/// object is made); Deployments keep their small template.
+pub fn set_object_bytes(bytes: usize) {
+    OBJECT_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// Objects per page when the benchmark lists full objects: 500, fewer with `--object-bytes`
+/// (about 20 MB a page).
+pub fn list_page() -> u32 {
+    match OBJECT_BYTES.load(Ordering::Relaxed) {
+        0 => 500,
+        bytes => u32::try_from(20_000_000 / bytes)
+            .unwrap_or(500)
+            .clamp(1, 500),
+    }
+}
+
+/// The length of a ConfigMap's or Secret's large value: `bytes`, or `default` without
+/// `--object-bytes`.
+fn large_value(default: usize) -> usize {
+    match OBJECT_BYTES.load(Ordering::Relaxed) {
+        0 => default,
+        bytes => bytes,
+    }
 }
 
 /// The revision a member object's metadata carries (annotation, or label with KubeFed).
@@ -153,7 +183,9 @@ impl Workload {
 /// Deterministic filler so objects have a realistic size (~0.5–1 KiB each).
 fn payload(index: usize, rev: u32, len: usize) -> String {
     let seed = format!("object {index} revision {rev} ");
-    seed.chars().cycle().take(len).collect()
+    let mut text = seed.repeat(len / seed.len() + 1);
+    text.truncate(len);
+    text
 }
 
 fn metadata(id: &ObjectId, rev: u32) -> Value {
@@ -177,7 +209,7 @@ pub fn template(id: &ObjectId, rev: u32) -> Value {
             "metadata": metadata(id, rev),
             "data": {
                 "rev": rev.to_string(),
-                "settings.yaml": payload(i, rev, 384),
+                "settings.yaml": payload(i, rev, large_value(384)),
                 "feature-flags": payload(i + 1, rev, 128),
             },
         }),
@@ -185,7 +217,10 @@ pub fn template(id: &ObjectId, rev: u32) -> Value {
             let data: BTreeMap<&str, ByteString> = BTreeMap::from([
                 ("rev", ByteString(rev.to_string().into_bytes())),
                 ("password", ByteString(payload(i, rev, 64).into_bytes())),
-                ("tls.key", ByteString(payload(i + 2, rev, 256).into_bytes())),
+                (
+                    "tls.key",
+                    ByteString(payload(i + 2, rev, large_value(256)).into_bytes()),
+                ),
             ]);
             json!({
                 "metadata": metadata(id, rev),
@@ -245,6 +280,17 @@ pub fn member_object(id: &ObjectId, rev: u32, namespace: &str) -> Value {
     body
 }
 
+/// Bytes of the member objects of `workload` at revision 0 as one member receives them (the
+/// JSON of each apply's body; a Secret's data is base64 there), for the MB/s figures.
+pub fn member_bytes(workload: &Workload) -> u64 {
+    workload
+        .ids()
+        .map(|id| {
+            serde_json::to_vec(&member_object(&id, 0, &id.namespace)).map_or(0, |b| b.len() as u64)
+        })
+        .sum()
+}
+
 /// Whether a member object's full body matches revision `rev` of `id`'s template (checked
 /// once at the end: data, Secret bytes, the Deployment's pod template), and is managed.
 pub fn member_matches(id: &ObjectId, rev: u32, member: &Value) -> bool {
@@ -294,6 +340,15 @@ mod tests {
             w.index_of(Kind::ConfigMap, Some("bench-0"), "cm-00099"),
             None
         );
+    }
+
+    #[test]
+    fn payload_has_the_length_asked() {
+        for len in [0, 1, 17, 384, 10_000] {
+            let text = payload(7, 3, len);
+            assert_eq!(text.len(), len);
+            assert!(text.starts_with(&"object 7 revision 3 "[..len.min(20)]));
+        }
     }
 
     #[test]

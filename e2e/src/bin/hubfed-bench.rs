@@ -27,6 +27,13 @@
 //! `hubfed-bench compare A/result.json B/result.json` sets two runs side by side
 //! (`make bench-kubefed`).
 //!
+//! Variants (docs/benchmarks.md, one section each): `--slow-member-ms N` joins the last
+//! member through a proxy that holds what its API server sends for N ms (latency to the
+//! healthy members and to the slow one); `--unmanaged N` creates N unmanaged objects in
+//! member1 after the at-rest window (controller RSS per unmanaged object);
+//! `--object-bytes N` gives every ConfigMap and Secret an N-byte value (MB/s);
+//! `--light-members` starts the members with hubfed-testenv's light flags (many members).
+//!
 //! Results: `<output-dir>/result.json`, `<output-dir>/result.md` (also printed), and the
 //! controller logs. Performance is reported, never asserted.
 
@@ -54,6 +61,8 @@ mod setup;
 mod stats;
 #[path = "../bench/tracker.rs"]
 mod tracker;
+#[path = "../bench/unmanaged.rs"]
+mod unmanaged;
 #[path = "../bench/workload.rs"]
 mod workload;
 
@@ -166,6 +175,35 @@ pub struct Args {
         default_value_t = 10
     )]
     pub agent_heartbeat_seconds: u64,
+    /// Slow member: join the last member through a `DelayProxy` that holds every byte its
+    /// API server sends to the controller this many milliseconds (0: off). The benchmark's
+    /// own clients and the raw phase talk to it directly. Push mode only.
+    #[arg(long, env = "HUBFED_BENCH_SLOW_MEMBER_MS", default_value_t = 0)]
+    pub slow_member_ms: u64,
+    /// Unmanaged objects: after the at-rest window, create this many unlabelled objects
+    /// (half ConfigMaps, half Secrets) straight in member1's federated namespaces and measure
+    /// the controller's memory per object once its `hubfed_unmanaged_objects` gauge shows
+    /// them (0: off).
+    #[arg(long, env = "HUBFED_BENCH_UNMANAGED", default_value_t = 0)]
+    pub unmanaged: usize,
+    /// Creates in flight for `--unmanaged`.
+    #[arg(long, env = "HUBFED_BENCH_UNMANAGED_CONCURRENCY", default_value_t = 64)]
+    pub unmanaged_concurrency: usize,
+    /// Large objects: every ConfigMap and Secret template carries a value of this many bytes
+    /// (Deployments keep their small template; 0: the default ~0.5 KiB objects). At most
+    /// 1,000,000 (a ConfigMap's limit is 1 MiB).
+    #[arg(long, env = "HUBFED_BENCH_OBJECT_BYTES", default_value_t = 0)]
+    pub object_bytes: usize,
+    /// Start the members' API servers with hubfed-testenv's light flags (watch cache off,
+    /// fewer API groups, `GOGC=50`): for many members.
+    #[arg(long, env = "HUBFED_BENCH_LIGHT_MEMBERS", default_value_t = false)]
+    pub light_members: bool,
+    /// Put the clusters' directory (etcd's data, certificates, logs) in a fresh directory
+    /// under this one instead of /dev/shm — for runs whose etcd would not fit in memory
+    /// (raise etcd's quota with `HUBFED_ETCD_QUOTA_BYTES`, default 8 GiB). Removed at the
+    /// end of a complete run.
+    #[arg(long, env = "HUBFED_BENCH_ENV_DIR")]
+    pub env_dir: Option<PathBuf>,
     /// Deadline of each wait (cluster start-up, cold start, settling), in seconds.
     #[arg(long, env = "HUBFED_BENCH_TIMEOUT_SECONDS", default_value_t = 1800)]
     pub timeout_seconds: u64,
@@ -205,6 +243,20 @@ impl Args {
         anyhow::ensure!(
             self.agent_heartbeat_seconds >= 1,
             "--agent-heartbeat-seconds must be at least 1"
+        );
+        if self.slow_member_ms > 0 {
+            anyhow::ensure!(
+                self.members >= 2 && !self.pull,
+                "--slow-member-ms needs at least 2 members and push mode (no --pull)"
+            );
+        }
+        anyhow::ensure!(
+            self.object_bytes <= 1_000_000,
+            "--object-bytes must stay at most 1,000,000 (a ConfigMap holds at most 1 MiB)"
+        );
+        anyhow::ensure!(
+            self.unmanaged < 10_000_000,
+            "--unmanaged must stay below 10,000,000 (names have 7 digits)"
         );
         anyhow::ensure!(
             self.objects < 100_000,
@@ -276,6 +328,9 @@ fn main() -> anyhow::Result<()> {
     args.validate()?;
     began();
     let controller = args.controller_binary()?;
+    if args.object_bytes > 0 {
+        workload::set_object_bytes(args.object_bytes);
+    }
     let agent = if args.pull {
         Some(agents::binary(args.agent_bin.as_ref())?)
     } else {
@@ -313,6 +368,51 @@ mod tests {
         let mut argv = vec!["hubfed-bench"];
         argv.extend(extra);
         Args::parse_from(argv)
+    }
+
+    #[test]
+    fn variants_are_off_by_default_and_validated() {
+        let plain = args(&[]);
+        assert_eq!(
+            (
+                plain.slow_member_ms,
+                plain.unmanaged,
+                plain.object_bytes,
+                plain.light_members
+            ),
+            (0, 0, 0, false)
+        );
+        assert!(plain.validate().is_ok());
+        let all = args(&[
+            "--slow-member-ms",
+            "500",
+            "--unmanaged",
+            "100000",
+            "--object-bytes",
+            "900000",
+            "--light-members",
+        ]);
+        assert_eq!(
+            (
+                all.slow_member_ms,
+                all.unmanaged,
+                all.object_bytes,
+                all.light_members
+            ),
+            (500, 100_000, 900_000, true)
+        );
+        assert!(all.validate().is_ok());
+        assert!(
+            args(&["--slow-member-ms", "500", "--members", "1"])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            args(&["--slow-member-ms", "500", "--pull"])
+                .validate()
+                .is_err()
+        );
+        assert!(args(&["--object-bytes", "2000000"]).validate().is_err());
     }
 
     #[test]

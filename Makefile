@@ -98,7 +98,10 @@ demo: tools
 ## bench: a hub + 10 members; raw apply limit, cold start, propagation latency, memory,
 ## writes at rest. Results in target/bench/ (result.json, result.md). Parameters go in
 ## BENCH_ARGS, e.g. make bench BENCH_ARGS="--members 20 --objects 1000"; pull mode (one
-## hubfed-agent per member): make bench BENCH_ARGS="--pull --output-dir target/bench/pull"
+## hubfed-agent per member): make bench BENCH_ARGS="--pull --output-dir target/bench/pull".
+## Variants (docs/benchmarks.md, "Variants"): --slow-member-ms 500 (one member answers late),
+## --unmanaged 100000 (unmanaged objects in a member), --object-bytes 900000 (large objects;
+## with --light-members --env-dir DIR and HUBFED_ETCD_QUOTA_BYTES), --light-members (many members)
 BENCH_ARGS ?=
 bench: tools
 	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-agent --bin hubfed-bench

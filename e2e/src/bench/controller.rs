@@ -338,13 +338,25 @@ impl Metrics {
     /// `dispatch_operation_duration_seconds_count{action}`, its dispatcher's create, update and
     /// delete calls).
     pub fn member_writes(&self) -> f64 {
-        WRITE_OPERATIONS
+        let count = |metric: &str, label: &str| -> f64 {
+            WRITE_OPERATIONS
+                .iter()
+                .map(|op| self.sum(metric, &[(label, op)]))
+                .sum()
+        };
+        // hubfed also serves KubeFed's dispatch histogram, counting the same writes.
+        if self.is_hubfed() {
+            count("hubfed_member_operations_total", "operation")
+        } else {
+            count(KUBEFED_DISPATCH_COUNT, "action")
+        }
+    }
+
+    /// The scraped controller is hubfed (it serves `hubfed_member_operations_total`).
+    fn is_hubfed(&self) -> bool {
+        self.samples
             .iter()
-            .map(|op| {
-                self.sum("hubfed_member_operations_total", &[("operation", op)])
-                    + self.sum(KUBEFED_DISPATCH_COUNT, &[("action", op)])
-            })
-            .sum()
+            .any(|s| s.name == "hubfed_member_operations_total")
     }
 
     /// `hubfed_member_operations_total` by `operation/result`.
@@ -364,10 +376,12 @@ impl Metrics {
             *by.entry(format!("{}/{}", label("operation"), label("result")))
                 .or_insert(0.0) += s.value;
         }
+        // KubeFed's dispatch histogram only for KubeFed: hubfed's counts the same writes.
+        let kubefed = !self.is_hubfed();
         for s in self
             .samples
             .iter()
-            .filter(|s| s.name == KUBEFED_DISPATCH_COUNT)
+            .filter(|s| kubefed && s.name == KUBEFED_DISPATCH_COUNT)
         {
             let action = s
                 .labels

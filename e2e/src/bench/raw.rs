@@ -94,3 +94,41 @@ pub async fn run(
         write_latency: Percentiles::of(&latencies),
     })
 }
+
+/// Deletes what [`run`] wrote (every kind, in every raw namespace of every member), so the
+/// phases after it do not carry its objects in etcd: with `--object-bytes` they are gigabytes.
+/// Returns the number of delete-collection requests made.
+pub async fn delete(members: &[Client], workload: &Workload) -> anyhow::Result<usize> {
+    use anyhow::Context as _;
+    use kube::api::{DeleteParams, ListParams};
+
+    let requests: Vec<_> = members
+        .iter()
+        .flat_map(|member| {
+            workload
+                .raw_namespace_names()
+                .into_iter()
+                .flat_map(move |namespace| {
+                    super::workload::KINDS.into_iter().map(move |kind| {
+                        let api: Api<DynamicObject> =
+                            Api::namespaced_with(member.clone(), &namespace, &kind.target());
+                        (api, namespace.clone(), kind)
+                    })
+                })
+        })
+        .collect();
+    let count = requests.len();
+    futures::stream::iter(requests)
+        .map(|(api, namespace, kind)| async move {
+            api.delete_collection(&DeleteParams::default(), &ListParams::default())
+                .await
+                .map(|_| ())
+                .with_context(|| format!("deleting the raw {}s in {namespace}", kind.name()))
+        })
+        .buffer_unordered(4)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<anyhow::Result<Vec<()>>>()?;
+    Ok(count)
+}

@@ -102,8 +102,6 @@ pub const LIGHT_MEMBER_FLAGS: &[&str] = &[
     "--disable-admission-plugins=Priority,RuntimeClass",
     // Plain max-in-flight limits; the flowcontrol group is off.
     "--enable-priority-and-fairness=false",
-    // Lists and watches are served by etcd: no per-resource cache and its reflector.
-    "--watch-cache=false",
     // No per-resource object counts from etcd every minute, no database size every 30 s.
     "--etcd-count-metric-poll-period=0",
     "--etcd-db-metric-poll-interval=0",
@@ -111,4 +109,9 @@ pub const LIGHT_MEMBER_FLAGS: &[&str] = &[
 
 /// Environment of a light member's API server: collect garbage at 50 % heap growth instead
 /// of 100 %.
+/// Flag added to a member's API server with `member_watch_cache: false`
+/// ([`crate::TestEnvConfig::member_watch_cache`]): lists and watches served by etcd, no
+/// per-resource cache holding every object once more.
+pub const NO_WATCH_CACHE_FLAG: &str = "--watch-cache=false";
+
 pub(crate) const LIGHT_MEMBER_ENV: &[(&str, &str)] = &[("GOGC", "50")];

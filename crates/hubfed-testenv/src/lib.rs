@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-pub use apiserver::LIGHT_MEMBER_FLAGS;
 use apiserver::{LIGHT_MEMBER_ENV, apiserver_args, wait_ready, write_pki};
+pub use apiserver::{LIGHT_MEMBER_FLAGS, NO_WATCH_CACHE_FLAG};
 pub use bins::{Binaries, kube_version};
 pub use delay::DelayProxy;
 use etcd::EtcdLaunch;
@@ -98,6 +98,10 @@ pub struct TestEnvConfig {
     /// serve fewer API groups: no `autoscaling`, `certificates.k8s.io`,
     /// `flowcontrol.apiserver.k8s.io`, `node.k8s.io` or `scheduling.k8s.io`.
     pub light_members: bool,
+    /// Members' API servers keep their watch cache (default). Off
+    /// ([`NO_WATCH_CACHE_FLAG`]) for members holding gigabytes (the large-object benchmark):
+    /// lists and watches are then served by etcd, which costs etcd CPU for every watcher.
+    pub member_watch_cache: bool,
 }
 
 impl Default for TestEnvConfig {
@@ -109,6 +113,7 @@ impl Default for TestEnvConfig {
             ready_timeout: Duration::from_secs(120),
             scheduling: None,
             light_members: false,
+            member_watch_cache: true,
         }
     }
 }
@@ -421,6 +426,9 @@ impl TestEnv {
         } else {
             Vec::new()
         };
+        if !config.member_watch_cache && name != HUB {
+            args.push(NO_WATCH_CACHE_FLAG.to_string());
+        }
         let apiserver = spawn_component(
             &self.dir,
             name,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
-use hubfed_testenv::{LIGHT_MEMBER_FLAGS, TestEnv, TestEnvConfig};
+use hubfed_testenv::{LIGHT_MEMBER_FLAGS, NO_WATCH_CACHE_FLAG, TestEnv, TestEnvConfig};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
@@ -51,7 +51,8 @@ fn a_light_member_serves_what_a_federation_needs() -> anyhow::Result<()> {
     let cmdline = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cmdline"));
     let member_pid = member.pids()[0];
     let hub_pid = env.hub().pids()[0];
-    assert!(cmdline(member_pid)?.contains("--watch-cache=false"));
+    // Light members keep their watch cache unless asked (TestEnvConfig::member_watch_cache).
+    assert!(!cmdline(member_pid)?.contains(NO_WATCH_CACHE_FLAG));
     assert!(environ_has(member_pid, "GOGC=50"));
     assert!(!cmdline(hub_pid)?.contains(LIGHT_MEMBER_FLAGS[0]));
     assert!(!environ_has(hub_pid, "GOGC=50"));

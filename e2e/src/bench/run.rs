@@ -218,6 +218,8 @@ async fn phases(
         dir: env_dir.clone(),
         ready_timeout: timeout,
         light_members: args.light_members,
+        // With `--object-bytes` the members hold gigabytes: not a second time in their caches.
+        member_watch_cache: args.object_bytes == 0,
         ..TestEnvConfig::default()
     };
     let env = tokio::task::spawn_blocking(move || TestEnv::start(config))

@@ -194,8 +194,8 @@ pub struct Args {
     /// 1,000,000 (a ConfigMap's limit is 1 MiB).
     #[arg(long, env = "HUBFED_BENCH_OBJECT_BYTES", default_value_t = 0)]
     pub object_bytes: usize,
-    /// Start the members' API servers with hubfed-testenv's light flags (watch cache off,
-    /// fewer API groups, `GOGC=50`): for many members.
+    /// Start the members' API servers with hubfed-testenv's light flags (fewer API groups,
+    /// `GOGC=50`): for many members. (`--object-bytes` turns the members' watch cache off.)
     #[arg(long, env = "HUBFED_BENCH_LIGHT_MEMBERS", default_value_t = false)]
     pub light_members: bool,
     /// Put the clusters' directory (etcd's data, certificates, logs) in a fresh directory

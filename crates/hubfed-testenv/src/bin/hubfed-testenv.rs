@@ -27,9 +27,12 @@ enum Command {
         /// Do not run kube-controller-manager.
         #[arg(long)]
         no_controller_manager: bool,
-        /// Members run lighter API servers (fewer API groups, no watch cache, GOGC=50).
+        /// Members run lighter API servers (fewer API groups, GOGC=50).
         #[arg(long, env = "HUBFED_LIGHT_MEMBERS")]
         light_members: bool,
+        /// Members' API servers run without their watch cache (etcd serves lists and watches).
+        #[arg(long, env = "HUBFED_NO_MEMBER_WATCH_CACHE")]
+        no_member_watch_cache: bool,
         /// Members schedule pods: nodes, a kube-scheduler and a fake kubelet per member.
         #[arg(long, env = "HUBFED_SCHEDULING")]
         scheduling: bool,
@@ -58,6 +61,7 @@ fn main() -> anyhow::Result<()> {
         dir,
         no_controller_manager,
         light_members,
+        no_member_watch_cache,
         scheduling,
         nodes_per_member,
         pods_per_node,
@@ -76,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         ready_timeout: Duration::from_secs(180),
         scheduling,
         light_members,
+        member_watch_cache: !no_member_watch_cache,
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let names: Vec<&str> = env.clusters().iter().map(|c| c.name()).collect();

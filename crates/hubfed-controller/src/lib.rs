@@ -13,6 +13,7 @@ mod run;
 pub mod schedule;
 mod settings;
 pub mod sync;
+mod trim;
 mod watch;
 pub mod webhook;
 

@@ -27,6 +27,7 @@ pub mod placement;
 pub mod plan;
 pub mod planner;
 pub mod pull;
+pub mod quiet;
 pub mod readiness;
 pub mod retention;
 pub mod rollout;

@@ -1,0 +1,68 @@
+//! When a burst of work has ended. The controller's memory allocator keeps the pages a burst
+//! freed (a cold start, a mass update) until it is asked to give them back; asking costs a
+//! walk over the heap, so it is done once per burst, when the work has stopped — not while
+//! it goes on, and not again while nothing happens.
+//!
+//! The caller counts units of work (reconciles) and looks at the count every
+//! [`CHECK_EVERY`]; [`BurstEnd::check`] says when the count moved before and has stopped now.
+
+use std::time::Duration;
+
+/// How often the count of work is looked at: a burst has ended when it did not move for this
+/// long.
+pub const CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// What the last look saw.
+#[derive(Debug, Default)]
+pub struct BurstEnd {
+    last_count: u64,
+    /// Work was done since the last time the burst ended.
+    busy: bool,
+}
+
+impl BurstEnd {
+    /// Looks at the count of work done so far (monotonic); true once per burst, at the first
+    /// look that finds the count unchanged after it had moved.
+    pub fn check(&mut self, count: u64) -> bool {
+        let moved = count != self.last_count;
+        self.last_count = count;
+        if moved {
+            self.busy = true;
+            false
+        } else {
+            std::mem::take(&mut self.busy)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_ends_once_when_the_count_stops_moving() {
+        let mut end = BurstEnd::default();
+        // Nothing done yet: nothing to give back.
+        assert!(!end.check(0));
+        assert!(!end.check(0));
+        // Work going on: not while it goes on.
+        assert!(!end.check(10));
+        assert!(!end.check(250));
+        // It stopped: once.
+        assert!(end.check(250));
+        assert!(!end.check(250));
+        assert!(!end.check(250));
+        // The next burst, even a single unit of work, ends once too.
+        assert!(!end.check(251));
+        assert!(end.check(251));
+        assert!(!end.check(251));
+    }
+
+    #[test]
+    fn steady_work_never_ends_a_burst() {
+        let mut end = BurstEnd::default();
+        for count in (1..100).map(|n| n * 3) {
+            assert!(!end.check(count));
+        }
+    }
+}

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::plan::{ClusterAction, Disposition};
+use crate::plan::{ApplyAction, ClusterAction, Disposition};
 
 /// How long a reconcile waits for one member's apply before leaving it to finish on its own:
 /// above a healthy member's apply on a busy machine (tens of milliseconds), well below a
@@ -34,10 +34,14 @@ pub enum Resume<R> {
     Finished(R),
 }
 
-/// Whether a cluster's action may be left running past its reconcile: applies of an object
-/// being synced. Deletions (the finalizer waits on them) and label removals are waited for.
-pub fn detachable(disposition: Disposition, action: &ClusterAction) -> bool {
-    disposition == Disposition::Sync && matches!(action, ClusterAction::Apply(_))
+/// The apply, when a cluster's action may be left running past its reconcile: applies of an
+/// object being synced. Deletions (the finalizer waits on them) and label removals are
+/// waited for.
+pub fn detachable(disposition: Disposition, action: &ClusterAction) -> Option<&ApplyAction> {
+    match action {
+        ClusterAction::Apply(apply) if disposition == Disposition::Sync => Some(apply),
+        _ => None,
+    }
 }
 
 /// Decides about `slot`, what was left of an earlier write of the object to the cluster, for
@@ -96,17 +100,18 @@ mod tests {
 
     #[test]
     fn only_applies_of_synced_objects_are_left_running() {
-        assert!(detachable(Disposition::Sync, &apply(1)));
-        assert!(!detachable(Disposition::Delete, &apply(1)));
+        let applied = apply(1);
+        let ClusterAction::Apply(inner) = &applied else {
+            unreachable!("apply() makes an apply")
+        };
+        assert_eq!(detachable(Disposition::Sync, &applied), Some(inner));
+        assert!(detachable(Disposition::Delete, &apply(1)).is_none());
         let delete = ClusterAction::Delete(DeleteAction {
             options: None,
             uid: None,
         });
-        assert!(!detachable(Disposition::Sync, &delete));
-        assert!(!detachable(
-            Disposition::Sync,
-            &ClusterAction::RemoveManagedLabel
-        ));
+        assert!(detachable(Disposition::Sync, &delete).is_none());
+        assert!(detachable(Disposition::Sync, &ClusterAction::RemoveManagedLabel).is_none());
     }
 
     #[test]

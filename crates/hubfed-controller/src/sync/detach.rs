@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hubfed_core::detach::{DETACH_AFTER, Detached, Resume, resume};
-use hubfed_core::plan::{ClusterAction, ClusterPlan};
+use hubfed_core::plan::ClusterPlan;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 
@@ -39,24 +39,19 @@ pub(super) fn resume_in(
     decided
 }
 
-/// Runs `write` (the apply of `cp`) in a task of its own and waits [`DETACH_AFTER`] for it;
-/// a write still running then goes on by itself: when it ends, its result is kept for the
-/// object's next reconcile ([`resume_in`]) and the object is queued. `None`: left running,
-/// the cluster is pending.
+/// Runs `write` (an apply of `desired_hash` to the copy `key`: federated object, cluster) in
+/// a task of its own and waits [`DETACH_AFTER`] for it; a write still running then goes on
+/// by itself: when it ends, its result is kept for the object's next reconcile
+/// ([`resume_in`]) and the object is queued. `None`: left running, the cluster is pending.
 pub(super) async fn write_or_leave(
     ctx: &Arc<TypeContext>,
-    object: &ObjectRef<DynamicObject>,
-    cp: &ClusterPlan,
+    key: (ObjectRef<DynamicObject>, String),
+    desired_hash: String,
     write: impl Future<Output = ClusterResult> + Send + 'static,
 ) -> Option<ClusterResult> {
-    let ClusterAction::Apply(apply) = &cp.action else {
-        return Some(write.await);
-    };
     let handoff = Arc::new((Mutex::new(Handoff::Waiting), tokio::sync::Notify::new()));
-    let key = (object.clone(), cp.cluster.clone());
     let task = {
         let (handoff, ctx, key) = (Arc::clone(&handoff), Arc::clone(ctx), key.clone());
-        let desired_hash = apply.desired_hash.clone();
         async move {
             let result = write.await;
             let (state, done) = &*handoff;

@@ -121,15 +121,16 @@ pub async fn execute(
                 Resume::Finished(result) => return (result, false),
                 Resume::Write => {}
             }
-            if !detachable(plan.disposition, &cp.action) {
+            let Some(apply) = detachable(plan.disposition, &cp.action) else {
                 return (write_one(ctx, object, cp, cluster).await, false);
-            }
+            };
             let write = {
                 let (ctx, object) = (Arc::clone(ctx), Arc::clone(shared_object));
                 let (cp, cluster) = (cp.clone(), cluster.cloned());
                 async move { write_one(&ctx, &object, &cp, cluster.as_ref()).await }
             };
-            match write_or_leave(ctx, target.object_ref, cp, write).await {
+            let key = (target.object_ref.clone(), cp.cluster.clone());
+            match write_or_leave(ctx, key, apply.desired_hash.clone(), write).await {
                 Some(result) => (result, false),
                 None => (still_running(cp), true),
             }

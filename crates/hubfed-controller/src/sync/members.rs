@@ -346,25 +346,26 @@ impl MemberWatches {
 
     /// Number of cached managed objects per cluster.
     pub fn counts(&self) -> Vec<(String, usize)> {
-        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
-        caches
-            .iter()
-            .map(|(name, cache)| {
-                let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
-                (name.clone(), objects.as_ref().map_or(0, HashMap::len))
-            })
-            .collect()
+        self.per_cluster(|cache| {
+            let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+            Some(objects.as_ref().map_or(0, HashMap::len))
+        })
     }
 
     /// Number of unmanaged objects per cluster, once listed.
     pub fn unmanaged_counts(&self) -> Vec<(String, usize)> {
+        self.per_cluster(|cache| {
+            let names = cache.unmanaged.read().unwrap_or_else(|e| e.into_inner());
+            Some(names.as_ref()?.len())
+        })
+    }
+
+    /// `count` of each cluster's cache, for the clusters it answers for.
+    fn per_cluster(&self, count: impl Fn(&MemberCache) -> Option<usize>) -> Vec<(String, usize)> {
         let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
         caches
             .iter()
-            .filter_map(|(name, cache)| {
-                let names = cache.unmanaged.read().unwrap_or_else(|e| e.into_inner());
-                Some((name.clone(), names.as_ref()?.len()))
-            })
+            .filter_map(|(name, cache)| Some((name.clone(), count(cache)?)))
             .collect()
     }
 

@@ -118,17 +118,31 @@ pub async fn delete(members: &[Client], workload: &Workload) -> anyhow::Result<u
         })
         .collect();
     let count = requests.len();
-    futures::stream::iter(requests)
-        .map(|(api, namespace, kind)| async move {
-            api.delete_collection(&DeleteParams::default(), &ListParams::default())
+    // One at a time, each tried up to 5 times: etcd, busy compacting gigabytes, may time a
+    // request out ("etcdserver: request timed out").
+    for (api, namespace, kind) in requests {
+        let mut attempt = 1;
+        loop {
+            match api
+                .delete_collection(&DeleteParams::default(), &ListParams::default())
                 .await
-                .map(|_| ())
-                .with_context(|| format!("deleting the raw {}s in {namespace}", kind.name()))
-        })
-        .buffer_unordered(4)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<anyhow::Result<Vec<()>>>()?;
+            {
+                Ok(_) => break,
+                Err(e) if attempt < 5 => {
+                    super::progress(format_args!(
+                        "deleting the raw {}s in {namespace} (attempt {attempt}): {e}; again",
+                        kind.name()
+                    ));
+                    tokio::time::sleep(std::time::Duration::from_secs(2 * attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("deleting the raw {}s in {namespace}", kind.name())
+                    });
+                }
+            }
+        }
+    }
     Ok(count)
 }

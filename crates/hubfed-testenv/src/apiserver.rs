@@ -107,11 +107,11 @@ pub const LIGHT_MEMBER_FLAGS: &[&str] = &[
     "--etcd-db-metric-poll-interval=0",
 ];
 
-/// Environment of a light member's API server: collect garbage at 50 % heap growth instead
-/// of 100 %.
 /// Flag added to a member's API server with `member_watch_cache: false`
 /// ([`crate::TestEnvConfig::member_watch_cache`]): lists and watches served by etcd, no
 /// per-resource cache holding every object once more.
 pub const NO_WATCH_CACHE_FLAG: &str = "--watch-cache=false";
 
+/// Environment of a light member's API server: collect garbage at 50 % heap growth instead
+/// of 100 %.
 pub(crate) const LIGHT_MEMBER_ENV: &[(&str, &str)] = &[("GOGC", "50")];

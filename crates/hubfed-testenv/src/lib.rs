@@ -93,7 +93,7 @@ pub struct TestEnvConfig {
     /// kubelet per member. Default `None`: no nodes, pods stay unbound.
     pub scheduling: Option<Scheduling>,
     /// Start the members' API servers (not the hub's) with the lighter flags of
-    /// [`LIGHT_MEMBER_FLAGS`] and `GOGC=50`: ~20 % less memory and far less CPU at rest, for
+    /// [`LIGHT_MEMBER_FLAGS`] and `GOGC=50`: ~20 % less memory and less CPU at rest, for
     /// environments with many members (see docs/development.md, "Light members"). They
     /// serve fewer API groups: no `autoscaling`, `certificates.k8s.io`,
     /// `flowcontrol.apiserver.k8s.io`, `node.k8s.io` or `scheduling.k8s.io`.

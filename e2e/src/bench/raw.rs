@@ -99,7 +99,6 @@ pub async fn run(
 /// phases after it do not carry its objects in etcd: with `--object-bytes` they are gigabytes.
 /// Returns the number of delete-collection requests made.
 pub async fn delete(members: &[Client], workload: &Workload) -> anyhow::Result<usize> {
-    use anyhow::Context as _;
     use kube::api::{DeleteParams, ListParams};
 
     let requests: Vec<_> = members
@@ -119,7 +118,9 @@ pub async fn delete(members: &[Client], workload: &Workload) -> anyhow::Result<u
         .collect();
     let count = requests.len();
     // One at a time, each tried up to 5 times: etcd, busy compacting gigabytes, may time a
-    // request out ("etcdserver: request timed out").
+    // request out ("etcdserver: request timed out"). A collection that cannot be deleted is
+    // reported and the next one tried.
+    let mut failed = Vec::new();
     for (api, namespace, kind) in requests {
         let mut attempt = 1;
         loop {
@@ -128,7 +129,7 @@ pub async fn delete(members: &[Client], workload: &Workload) -> anyhow::Result<u
                 .await
             {
                 Ok(_) => break,
-                Err(e) if attempt < 5 => {
+                Err(e) if attempt < 5 && !is_final(&e) => {
                     super::progress(format_args!(
                         "deleting the raw {}s in {namespace} (attempt {attempt}): {e}; again",
                         kind.name()
@@ -137,12 +138,22 @@ pub async fn delete(members: &[Client], workload: &Workload) -> anyhow::Result<u
                     attempt += 1;
                 }
                 Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!("deleting the raw {}s in {namespace}", kind.name())
-                    });
+                    failed.push(format!("the raw {}s in {namespace}: {e}", kind.name()));
+                    break;
                 }
             }
         }
     }
+    anyhow::ensure!(
+        failed.is_empty(),
+        "{} of {count} collections not deleted, first: {}",
+        failed.len(),
+        failed[0]
+    );
     Ok(count)
+}
+
+/// An answer no retry changes: refused or not found.
+fn is_final(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if matches!(status.code, 400..=404 | 422))
 }

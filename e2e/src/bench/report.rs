@@ -593,15 +593,12 @@ impl BenchResult {
         }
         if let Some(bytes) = p.object_bytes {
             variants.push(format!(
-                "**large objects**: every ConfigMap and Secret carries a {} byte value (Deployments keep their small template)",
+                "**large objects**: every ConfigMap and Secret carries a {} byte value (Deployments keep their small template); the members' watch cache off; the raw phase's objects deleted before the cold start",
                 thousands(bytes)
             ));
         }
         if p.light_members {
-            variants.push(
-                "**light members** (hubfed-testenv's light API server flags, watch cache off)"
-                    .to_owned(),
-            );
+            variants.push("**light members** (hubfed-testenv's light API server flags)".to_owned());
         }
         if let Some(dir) = &p.env_dir {
             variants.push(format!("clusters' directory (etcd data) under {dir}"));

@@ -13,7 +13,6 @@ mod run;
 pub mod schedule;
 mod settings;
 pub mod sync;
-mod trim;
 mod watch;
 pub mod webhook;
 

@@ -280,8 +280,6 @@ fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -
         CONTROLLERS,
         run_with(client, config, health, shutdown.clone()),
     );
-    // Not a part: nothing depends on it, and it ends with the shutdown.
-    tokio::spawn(crate::trim::after_bursts(shutdown.clone()));
     parts
 }
 

@@ -27,7 +27,6 @@ pub mod placement;
 pub mod plan;
 pub mod planner;
 pub mod pull;
-pub mod quiet;
 pub mod readiness;
 pub mod retention;
 pub mod rollout;

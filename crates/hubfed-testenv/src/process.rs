@@ -6,7 +6,7 @@
 //! terminates its server (SIGTERM, then SIGKILL after a grace period). Stopping a process
 //! on purpose is the same thing: close the pipe and wait for the guardian.
 //!
-//! This needs no `unsafe` (no `pre_exec`/`prctl`), which the workspace denies.
+//! This needs no `unsafe` (no `pre_exec`/`prctl`), which the workspace forbids.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;

@@ -68,7 +68,6 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
         .reconcile_total
         .with_label_values(&[&controller, outcome])
         .inc();
-    crate::trim::note_work();
     result
 }
 

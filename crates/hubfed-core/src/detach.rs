@@ -72,7 +72,7 @@ mod tests {
 
     fn apply(rev: u32) -> ClusterAction {
         ClusterAction::Apply(ApplyAction {
-            object: serde_json::json!({ "data": { "rev": rev } }),
+            object: serde_json::json!({ "data": { "rev": rev } }).into(),
             desired_hash: format!("hash-{rev}"),
             creates: true,
             create_only: false,

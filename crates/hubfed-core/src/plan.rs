@@ -415,7 +415,7 @@ fn sync_action(
     };
     let apply = |creates: bool, create_only: bool, adopts: bool| {
         ClusterAction::Apply(ApplyAction {
-            object: desired.object.clone(),
+            object: std::sync::Arc::new(desired.object.clone()),
             desired_hash: hash.clone(),
             creates,
             create_only,

@@ -187,7 +187,7 @@ impl ApplyStep<'_> {
     /// ([`Self::update_copy`]); a refusal of an immutable field recreates the object when its
     /// federated object asks for that.
     async fn write(&self, creating: bool) -> Result<(DynamicObject, Drift), WriteError> {
-        let (api, name, body) = (self.api, &self.object.name, &self.apply.object);
+        let (api, name, body) = (self.api, &self.object.name, &*self.apply.object);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         // A copy hubfed manages (observed in its cache). An object taken over — adopted, or
         // found by the look before a create — is overwritten as KubeFed did: forced.
@@ -268,7 +268,7 @@ impl ApplyStep<'_> {
         .unwrap_or_default();
         let mut drift = Drift::default();
         // Copied only when a conflict makes hubfed leave fields out.
-        let mut body = std::borrow::Cow::Borrowed(&self.apply.object);
+        let mut body = std::borrow::Cow::Borrowed(&*self.apply.object);
         let mut force = mode == DriftMode::RevertAll;
         let applied = match api
             .patch(name, &apply_params(force), &Patch::Apply(&*body))

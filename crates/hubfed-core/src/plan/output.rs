@@ -180,8 +180,10 @@ impl ClusterAction {
 /// A server-side apply of the desired object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApplyAction {
-    /// The apply body.
-    pub object: Value,
+    /// The apply body; shared, not copied, by the writes that carry it out (with ~1 MB
+    /// objects one copy per member per reconcile in flight was a large share of the
+    /// controller's peak memory).
+    pub object: std::sync::Arc<Value>,
     /// [`crate::version::desired_hash`] of `object`, to record after success.
     pub desired_hash: String,
     /// The member object was not observed: this creates it.

@@ -163,7 +163,7 @@ fn creates_in_selected_clusters() {
     assert!(c1.creates && !c1.create_only && !c1.adopts);
     assert_eq!(c1.object["spec"]["replicas"], 2);
     assert_eq!(c1.object["metadata"]["namespace"], "prod");
-    let mut hashed = c1.object.clone();
+    let mut hashed = (*c1.object).clone();
     // The template has no annotations: the hash annotation is the only one.
     hashed["metadata"]
         .as_object_mut()
@@ -1071,7 +1071,7 @@ fn clusters_joined_twice_are_neither_written_nor_deleted() {
 #[test]
 fn action_statuses() {
     let create = ClusterAction::Apply(ApplyAction {
-        object: json!({}),
+        object: json!({}).into(),
         desired_hash: String::new(),
         creates: true,
         create_only: false,

@@ -59,7 +59,7 @@ pub fn work_spec(
     match action {
         ClusterAction::Apply(apply) => {
             spec.action = WorkAction::Apply.as_str().to_owned();
-            spec.object = Some(apply.object.clone());
+            spec.object = Some((*apply.object).clone());
             spec.desired_hash.clone_from(&apply.desired_hash);
             spec.creates = apply.creates;
             spec.create_only = apply.create_only;
@@ -93,7 +93,7 @@ pub fn work_action(spec: &WorkSpec) -> Result<ClusterAction, String> {
                 return Err("an Apply work without an object".to_owned());
             };
             Ok(ClusterAction::Apply(crate::plan::ApplyAction {
-                object,
+                object: object.into(),
                 desired_hash: spec.desired_hash.clone(),
                 creates: spec.creates,
                 create_only: spec.create_only,

@@ -751,7 +751,7 @@ fn held_clusters_report_what_holds_them() {
         NOW,
     );
     let apply = ClusterAction::Apply(crate::plan::ApplyAction {
-        object: serde_json::json!({}),
+        object: serde_json::json!({}).into(),
         desired_hash: String::new(),
         creates: true,
         create_only: false,

@@ -21,7 +21,7 @@ fn subject<'a>(
 
 fn apply(creates: bool) -> ClusterAction {
     ClusterAction::Apply(ApplyAction {
-        object: serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "web"}}),
+        object: serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "web"}}).into(),
         desired_hash: "h1".into(),
         creates,
         create_only: false,

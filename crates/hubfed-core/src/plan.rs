@@ -413,9 +413,13 @@ fn sync_action(
         Ok(desired) => desired,
         Err((status, message)) => return Some(ClusterAction::Blocked { status, message }),
     };
+    // Clusters without overrides of their own get the same body: one copy for all of them.
+    let shared = same_body(plan, &hash);
     let apply = |creates: bool, create_only: bool, adopts: bool| {
         ClusterAction::Apply(ApplyAction {
-            object: std::sync::Arc::new(desired.object.clone()),
+            object: shared
+                .clone()
+                .unwrap_or_else(|| std::sync::Arc::new(desired.object.clone())),
             desired_hash: hash.clone(),
             creates,
             create_only,
@@ -444,6 +448,16 @@ fn sync_action(
                 ClusterAction::UpToDate
             }
         }
+    })
+}
+
+/// The body of an apply already planned for another cluster with the same desired hash.
+fn same_body(plan: &Plan, hash: &str) -> Option<std::sync::Arc<Value>> {
+    plan.clusters.iter().find_map(|c| match &c.action {
+        ClusterAction::Apply(apply) if apply.desired_hash == hash => {
+            Some(std::sync::Arc::clone(&apply.object))
+        }
+        _ => None,
     })
 }
 

@@ -149,6 +149,26 @@ fn basic_spec() -> Value {
 }
 
 #[test]
+fn clusters_without_overrides_of_their_own_share_one_body() {
+    let f = Fixture::deployment(json!({
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"replicas": 2}},
+        "placement": {"clusters": [{"name": "c1"}, {"name": "c2"}, {"name": "c3"}]},
+        "overrides": [{"clusterName": "c2", "clusterOverrides": [{"path": "/spec/replicas", "value": 5}]}],
+    }));
+    let p = f.plan();
+    let a = actions(&p);
+    let (c1, c2, c3) = (apply(a[0].1), apply(a[1].1), apply(a[2].1));
+    // c1 and c3 get the same object: one copy in memory, not one per cluster.
+    assert_eq!(c1.desired_hash, c3.desired_hash);
+    assert!(std::sync::Arc::ptr_eq(&c1.object, &c3.object));
+    // c2's override makes its own.
+    assert_ne!(c1.desired_hash, c2.desired_hash);
+    assert!(!std::sync::Arc::ptr_eq(&c1.object, &c2.object));
+    assert_eq!(c2.object["spec"]["replicas"], 5);
+    assert_eq!(c3.object["spec"]["replicas"], 2);
+}
+
+#[test]
 fn creates_in_selected_clusters() {
     let f = Fixture::deployment(basic_spec());
     let p = f.plan();

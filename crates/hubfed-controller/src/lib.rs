@@ -13,6 +13,8 @@ mod run;
 pub mod schedule;
 mod settings;
 pub mod sync;
+#[cfg(test)]
+mod test_requests;
 mod watch;
 pub mod webhook;
 

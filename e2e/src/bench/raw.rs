@@ -1,6 +1,8 @@
 //! The raw apply limit: the benchmark's member objects written straight to the members by a
 //! plain client, with server-side apply, as fast as the members take them — the ceiling any
-//! controller writing the same objects can reach on this machine.
+//! controller writing the same objects can reach on this machine. The writes ask for the
+//! object's metadata only as their answer (`as=PartialObjectMetadata`), as hubfed's do: the
+//! cheapest apply a client can make.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,7 +57,7 @@ pub async fn run(
             async move {
                 let _permit = limit.acquire_owned().await;
                 let started = Instant::now();
-                api.patch(
+                api.patch_metadata(
                     &id.name,
                     &PatchParams::apply(RAW_FIELD_MANAGER).force(),
                     &Patch::Apply(&body),

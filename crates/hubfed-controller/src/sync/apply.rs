@@ -26,7 +26,7 @@ use super::create_only::{self, Created};
 use super::exec_env::ExecEnv;
 use super::member_io::{
     ClusterResult, RETAINED_FIELD_MANAGER, error_message, is_immutable_refusal, is_not_found,
-    is_refusal, outcome, record,
+    is_refusal, outcome, patch_answer, record,
 };
 use super::members::Unmanaged;
 
@@ -88,6 +88,12 @@ struct Drift {
 impl ApplyStep<'_> {
     fn cluster(&self) -> &str {
         &self.cp.cluster
+    }
+
+    /// Whether a write's answer must be the whole object (its status shows the copy's
+    /// readiness), not its metadata only ([`patch_answer`]).
+    fn whole(&self) -> bool {
+        needs_status(self.env.target_group, self.env.target_kind)
     }
 
     fn fail(&self, status: Option<PropagationStatus>, message: String) -> ClusterResult {
@@ -165,21 +171,22 @@ impl ApplyStep<'_> {
         else {
             return Ok(());
         };
-        self.api
-            .patch(
-                &self.object.name,
-                &PatchParams::apply(RETAINED_FIELD_MANAGER).force(),
-                &Patch::Apply(&handover),
+        patch_answer(
+            self.api,
+            &self.object.name,
+            &PatchParams::apply(RETAINED_FIELD_MANAGER).force(),
+            &Patch::Apply(&handover),
+            false,
+        )
+        .await
+        .map(drop)
+        .map_err(|e| ClusterResult {
+            transient: !is_refusal(&e),
+            ..self.fail(
+                Some(PropagationStatus::FieldRetentionFailed),
+                error_message(&e),
             )
-            .await
-            .map(drop)
-            .map_err(|e| ClusterResult {
-                transient: !is_refusal(&e),
-                ..self.fail(
-                    Some(PropagationStatus::FieldRetentionFailed),
-                    error_message(&e),
-                )
-            })
+        })
     }
 
     /// The write: a create-only POST when creating with adoption Disabled, else a
@@ -188,6 +195,7 @@ impl ApplyStep<'_> {
     /// federated object asks for that.
     async fn write(&self, creating: bool) -> Result<(DynamicObject, Drift), WriteError> {
         let (api, name, body) = (self.api, &self.object.name, &*self.apply.object);
+        let whole = self.whole();
         let params = PatchParams::apply(FIELD_MANAGER).force();
         // A copy hubfed manages (observed in its cache). An object taken over — adopted, or
         // found by the look before a create — is overwritten as KubeFed did: forced.
@@ -205,7 +213,7 @@ impl ApplyStep<'_> {
         }
         let started = std::time::Instant::now();
         let result = if creating && self.apply.create_only {
-            match create_only::create(api, name, &params, body).await {
+            match create_only::create(api, name, &params, body, whole).await {
                 Ok(Created::Created(created)) => Ok(*created),
                 Ok(Created::Exists) => {
                     record(self.cluster(), "create", started, false);
@@ -214,9 +222,9 @@ impl ApplyStep<'_> {
                 Err(e) => Err(e),
             }
         } else {
-            match api.patch(name, &params, &Patch::Apply(body)).await {
+            match patch_answer(api, name, &params, &Patch::Apply(body), whole).await {
                 // A copy a create-only POST left half done (see create_only).
-                Ok(applied) => Ok(create_only::settle_ownership(api, name, applied).await),
+                Ok(applied) => Ok(create_only::settle_ownership(api, name, applied, whole).await),
                 Err(e) => Err(e),
             }
         };
@@ -247,9 +255,15 @@ impl ApplyStep<'_> {
                 error_message(refusal)
             ),
         );
-        recreate(self.api, &self.object.name, params, &self.apply.object)
-            .await
-            .map_err(WriteError::Api)
+        recreate(
+            self.api,
+            &self.object.name,
+            params,
+            &self.apply.object,
+            self.whole(),
+        )
+        .await
+        .map_err(WriteError::Api)
     }
 
     /// Applies to a copy hubfed manages, sorting out what others changed in it
@@ -258,7 +272,7 @@ impl ApplyStep<'_> {
     /// fields left out ([`Self::resolve_conflict`]); fields people added that hubfed does not
     /// send are taken over and so removed by a second apply ([`Self::take_over_added`]).
     async fn update_copy(&self) -> Result<(DynamicObject, Drift), kube::Error> {
-        let (api, name) = (self.api, &self.object.name);
+        let (api, name, whole) = (self.api, &self.object.name, self.whole());
         let mode = drift_mode(
             self.object
                 .annotations
@@ -270,21 +284,17 @@ impl ApplyStep<'_> {
         // Copied only when a conflict makes hubfed leave fields out.
         let mut body = std::borrow::Cow::Borrowed(&*self.apply.object);
         let mut force = mode == DriftMode::RevertAll;
-        let applied = match api
-            .patch(name, &apply_params(force), &Patch::Apply(&*body))
-            .await
-        {
+        let applied = match apply(api, name, force, &body, whole).await {
             Err(e) if !apply_conflicts(&e).is_empty() => {
                 force = self
                     .resolve_conflict(apply_conflicts(&e), mode, body.to_mut(), &mut drift)
                     .await?;
-                api.patch(name, &apply_params(force), &Patch::Apply(&*body))
-                    .await?
+                apply(api, name, force, &body, whole).await?
             }
             result => result?,
         };
         // A copy a create-only POST left half done (see create_only).
-        let applied = create_only::settle_ownership(api, name, applied).await;
+        let applied = create_only::settle_ownership(api, name, applied, whole).await;
         let applied = self
             .take_over_added(applied, mode, &body, force, &mut drift)
             .await?;
@@ -376,14 +386,16 @@ impl ApplyStep<'_> {
         let Some(take_over) = take_over_patch(managed, FIELD_MANAGER, people, &member, rv) else {
             return Ok(applied);
         };
-        let name = &self.object.name;
-        self.api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&take_over))
-            .await?;
-        let applied = self
-            .api
-            .patch(name, &apply_params(force), &Patch::Apply(body))
-            .await?;
+        let (api, name, whole) = (self.api, &self.object.name, self.whole());
+        patch_answer(
+            api,
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&take_over),
+            false,
+        )
+        .await?;
+        let applied = apply(api, name, force, body, whole).await?;
         drift.reverted.extend(added);
         Ok(applied)
     }
@@ -516,12 +528,14 @@ impl ApplyStep<'_> {
     }
 }
 
-/// Deletes the member object, waits until it is gone, and applies it again.
+/// Deletes the member object, waits until it is gone, and applies it again (the answer is
+/// the whole object only when `whole`: [`patch_answer`]).
 async fn recreate(
     api: &Api<DynamicObject>,
     name: &str,
     params: &PatchParams,
     body: &Value,
+    whole: bool,
 ) -> Result<DynamicObject, kube::Error> {
     let background = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
@@ -538,7 +552,7 @@ async fn recreate(
             Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
-    api.patch(name, params, &Patch::Apply(body)).await
+    patch_answer(api, name, params, &Patch::Apply(body), whole).await
 }
 
 /// An apply body, for the retained-fields manager, holding `fields` (JSON pointers) at their
@@ -622,6 +636,17 @@ fn apply_conflicts(error: &kube::Error) -> Vec<FieldChange> {
             })
         })
         .collect()
+}
+
+/// A server-side apply of `body` as hubfed's field manager, forced or not ([`patch_answer`]).
+async fn apply(
+    api: &Api<DynamicObject>,
+    name: &str,
+    force: bool,
+    body: &Value,
+    whole: bool,
+) -> Result<DynamicObject, kube::Error> {
+    patch_answer(api, name, &apply_params(force), &Patch::Apply(body), whole).await
 }
 
 /// Server-side apply as hubfed's field manager, forced or not.

@@ -16,6 +16,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tracing::warn;
 
+use super::member_io::patch_answer;
+
 /// The desired hash of a copy created by a POST and not yet applied: it never equals a real
 /// hash, so the next reconcile applies it.
 const CREATED_NOT_APPLIED: &str = "created-not-applied";
@@ -27,12 +29,14 @@ pub(super) enum Created {
     Exists,
 }
 
-/// POSTs `body`, then applies it with `params` and settles field ownership.
+/// POSTs `body`, then applies it with `params` and settles field ownership; the answer is
+/// the whole object only when `whole` ([`patch_answer`]).
 pub(super) async fn create(
     api: &Api<DynamicObject>,
     name: &str,
     params: &PatchParams,
     body: &Value,
+    whole: bool,
 ) -> Result<Created, kube::Error> {
     let mut placeholder = body.clone();
     placeholder["metadata"]["annotations"][DESIRED_HASH_ANNOTATION] = json!(CREATED_NOT_APPLIED);
@@ -47,9 +51,9 @@ pub(super) async fn create(
         Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Created::Exists),
         Err(e) => return Err(e),
     }
-    let applied = api.patch(name, params, &Patch::Apply(body)).await?;
+    let applied = patch_answer(api, name, params, &Patch::Apply(body), whole).await?;
     Ok(Created::Created(Box::new(
-        settle_ownership(api, name, applied).await,
+        settle_ownership(api, name, applied, whole).await,
     )))
 }
 
@@ -60,14 +64,20 @@ pub(super) async fn settle_ownership(
     api: &Api<DynamicObject>,
     name: &str,
     applied: DynamicObject,
+    whole: bool,
 ) -> DynamicObject {
     let version = applied.resource_version().unwrap_or_default();
     let Some(patch) = drop_update_entries(applied.managed_fields(), FIELD_MANAGER, &version) else {
         return applied;
     };
-    let patched = api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await;
+    let patched = patch_answer(
+        api,
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+        whole,
+    )
+    .await;
     match patched {
         Ok(patched) => patched,
         Err(error) => {

@@ -51,6 +51,51 @@ pub(super) fn federated_api(ctx: &TypeContext, namespace: Option<&str>) -> Api<D
     }
 }
 
+/// The `Accept` of a write whose answer is read for its metadata at most.
+const METADATA_ANSWER: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+/// A merge patch of the federated object `obj` — of its status subresource when `status` —
+/// answered with the object's metadata only: the answer is not read, and the whole object
+/// (its template: up to the ~1.5 MB an object can hold) would be encoded by the hub and
+/// parsed here for nothing.
+async fn patch_federated(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    patch: &Value,
+    status: bool,
+) -> Result<(), kube::Error> {
+    let namespace = obj.namespace();
+    let url = DynamicObject::url_path(&ctx.federated, namespace.as_deref());
+    patch_for_metadata(&ctx.shared.hub, url, &obj.name_any(), patch, status).await
+}
+
+/// A merge patch of `name` under `url` (its status subresource when `status`), asking for
+/// the object's metadata only as the answer.
+async fn patch_for_metadata(
+    client: &kube::Client,
+    url: String,
+    name: &str,
+    patch: &Value,
+    status: bool,
+) -> Result<(), kube::Error> {
+    let request = kube::core::Request::new(url);
+    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+    let mut request = if status {
+        request.patch_subresource("status", name, &params, &patch)
+    } else {
+        request.patch(name, &params, &patch)
+    }
+    .map_err(kube::Error::BuildRequest)?;
+    request.headers_mut().insert(
+        http::header::ACCEPT,
+        http::HeaderValue::from_static(METADATA_ANSWER),
+    );
+    client
+        .request::<kube::api::PartialObjectMeta<DynamicObject>>(request)
+        .await
+        .map(drop)
+}
+
 /// Adds the sync finalizer; the resourceVersion makes a concurrent change fail and retry.
 pub async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), Error> {
     let mut finalizers = obj.finalizers().to_vec();
@@ -59,9 +104,7 @@ pub async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(),
         "finalizers": finalizers,
         "resourceVersion": obj.resource_version(),
     }});
-    let api = federated_api(ctx, obj.namespace().as_deref());
-    let name = obj.name_any();
-    bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await??;
+    bounded(patch_federated(ctx, obj, &patch, false)).await??;
     Ok(())
 }
 
@@ -75,10 +118,7 @@ pub async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<
         "finalizers": finalizers,
         "resourceVersion": obj.resource_version(),
     }});
-    let api = federated_api(ctx, obj.namespace().as_deref());
-    let name = obj.name_any();
-    let patched = bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await?;
-    done_or_gone(patched)
+    done_or_gone(bounded(patch_federated(ctx, obj, &patch, false)).await?)
 }
 
 /// A write to the federated object is done when it went through, or when the object is gone
@@ -104,10 +144,7 @@ pub async fn write_status(
         map.entry("conditions").or_insert_with(|| json!([]));
     }
     let patch = json!({ "status": value });
-    let api = federated_api(ctx, obj.namespace().as_deref());
-    let name = obj.name_any();
-    let params = PatchParams::default();
-    done_or_gone(bounded(api.patch_status(&name, &params, &Patch::Merge(&patch))).await?)
+    done_or_gone(bounded(patch_federated(ctx, obj, &patch, true)).await?)
 }
 
 /// The status for a spec that cannot be read, written when it changes.
@@ -327,4 +364,38 @@ pub fn publish(
     message: &str,
 ) {
     crate::events::publish(&ctx.recorder, reference, type_, reason, message);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_requests::{Seen, answering};
+
+    #[tokio::test]
+    async fn writes_to_the_federated_object_ask_for_its_metadata_only() {
+        let seen = Seen::default();
+        let client = answering(
+            &seen,
+            json!({
+                "apiVersion": "meta.k8s.io/v1",
+                "kind": "PartialObjectMetadata",
+                "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "8"},
+            }),
+        );
+        let url = "/apis/types.kubefed.io/v1beta1/namespaces/ns/federatedconfigmaps".to_owned();
+        let patch = json!({"status": {"clusters": []}});
+        for status in [false, true] {
+            patch_for_metadata(&client, url.clone(), "web", &patch, status)
+                .await
+                .unwrap();
+        }
+        let seen = seen.take();
+        let paths: Vec<&str> = seen.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, [format!("{url}/web"), format!("{url}/web/status")]);
+        for request in &seen {
+            assert_eq!(request.method, "PATCH");
+            assert_eq!(request.accept, METADATA_ANSWER);
+            assert_eq!(request.content_type, "application/merge-patch+json");
+        }
+    }
 }

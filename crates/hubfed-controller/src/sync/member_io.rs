@@ -4,7 +4,7 @@
 
 use hubfed_core::plan::FederatedObject;
 use hubfed_core::status::{ClusterOutcome, PropagationStatus};
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::TypeContext;
 use crate::metrics::METRICS;
@@ -79,6 +79,30 @@ pub(super) fn member_api(
     }
 }
 
+/// A patch of a member object whose answer is read for its metadata only (version, uid,
+/// managedFields) — unless `whole`: types whose readiness is read from the answer's status
+/// ([`hubfed_core::readiness::needs_status`]). The member then encodes, and hubfed parses,
+/// the object's metadata instead of the whole object (`as=PartialObjectMetadata`): with
+/// ~1 MB objects the answer was a large part of a write's cost on both sides. The object
+/// returned holds the answer's metadata and, unless `whole`, no data.
+pub(super) async fn patch_answer<P: serde::Serialize + std::fmt::Debug>(
+    api: &Api<DynamicObject>,
+    name: &str,
+    params: &PatchParams,
+    patch: &Patch<P>,
+    whole: bool,
+) -> Result<DynamicObject, kube::Error> {
+    if whole {
+        return api.patch(name, params, patch).await;
+    }
+    let answer = api.patch_metadata(name, params, patch).await?;
+    Ok(DynamicObject {
+        types: None,
+        metadata: answer.metadata,
+        data: serde_json::Value::Object(serde_json::Map::new()),
+    })
+}
+
 pub(super) fn error_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(e) => e.message.clone(),
@@ -144,5 +168,75 @@ pub(super) fn federated_reference(
         name: Some(object.name.clone()),
         namespace: object.namespace.clone(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_requests::{Seen, answering};
+    use serde_json::json;
+
+    fn api(client: kube::Client) -> Api<DynamicObject> {
+        let resource =
+            kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        Api::namespaced_with(client, "ns", &resource)
+    }
+
+    #[tokio::test]
+    async fn an_apply_asks_for_the_metadata_only_unless_the_status_is_read() {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}});
+        let params = PatchParams::apply("hubfed").force();
+
+        let seen = Seen::default();
+        let answer = json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadata",
+            "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "8", "generation": 2},
+        });
+        let applied = patch_answer(
+            &api(answering(&seen, answer)),
+            "web",
+            &params,
+            &Patch::Apply(&body),
+            false,
+        )
+        .await
+        .unwrap();
+        assert_eq!(applied.metadata.resource_version.as_deref(), Some("8"));
+        assert_eq!(applied.metadata.generation, Some(2));
+        assert_eq!(applied.data, json!({}));
+        let request = seen.take().remove(0);
+        assert_eq!(request.path, "/api/v1/namespaces/ns/configmaps/web");
+        assert!(
+            request.accept.contains("as=PartialObjectMetadata"),
+            "{}",
+            request.accept
+        );
+        assert_eq!(request.content_type, "application/apply-patch+yaml");
+
+        let seen = Seen::default();
+        let whole = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "9"},
+            "data": {"a": "b"},
+        });
+        let applied = patch_answer(
+            &api(answering(&seen, whole)),
+            "web",
+            &params,
+            &Patch::Apply(&body),
+            true,
+        )
+        .await
+        .unwrap();
+        assert_eq!(applied.data["data"], json!({"a": "b"}));
+        let request = seen.take().remove(0);
+        assert!(
+            !request.accept.contains("PartialObjectMetadata"),
+            "{}",
+            request.accept
+        );
     }
 }

@@ -1,0 +1,52 @@
+//! A `kube::Client` that answers every request with one fixed JSON body and records what
+//! was asked: for narrow request-shape checks only (what crosses the API is proven against
+//! real API servers in the e2e tests).
+
+use std::sync::{Arc, Mutex};
+
+use kube::client::Body;
+
+/// One request as the client sent it.
+#[derive(Debug)]
+pub struct SeenRequest {
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    pub accept: String,
+    pub content_type: String,
+}
+
+/// The requests a client made, in order.
+#[derive(Clone, Default)]
+pub struct Seen(Arc<Mutex<Vec<SeenRequest>>>);
+
+impl Seen {
+    pub fn take(&self) -> Vec<SeenRequest> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// A client answering `answer` (200) to every request, recording each in `seen`.
+pub fn answering(seen: &Seen, answer: serde_json::Value) -> kube::Client {
+    let seen = seen.clone();
+    let answer = serde_json::to_vec(&answer).unwrap();
+    let service = tower::service_fn(move |request: http::Request<Body>| {
+        let header = |name| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        seen.0.lock().unwrap().push(SeenRequest {
+            method: request.method().to_string(),
+            path: request.uri().path().to_owned(),
+            accept: header(http::header::ACCEPT),
+            content_type: header(http::header::CONTENT_TYPE),
+        });
+        let body = Body::from(answer.clone());
+        async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
+    });
+    kube::Client::new(service, "default")
+}

@@ -86,7 +86,7 @@ fn timed_out(cp: &ClusterPlan) -> ClusterResult {
 /// What a plan is carried out for: the federated object, its reference (the key of writes
 /// left running), and what the plan saw of each cluster's copy.
 pub struct Target<'a> {
-    pub object: &'a FederatedObject,
+    pub object: &'a Arc<FederatedObject>,
     pub object_ref: &'a ObjectRef<DynamicObject>,
     pub observed: &'a BTreeMap<String, MemberObservation>,
 }
@@ -102,7 +102,7 @@ pub async fn execute(
     let by_name: BTreeMap<&str, &Arc<MemberCluster>> =
         clusters.iter().map(|c| (c.name.as_str(), c)).collect();
     // Shared by the writes that may outlast this reconcile.
-    let shared_object = Arc::new(target.object.clone());
+    let shared_object = target.object;
     let tasks = plan.clusters.iter().map(|cp| {
         let cluster = by_name.get(cp.cluster.as_str()).copied();
         let (object, shared_object) = (target.object, &shared_object);

@@ -36,7 +36,9 @@ const CACHE_SYNC_GRACE: Duration = Duration::from_secs(30);
 
 /// What one reconcile observed.
 pub struct Observed {
-    pub federated: FederatedObject,
+    /// Shared with the member writes that may outlast the reconcile: its template is the
+    /// largest thing a reconcile holds.
+    pub federated: Arc<FederatedObject>,
     pub object_ref: ObjectRef<DynamicObject>,
     pub reference: k8s_openapi::api::core::v1::ObjectReference,
     pub clusters: Vec<Arc<MemberCluster>>,
@@ -126,7 +128,7 @@ pub async fn observe(
         duplicates,
         control_plane: ctx.shared.control_plane().await.map(str::to_owned),
         clusters,
-        federated,
+        federated: Arc::new(federated),
     };
     observed.observe_members(ctx);
     observed.recorded = observed.recorded_applies(ctx);

@@ -12,8 +12,10 @@ pub struct SeenRequest {
     pub method: String,
     /// The path, without the query.
     pub path: String,
+    pub query: String,
     pub accept: String,
     pub content_type: String,
+    pub body: Vec<u8>,
 }
 
 /// The requests a client made, in order.
@@ -28,25 +30,41 @@ impl Seen {
 
 /// A client answering `answer` (200) to every request, recording each in `seen`.
 pub fn answering(seen: &Seen, answer: serde_json::Value) -> kube::Client {
+    answering_with(seen, 200, answer)
+}
+
+/// A client answering `answer` with HTTP status `code` to every request, recording each in
+/// `seen`.
+pub fn answering_with(seen: &Seen, code: u16, answer: serde_json::Value) -> kube::Client {
     let seen = seen.clone();
     let answer = serde_json::to_vec(&answer).unwrap();
     let service = tower::service_fn(move |request: http::Request<Body>| {
-        let header = |name| {
-            request
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned()
-        };
-        seen.0.lock().unwrap().push(SeenRequest {
-            method: request.method().to_string(),
-            path: request.uri().path().to_owned(),
-            accept: header(http::header::ACCEPT),
-            content_type: header(http::header::CONTENT_TYPE),
-        });
-        let body = Body::from(answer.clone());
-        async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
+        let (seen, answer) = (seen.clone(), answer.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let header = |name| {
+                parts
+                    .headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let seen_request = SeenRequest {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_owned(),
+                query: parts.uri.query().unwrap_or_default().to_owned(),
+                accept: header(http::header::ACCEPT),
+                content_type: header(http::header::CONTENT_TYPE),
+                body: body.collect_bytes().await.unwrap().to_vec(),
+            };
+            seen.0.lock().unwrap().push(seen_request);
+            let response = http::Response::builder()
+                .status(code)
+                .body(Body::from(answer))
+                .unwrap();
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     kube::Client::new(service, "default")
 }

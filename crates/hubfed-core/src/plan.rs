@@ -53,7 +53,7 @@ use deletion::plan_deletion;
 
 pub use input::{ContainingNamespace, FederatedObject, MemberObject, MemberObservation, PlanInput};
 pub use output::{
-    ApplyAction, ClusterAction, ClusterPlan, DeleteAction, Disposition, FinalizerAction,
+    ApplyAction, ApplyBody, ClusterAction, ClusterPlan, DeleteAction, Disposition, FinalizerAction,
     IgnoreReason, Plan,
 };
 
@@ -419,7 +419,7 @@ fn sync_action(
     let hash = &body.hash;
     let apply = |creates: bool, create_only: bool, adopts: bool| {
         ClusterAction::Apply(ApplyAction {
-            object: std::sync::Arc::clone(&body.object),
+            object: body.object.clone(),
             desired_hash: hash.clone(),
             creates,
             create_only,
@@ -454,7 +454,7 @@ fn sync_action(
 /// A desired object as the plan's applies share it.
 #[derive(Clone)]
 struct Body {
-    object: std::sync::Arc<Value>,
+    object: ApplyBody,
     hash: String,
     released_fields: Vec<String>,
 }
@@ -491,7 +491,7 @@ fn body_for(
         return Ok(body.clone());
     }
     let (desired, hash) = desired_for(input, cluster, exists)?;
-    let object = same_body(plan, &hash).unwrap_or_else(|| std::sync::Arc::new(desired.object));
+    let object = same_body(plan, &hash).unwrap_or_else(|| desired.object.into());
     let body = Body {
         object,
         hash,
@@ -504,11 +504,9 @@ fn body_for(
 }
 
 /// The body of an apply already planned for another cluster with the same desired hash.
-fn same_body(plan: &Plan, hash: &str) -> Option<std::sync::Arc<Value>> {
+fn same_body(plan: &Plan, hash: &str) -> Option<ApplyBody> {
     plan.clusters.iter().find_map(|c| match &c.action {
-        ClusterAction::Apply(apply) if apply.desired_hash == hash => {
-            Some(std::sync::Arc::clone(&apply.object))
-        }
+        ClusterAction::Apply(apply) if apply.desired_hash == hash => Some(apply.object.clone()),
         _ => None,
     })
 }

@@ -25,8 +25,8 @@ use crate::metrics::METRICS;
 use super::create_only::{self, Created};
 use super::exec_env::ExecEnv;
 use super::member_io::{
-    ClusterResult, RETAINED_FIELD_MANAGER, error_message, is_immutable_refusal, is_not_found,
-    is_refusal, outcome, patch_answer, record,
+    ClusterResult, RETAINED_FIELD_MANAGER, apply_encoded, error_message, is_immutable_refusal,
+    is_not_found, is_refusal, outcome, patch_answer, record,
 };
 use super::members::Unmanaged;
 
@@ -222,7 +222,7 @@ impl ApplyStep<'_> {
                 Err(e) => Err(e),
             }
         } else {
-            match patch_answer(api, name, &params, &Patch::Apply(body), whole).await {
+            match apply_encoded(api, name, &params, &self.apply.object, whole).await {
                 // A copy a create-only POST left half done (see create_only).
                 Ok(applied) => Ok(create_only::settle_ownership(api, name, applied, whole).await),
                 Err(e) => Err(e),
@@ -284,7 +284,9 @@ impl ApplyStep<'_> {
         // Copied only when a conflict makes hubfed leave fields out.
         let mut body = std::borrow::Cow::Borrowed(&*self.apply.object);
         let mut force = mode == DriftMode::RevertAll;
-        let applied = match apply(api, name, force, &body, whole).await {
+        // The first attempt sends the body every cluster shares, as encoded once for all.
+        let params = apply_params(force);
+        let applied = match apply_encoded(api, name, &params, &self.apply.object, whole).await {
             Err(e) if !apply_conflicts(&e).is_empty() => {
                 force = self
                     .resolve_conflict(apply_conflicts(&e), mode, body.to_mut(), &mut drift)

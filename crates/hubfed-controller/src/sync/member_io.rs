@@ -2,7 +2,7 @@
 //! the object's type, how a member's refusal reads, and the metrics of each request. Used by
 //! the dispatcher and the apply steps alike (neither owns the other).
 
-use hubfed_core::plan::FederatedObject;
+use hubfed_core::plan::{ApplyBody, FederatedObject};
 use hubfed_core::status::{ClusterOutcome, PropagationStatus};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
@@ -103,6 +103,56 @@ pub(super) async fn patch_answer<P: serde::Serialize + std::fmt::Debug>(
     })
 }
 
+/// A server-side apply of `body` as encoded once for every cluster that gets it
+/// ([`ApplyBody::json`]): each request carries those bytes, not an encoding of its own (with
+/// ~1 MB objects, one encoding per member request in flight was the largest share of the
+/// controller's peak memory). Otherwise as [`patch_answer`] with `Patch::Apply(body)`.
+pub(super) async fn apply_encoded(
+    api: &Api<DynamicObject>,
+    name: &str,
+    params: &PatchParams,
+    body: &ApplyBody,
+    whole: bool,
+) -> Result<DynamicObject, kube::Error> {
+    // The request kube would make (path, query, headers), with the shared bytes as its body.
+    let request = kube::core::Request::new(api.resource_url());
+    let placeholder = Patch::Apply(());
+    let request = if whole {
+        request.patch(name, params, &placeholder)
+    } else {
+        request.patch_metadata(name, params, &placeholder)
+    }
+    .map_err(kube::Error::BuildRequest)?;
+    let json = bytes::Bytes::from_owner(body.json());
+    let request = request.map(|_| kube::client::Body::from(json));
+    let response = api.clone().into_client().send(request).await?;
+    let status = response.status();
+    let answer = response.into_body().collect_bytes().await?;
+    if status.is_client_error() || status.is_server_error() {
+        return Err(api_error(status, &answer));
+    }
+    if whole {
+        return serde_json::from_slice(&answer).map_err(kube::Error::SerdeError);
+    }
+    let answer: kube::api::PartialObjectMeta<DynamicObject> =
+        serde_json::from_slice(&answer).map_err(kube::Error::SerdeError)?;
+    Ok(DynamicObject {
+        types: None,
+        metadata: answer.metadata,
+        data: serde_json::Value::Object(serde_json::Map::new()),
+    })
+}
+
+/// An API server's refusal as kube reports it: its `Status`, or one made of the text.
+fn api_error(code: http::StatusCode, answer: &[u8]) -> kube::Error {
+    let text = String::from_utf8_lossy(answer);
+    let status = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
+        kube::core::Status::failure(text.trim(), "Failed to parse error data")
+            .with_code(code.as_u16())
+    });
+    kube::Error::Api(status.boxed())
+}
+
 pub(super) fn error_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(e) => e.message.clone(),
@@ -174,7 +224,7 @@ pub(super) fn federated_reference(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_requests::{Seen, answering};
+    use crate::test_requests::{Seen, answering, answering_with};
     use serde_json::json;
 
     fn api(client: kube::Client) -> Api<DynamicObject> {
@@ -237,6 +287,103 @@ mod tests {
             !request.accept.contains("PartialObjectMetadata"),
             "{}",
             request.accept
+        );
+    }
+
+    #[tokio::test]
+    async fn an_encoded_apply_sends_the_shared_bytes_as_kube_would_send_the_object() {
+        let body = ApplyBody::from(json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "web", "namespace": "ns"},
+            "data": {"a": "b"},
+        }));
+        let params = PatchParams::apply("hubfed").force();
+        let answer = json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadata",
+            "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "8"},
+        });
+        // What kube sends for the object itself.
+        let seen = Seen::default();
+        patch_answer(
+            &api(answering(&seen, answer.clone())),
+            "web",
+            &params,
+            &Patch::Apply(&*body),
+            false,
+        )
+        .await
+        .unwrap();
+        let by_kube = seen.take().remove(0);
+
+        let seen = Seen::default();
+        let applied = apply_encoded(&api(answering(&seen, answer)), "web", &params, &body, false)
+            .await
+            .unwrap();
+        assert_eq!(applied.metadata.resource_version.as_deref(), Some("8"));
+        let encoded = seen.take().remove(0);
+        assert_eq!(encoded.body, &*body.json());
+        let sent: serde_json::Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(sent, *body);
+        assert_eq!(
+            (
+                &encoded.method,
+                &encoded.path,
+                &encoded.query,
+                &encoded.accept,
+                &encoded.content_type
+            ),
+            (
+                &by_kube.method,
+                &by_kube.path,
+                &by_kube.query,
+                &by_kube.accept,
+                &by_kube.content_type
+            ),
+        );
+        assert_eq!(encoded.query, "&force=true&fieldManager=hubfed");
+    }
+
+    #[tokio::test]
+    async fn an_encoded_apply_refused_reads_as_kube_reports_it() {
+        let body = ApplyBody::from(json!({"apiVersion": "v1", "kind": "ConfigMap"}));
+        let params = PatchParams::apply("hubfed");
+        let conflict = json!({
+            "apiVersion": "v1",
+            "kind": "Status",
+            "status": "Failure",
+            "message": "Apply failed with 1 conflict",
+            "reason": "Conflict",
+            "code": 409,
+        });
+        let seen = Seen::default();
+        let refused = apply_encoded(
+            &api(answering_with(&seen, 409, conflict)),
+            "web",
+            &params,
+            &body,
+            false,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&refused, kube::Error::Api(s) if s.code == 409 && s.message == "Apply failed with 1 conflict"),
+            "{refused:?}"
+        );
+        // Not a Status: the text, with the HTTP code.
+        let refused = apply_encoded(
+            &api(answering_with(&seen, 503, json!("overloaded"))),
+            "web",
+            &params,
+            &body,
+            true,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&refused, kube::Error::Api(s) if s.code == 503),
+            "{refused:?}"
         );
     }
 }

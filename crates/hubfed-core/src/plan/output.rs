@@ -177,13 +177,71 @@ impl ClusterAction {
     }
 }
 
+/// An apply body: one desired object, shared by the clusters that get the same one and by
+/// the writes that carry it out, with its JSON encoding made once for all of them (with
+/// ~1 MB objects, one encoding per member request in flight was the largest share of the
+/// controller's peak memory). Reads as the object ([`std::ops::Deref`]).
+#[derive(Clone, Debug)]
+pub struct ApplyBody(std::sync::Arc<BodyInner>);
+
+#[derive(Debug)]
+struct BodyInner {
+    object: Value,
+    json: std::sync::OnceLock<std::sync::Arc<[u8]>>,
+}
+
+impl ApplyBody {
+    /// The body's JSON, encoded on first use.
+    pub fn json(&self) -> std::sync::Arc<[u8]> {
+        let json = self
+            .0
+            .json
+            .get_or_init(|| self.0.object.to_string().into_bytes().into());
+        std::sync::Arc::clone(json)
+    }
+
+    /// Whether `self` and `other` are the same body (not merely equal ones).
+    pub fn same(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl From<Value> for ApplyBody {
+    fn from(object: Value) -> Self {
+        Self(std::sync::Arc::new(BodyInner {
+            object,
+            json: std::sync::OnceLock::new(),
+        }))
+    }
+}
+
+impl std::ops::Deref for ApplyBody {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.0.object
+    }
+}
+
+impl PartialEq for ApplyBody {
+    fn eq(&self, other: &Self) -> bool {
+        self.same(other) || self.0.object == other.0.object
+    }
+}
+
+impl serde::Serialize for ApplyBody {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.object.serialize(serializer)
+    }
+}
+
 /// A server-side apply of the desired object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApplyAction {
     /// The apply body; shared, not copied, by the writes that carry it out (with ~1 MB
     /// objects one copy per member per reconcile in flight was a large share of the
     /// controller's peak memory).
-    pub object: std::sync::Arc<Value>,
+    pub object: ApplyBody,
     /// [`crate::version::desired_hash`] of `object`, to record after success.
     pub desired_hash: String,
     /// The member object was not observed: this creates it.

@@ -160,10 +160,14 @@ fn clusters_without_overrides_of_their_own_share_one_body() {
     let (c1, c2, c3) = (apply(a[0].1), apply(a[1].1), apply(a[2].1));
     // c1 and c3 get the same object: one copy in memory, not one per cluster.
     assert_eq!(c1.desired_hash, c3.desired_hash);
-    assert!(std::sync::Arc::ptr_eq(&c1.object, &c3.object));
+    assert!(c1.object.same(&c3.object));
+    // Encoded once for both: the same bytes, and the JSON of the object.
+    assert!(std::sync::Arc::ptr_eq(&c1.object.json(), &c3.object.json()));
+    let decoded: Value = serde_json::from_slice(&c1.object.json()).unwrap();
+    assert_eq!(decoded, *c1.object);
     // c2's override makes its own.
     assert_ne!(c1.desired_hash, c2.desired_hash);
-    assert!(!std::sync::Arc::ptr_eq(&c1.object, &c2.object));
+    assert!(!c1.object.same(&c2.object));
     assert_eq!(c2.object["spec"]["replicas"], 5);
     assert_eq!(c3.object["spec"]["replicas"], 2);
 }

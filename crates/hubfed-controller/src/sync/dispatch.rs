@@ -86,7 +86,7 @@ fn timed_out(cp: &ClusterPlan) -> ClusterResult {
 /// What a plan is carried out for: the federated object, its reference (the key of writes
 /// left running), and what the plan saw of each cluster's copy.
 pub struct Target<'a> {
-    pub object: &'a Arc<FederatedObject>,
+    pub object: &'a FederatedObject,
     pub object_ref: &'a ObjectRef<DynamicObject>,
     pub observed: &'a BTreeMap<String, MemberObservation>,
 }
@@ -101,8 +101,10 @@ pub async fn execute(
 ) -> DispatchResult {
     let by_name: BTreeMap<&str, &Arc<MemberCluster>> =
         clusters.iter().map(|c| (c.name.as_str(), c)).collect();
-    // Shared by the writes that may outlast this reconcile.
-    let shared_object = target.object;
+    // What the writes that may outlast this reconcile keep of the object: not its template
+    // (their apply bodies hold the desired object; with ~1 MB templates a write waiting for
+    // its member otherwise held two copies).
+    let shared_object = Arc::new(target.object.without_spec());
     let tasks = plan.clusters.iter().map(|cp| {
         let cluster = by_name.get(cp.cluster.as_str()).copied();
         let (object, shared_object) = (target.object, &shared_object);

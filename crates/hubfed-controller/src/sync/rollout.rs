@@ -563,15 +563,9 @@ fn combine(
         .then_some(stable_spec)
         .flatten()
         .map(|spec| {
-            let current = &*observed.federated;
             let object = hubfed_core::plan::FederatedObject {
-                name: current.name.clone(),
-                namespace: current.namespace.clone(),
-                uid: current.uid.clone(),
                 spec: spec.clone(),
-                annotations: current.annotations.clone(),
-                deleting: current.deleting,
-                has_sync_finalizer: current.has_sync_finalizer,
+                ..observed.federated.without_spec()
             };
             let mut input = observed.plan_input(ctx);
             input.object = &object;

@@ -27,6 +27,23 @@ pub struct FederatedObject {
 }
 
 /// A member object as the member cache shows it.
+impl FederatedObject {
+    /// The object without its spec: what carrying out a plan's actions reads of it (name,
+    /// namespace, annotations). A write that waits for its member keeps this, not the
+    /// template — the apply body holds the desired object already.
+    pub fn without_spec(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            uid: self.uid.clone(),
+            spec: FederatedSpec::default(),
+            annotations: self.annotations.clone(),
+            deleting: self.deleting,
+            has_sync_finalizer: self.has_sync_finalizer,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemberObject {
     /// Value of the `kubefed.io/managed` label, if any.

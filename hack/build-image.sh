@@ -7,8 +7,8 @@
 # The image is what the Dockerfile's final stage makes (gcr.io/distroless/static-debian12:nonroot
 # plus the three binaries), assembled here from the build machine's own files, since no base
 # image can be pulled: the binaries in /usr/local/bin — static (glibc linked in with
-# `-C target-feature=+crt-static`: no C runtime in the image, and glibc's allocator, which
-# serves a busy multi-threaded controller better than musl's) —, the CA bundle, /etc/passwd
+# `-C target-feature=+crt-static`: no C runtime in the image; the controller and the agent
+# allocate with jemalloc, linked in too) —, the CA bundle, /etc/passwd
 # and /etc/group with the `nonroot` user (65532), /etc/nsswitch.conf (`hosts: files dns`,
 # both built into glibc ≥ 2.34, so a static binary resolves names without loading anything),
 # an empty /tmp. User 65532, entrypoint hubfed-controller (the pull-mode agent runs from the

@@ -1,8 +1,9 @@
 //! The raw apply limit: the benchmark's member objects written straight to the members by a
 //! plain client, with server-side apply, as fast as the members take them — the ceiling any
 //! controller writing the same objects can reach on this machine. The writes ask for the
-//! object's metadata only as their answer (`as=PartialObjectMetadata`), as hubfed's do: the
-//! cheapest apply a client can make.
+//! object's metadata only as their answer (`as=PartialObjectMetadata`) and skip the member's
+//! unknown-field check (`fieldValidation=Ignore`), as hubfed's do: the cheapest apply a
+//! client can make.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,7 +60,9 @@ pub async fn run(
                 let started = Instant::now();
                 api.patch_metadata(
                     &id.name,
-                    &PatchParams::apply(RAW_FIELD_MANAGER).force(),
+                    &PatchParams::apply(RAW_FIELD_MANAGER)
+                        .force()
+                        .validation_ignore(),
                     &Patch::Apply(&body),
                 )
                 .await

@@ -96,11 +96,7 @@ pub(super) async fn patch_answer<P: serde::Serialize + std::fmt::Debug>(
         return api.patch(name, params, patch).await;
     }
     let answer = api.patch_metadata(name, params, patch).await?;
-    Ok(DynamicObject {
-        types: None,
-        metadata: answer.metadata,
-        data: serde_json::Value::Object(serde_json::Map::new()),
-    })
+    Ok(metadata_only(answer))
 }
 
 /// A server-side apply of `body` as encoded once for every cluster that gets it
@@ -136,11 +132,16 @@ pub(super) async fn apply_encoded(
     }
     let answer: kube::api::PartialObjectMeta<DynamicObject> =
         serde_json::from_slice(&answer).map_err(kube::Error::SerdeError)?;
-    Ok(DynamicObject {
+    Ok(metadata_only(answer))
+}
+
+/// A metadata-only answer as the object the apply steps read (its metadata, no data).
+fn metadata_only(answer: kube::api::PartialObjectMeta<DynamicObject>) -> DynamicObject {
+    DynamicObject {
         types: None,
         metadata: answer.metadata,
         data: serde_json::Value::Object(serde_json::Map::new()),
-    })
+    }
 }
 
 /// An API server's refusal as kube reports it: its `Status`, or one made of the text.

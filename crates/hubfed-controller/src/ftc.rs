@@ -13,7 +13,7 @@ use hubfed_core::placement::ControlPlaneScope;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::discovery::ApiResource;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -103,7 +103,7 @@ impl Drop for Reconciling<'_> {
 pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> anyhow::Result<()> {
     let api: Api<FederatedTypeConfig> =
         Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
-    let controller = Controller::new(api, watcher::Config::default());
+    let controller = crate::watch::settled_controller(api, watcher::Config::default());
     let (tx, rx) = mpsc::unbounded_channel();
     let ctx = Arc::new(Context {
         shared,

@@ -1,19 +1,23 @@
 //! What the control plane's watch-driven loops share: the hub API of the control plane's
-//! scope, the stream of a watch channel's changes (the registry's, the settings'), a loop over
-//! a watch stream that ends with its task, and a kube-runtime controller driven to its end.
+//! scope, the objects a cache's watch says to look at again ([`settled`]), the stream of a
+//! watch channel's changes (the registry's, the settings'), a loop over a watch stream that
+//! ends with its task, and a kube-runtime controller driven to its end.
 
+use std::collections::HashSet;
 use std::fmt::Display;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt as _};
 use hubfed_core::placement::ControlPlaneScope;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::{Controller, watcher};
-use kube::{Client, Resource};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt as _, watcher};
+use kube::{Client, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::clusters::MemberClientPool;
 
@@ -68,9 +72,110 @@ where
         + 'static,
     K::DynamicType: Default + Clone + Eq + std::hash::Hash + Unpin,
 {
-    Controller::new(scoped(hub, namespace), watcher::Config::default())
+    settled_controller(scoped(hub, namespace), watcher::Config::default())
         .reconcile_all_on(changes(pool.subscribe()))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+}
+
+/// Whether [`settled`] hands on the objects that are gone as well.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deletions {
+    /// Only objects that exist: what a controller of those objects reconciles.
+    Skip,
+    /// Deleted objects too, and those a relist no longer shows: what a watch that looks at
+    /// other objects because of these (their namespace, their source) needs.
+    Include,
+}
+
+/// The objects to look at again, from the events of a cache's watch (`events`, the output of
+/// [`reflector::reflector`] into `store`): each change as it comes and, once a (re)list has
+/// ended, every object then in the cache — never the listed objects one by one as they
+/// arrive. kube-runtime's cache takes a relist whole when it ends (`InitDone`); a reconcile
+/// started on a relisted object before then reads the version the cache held before the
+/// relist, and nothing looks at the object again once the cache has the new one. After a hub
+/// API server restart, updates made while the watch was down were never propagated when the
+/// relist came in pages (the federated objects' cache lists 50 a page).
+///
+/// With [`Deletions::Include`], deleted objects are handed on as well, and so are the objects
+/// the cache held before a relist that the relist no longer shows (deleted while the watch was
+/// down: no event ever says so). Errors are passed on.
+pub(crate) fn settled<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    store: Store<K>,
+    deletions: Deletions,
+) -> impl Stream<Item = Result<Arc<K>, watcher::Error>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    // The cache as it was when a relist began: what the relist may no longer show.
+    let mut before: Vec<Arc<K>> = Vec::new();
+    events.flat_map(move |event| {
+        let out: Vec<Result<Arc<K>, watcher::Error>> = match event {
+            Ok(watcher::Event::Apply(object)) => vec![Ok(Arc::new(object))],
+            Ok(watcher::Event::Delete(object)) if deletions == Deletions::Include => {
+                vec![Ok(Arc::new(object))]
+            }
+            Ok(watcher::Event::Init) if deletions == Deletions::Include => {
+                before = store.state();
+                Vec::new()
+            }
+            Ok(watcher::Event::InitDone) => {
+                let now = store.state();
+                let gone = if deletions == Deletions::Include {
+                    let present: HashSet<(Option<String>, String)> =
+                        now.iter().map(|o| (o.namespace(), o.name_any())).collect();
+                    std::mem::take(&mut before)
+                        .into_iter()
+                        .filter(|o| !present.contains(&(o.namespace(), o.name_any())))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                now.into_iter().chain(gone).map(Ok).collect()
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_) | watcher::Event::Delete(_)) => {
+                Vec::new()
+            }
+            Err(e) => vec![Err(e)],
+        };
+        futures::stream::iter(out)
+    })
+}
+
+/// A kube-runtime controller of `api`'s objects (`config` selects them) whose reconciles read
+/// a relist's objects only once the cache holds them ([`settled`]). Its watch retries with
+/// kube's default backoff and its errors are logged with the kind, without pausing the
+/// controller's other triggers (kube's controller backs off all of them on a watch error).
+pub(crate) fn settled_controller<K>(api: Api<K>, config: watcher::Config) -> Controller<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Clone + Eq + std::hash::Hash + Unpin,
+{
+    let writer = reflector::store::Writer::default();
+    let store = writer.as_reader();
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let events = reflector::reflector(writer, watcher(api, config).default_backoff());
+    Controller::for_shared_stream(
+        settled_objects(settled(events, store.clone(), Deletions::Skip), kind),
+        store,
+    )
+}
+
+/// The objects of a [`settled`] stream, its errors logged as watch errors of `kind`.
+pub(crate) fn settled_objects<K>(
+    objects: impl Stream<Item = Result<Arc<K>, watcher::Error>>,
+    kind: String,
+) -> impl Stream<Item = Arc<K>> {
+    objects.filter_map(move |item| {
+        std::future::ready(match item {
+            Ok(object) => Some(object),
+            Err(e) => {
+                warn!(kind = %kind, error = %e, "watch error");
+                None
+            }
+        })
+    })
 }
 
 /// One item for every change seen on `changes`; ends when its sender is gone.
@@ -116,4 +221,112 @@ pub(crate) async fn drive<T, E: Display>(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    fn config_map(name: &str, version: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("ns".to_owned()),
+                resource_version: Some(version.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    /// What `settled` hands on for `events` run through a cache, with the cache's version of
+    /// each object at the time it is handed on (what a reconcile started then would read).
+    async fn run(
+        events: Vec<Event<ConfigMap>>,
+        deletions: Deletions,
+    ) -> Vec<(String, String, Option<String>)> {
+        let writer = reflector::store::Writer::<ConfigMap>::default();
+        let store = writer.as_reader();
+        let events =
+            reflector::reflector(writer, futures::stream::iter(events.into_iter().map(Ok)));
+        let handed = settled(events, store.clone(), deletions);
+        let mut handed = std::pin::pin!(handed);
+        let mut seen = Vec::new();
+        while let Some(object) = handed.next().await {
+            let object = object.expect("no errors in these events");
+            let cached = store
+                .get(&reflector::ObjectRef::from_obj(&*object))
+                .and_then(|o| o.resource_version());
+            seen.push((
+                object.name_any(),
+                object.resource_version().unwrap_or_default(),
+                cached,
+            ));
+        }
+        seen
+    }
+
+    #[tokio::test]
+    async fn a_relist_is_handed_on_once_the_cache_holds_it() {
+        let seen = run(
+            vec![
+                Event::Init,
+                Event::InitApply(config_map("a", "1")),
+                Event::InitDone,
+                // The watch broke; "a" changed meanwhile; the relist comes in pages.
+                Event::Init,
+                Event::InitApply(config_map("a", "2")),
+                Event::InitApply(config_map("b", "3")),
+                Event::InitDone,
+                Event::Apply(config_map("b", "4")),
+            ],
+            Deletions::Skip,
+        )
+        .await;
+        let mut first = seen[..1].to_vec();
+        first.sort();
+        assert_eq!(first, vec![("a".into(), "1".into(), Some("1".into()))]);
+        let mut relisted = seen[1..3].to_vec();
+        relisted.sort();
+        assert_eq!(
+            relisted,
+            vec![
+                ("a".into(), "2".into(), Some("2".into())),
+                ("b".into(), "3".into(), Some("3".into())),
+            ],
+            "every relisted object, as the cache now holds it"
+        );
+        assert_eq!(seen[3], ("b".into(), "4".into(), Some("4".into())));
+        assert_eq!(seen.len(), 4);
+    }
+
+    #[tokio::test]
+    async fn deletions_include_what_a_relist_no_longer_shows() {
+        let events = vec![
+            Event::Init,
+            Event::InitApply(config_map("a", "1")),
+            Event::InitApply(config_map("b", "2")),
+            Event::InitDone,
+            Event::Delete(config_map("a", "3")),
+            // "b" deleted while the watch was down: the relist does not show it.
+            Event::Init,
+            Event::InitApply(config_map("c", "4")),
+            Event::InitDone,
+        ];
+        let seen = run(events.clone(), Deletions::Include).await;
+        let names: Vec<_> = seen.iter().map(|(name, _, _)| name.as_str()).collect();
+        assert_eq!(names.len(), 5, "{seen:?}");
+        assert_eq!(names[2], "a", "the deletion");
+        let mut after_relist = names[3..].to_vec();
+        after_relist.sort_unstable();
+        assert_eq!(after_relist, vec!["b", "c"]);
+        let seen = run(events, Deletions::Skip).await;
+        let names: Vec<_> = seen.iter().map(|(name, _, _)| name.as_str()).collect();
+        assert_eq!(names.len(), 3, "no deletions: {seen:?}");
+        assert_eq!(names[2], "c");
+    }
 }

@@ -156,8 +156,12 @@ impl Copies {
                 if let Ok(watcher::Event::InitDone) = event {
                     listed.store(true, Ordering::Release);
                 }
-            })
-            .touched_objects();
+            });
+            let stream = crate::watch::settled(
+                stream,
+                cache.store.clone(),
+                crate::watch::Deletions::Include,
+            );
             tokio::spawn(forward(
                 stream,
                 cache.clone(),
@@ -172,7 +176,7 @@ impl Copies {
 
 /// Queues the work of every copy that changes.
 async fn forward(
-    stream: impl futures::Stream<Item = Result<DynamicObject, watcher::Error>>,
+    stream: impl futures::Stream<Item = Result<Arc<DynamicObject>, watcher::Error>>,
     cache: TypeCache,
     triggers: mpsc::UnboundedSender<ObjectRef<Work>>,
     work_namespace: String,

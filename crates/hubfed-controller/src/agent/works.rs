@@ -94,8 +94,11 @@ pub async fn run(
                     health.set_ready(true);
                 }
             }
-        })
-        .applied_objects();
+        });
+    let works = crate::watch::settled_objects(
+        crate::watch::settled(works, store.clone(), crate::watch::Deletions::Skip),
+        "Work".to_owned(),
+    );
     let triggers = futures::stream::unfold(trigger_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
@@ -105,7 +108,7 @@ pub async fn run(
         carried_out: Mutex::new(HashMap::new()),
     });
     let stop = shutdown.clone();
-    Controller::for_stream(works, store)
+    Controller::for_shared_stream(works, store)
         .with_config(kube::runtime::controller::Config::default().concurrency(16))
         .reconcile_on(triggers)
         .graceful_shutdown_on(async move { stop.cancelled().await })

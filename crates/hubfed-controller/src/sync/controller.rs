@@ -19,7 +19,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::members::MemberWatches;
 use super::memory::{AppliedMap, LatencyTracker};
@@ -27,7 +27,7 @@ use super::{
     LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, queue, reconcile,
 };
 use crate::events::reporter;
-use crate::watch::{changes, each_event, scoped_with};
+use crate::watch::{Deletions, changes, each_event, scoped_with, settled};
 
 /// How long a sync controller waits for its works to list before it starts without them.
 const WORK_CACHE_GRACE: Duration = Duration::from_secs(30);
@@ -76,9 +76,9 @@ fn watch_federated_namespaces(
     let writer = reflector::store::Writer::new(fns.clone());
     let reader = writer.as_reader();
     let tx = trigger_tx;
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let stream = settled(stream, reader.clone(), Deletions::Include);
     tokio::spawn(async move {
         each_event(stream, &stop, |item| match item {
             Ok(fns) => {
@@ -118,9 +118,8 @@ fn watch_works(
     let works = watcher(api, config).modify(|work| {
         work.metadata.managed_fields = None;
     });
-    let stream = reflector::reflector(writer, works)
-        .default_backoff()
-        .touched_objects();
+    let stream = reflector::reflector(writer, works).default_backoff();
+    let stream = settled(stream, reader.clone(), Deletions::Include);
     let fed_ar = fed_ar.clone();
     tokio::spawn(async move {
         each_event(stream, &stop, |item| match item {
@@ -221,18 +220,27 @@ fn federated_controller(
             if let Some(annotations) = object.metadata.annotations.as_mut() {
                 annotations.remove(LAST_APPLIED_ANNOTATION);
             }
-        }),
+        })
+        // Retried here, not by the controller: its backoff would pause every trigger.
+        .default_backoff(),
     )
     .inspect({
         let listed = Arc::clone(&listed);
-        move |event| {
-            if let Ok(watcher::Event::InitDone) = event {
+        let kind = federated.kind.clone();
+        move |event| match event {
+            Ok(watcher::Event::Init) => debug!(kind = %kind, "listing the federated objects"),
+            Ok(watcher::Event::InitDone) => {
+                debug!(kind = %kind, "federated objects listed");
                 listed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
+            Ok(_) => {}
+            Err(e) => warn!(kind = %kind, error = %e, "federated objects' watch error"),
         }
-    })
-    .applied_objects();
-    let controller = Controller::for_stream_with(objects, store.clone(), federated.clone())
+    });
+    // Logged above.
+    let objects = settled(objects, store.clone(), Deletions::Skip)
+        .filter_map(|item| std::future::ready(item.ok()));
+    let controller = Controller::for_shared_stream_with(objects, store.clone(), federated.clone())
         .with_config(
             kube::runtime::controller::Config::default()
                 .concurrency(shared.reconcile_concurrency)

@@ -87,6 +87,7 @@ async fn reconcile_object(obj: &DynamicObject, ctx: &Arc<TypeContext>) -> Result
     let (plan, rollout_recheck) = (staged.plan, staged.recheck);
     publish_warnings(ctx, &observed, &plan);
     debug!(name = %observed.federated.name, namespace = ?observed.federated.namespace,
+        resource_version = ?obj.metadata.resource_version, generation = ?obj.metadata.generation,
         disposition = ?plan.disposition, "planned");
     match plan.disposition {
         Disposition::Ignore(_) => return Ok(Action::await_change()),

@@ -320,6 +320,7 @@ pub async fn run_type(
         collect_status,
         status_written: std::sync::Mutex::new(HashMap::new()),
         detached: std::sync::Mutex::new(HashMap::new()),
+        write_times: std::sync::Mutex::new(HashMap::new()),
         event_budget: std::sync::Mutex::new(hubfed_core::burst::EventBudget::default()),
     });
     let running = Running {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use hubfed_core::detach::{DETACH_AFTER, Detached, Resume, resume};
+use hubfed_core::detach::{DETACH_AFTER, Detached, Resume, WriteTimes, resume};
 use hubfed_core::plan::ClusterPlan;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
@@ -40,9 +40,10 @@ pub(super) fn resume_in(
 }
 
 /// Runs `write` (an apply of `desired_hash` to the copy `key`: federated object, cluster) in
-/// a task of its own and waits [`DETACH_AFTER`] for it; a write still running then goes on
-/// by itself: when it ends, its result is kept for the object's next reconcile
-/// ([`resume_in`]) and the object is queued. `None`: left running, the cluster is pending.
+/// a task of its own and waits [`DETACH_AFTER`] for it — not at all when the member's writes
+/// take longer than that on average ([`WriteTimes`]); a write still running then goes on by
+/// itself: when it ends, its result is kept for the object's next reconcile ([`resume_in`])
+/// and the object is queued. `None`: left running, the cluster is pending.
 pub(super) async fn write_or_leave(
     ctx: &Arc<TypeContext>,
     key: (ObjectRef<DynamicObject>, String),
@@ -74,8 +75,14 @@ pub(super) async fn write_or_leave(
             }
         }
     };
+    let wait = ctx
+        .write_times
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key.1)
+        .map_or(DETACH_AFTER, WriteTimes::wait);
     tokio::spawn(task);
-    let _ = tokio::time::timeout(DETACH_AFTER, handoff.1.notified()).await;
+    let _ = tokio::time::timeout(wait, handoff.1.notified()).await;
     let mut state = handoff.0.lock().unwrap_or_else(|e| e.into_inner());
     match std::mem::replace(&mut *state, Handoff::Left) {
         Handoff::Done(result) => Some(*result),

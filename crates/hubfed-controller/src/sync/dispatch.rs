@@ -310,10 +310,21 @@ async fn dispatch_one(
         None => None,
     };
     let api = member_api(ctx, client, object.namespace.as_deref());
-    match tokio::time::timeout(DISPATCH_TIMEOUT, execute_action(env, object, cp, &api)).await {
-        Ok(result) => result,
-        Err(_) => timed_out(cp),
-    }
+    // The member's answer time, its permit not included: what says a member is slow
+    // ([`hubfed_core::detach::WriteTimes`]), not this controller's own queue.
+    let started = std::time::Instant::now();
+    let result =
+        match tokio::time::timeout(DISPATCH_TIMEOUT, execute_action(env, object, cp, &api)).await {
+            Ok(result) => result,
+            Err(_) => timed_out(cp),
+        };
+    ctx.write_times
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(name.to_owned())
+        .or_default()
+        .record(started.elapsed());
+    result
 }
 
 /// Before the finalizer goes: none of the clusters `verify_in` still holds a managed copy,

@@ -338,6 +338,9 @@ pub struct TypeContext {
     pub status_written: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
     /// Member applies left running past their reconcile ([`detach`]).
     pub(crate) detached: detach::DetachedWrites,
+    /// Each member's recent apply times, by cluster: how long a reconcile waits for its
+    /// writes before leaving them running ([`hubfed_core::detach::WriteTimes`]).
+    pub(crate) write_times: std::sync::Mutex<HashMap<String, hubfed_core::detach::WriteTimes>>,
     /// Normal Events of this type in a burst ([`hubfed_core::burst`]).
     pub event_budget: std::sync::Mutex<hubfed_core::burst::EventBudget>,
 }

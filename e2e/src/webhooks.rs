@@ -2,6 +2,7 @@
 //! in-process with a certificate for 127.0.0.1, the webhook configurations calling it by URL.
 //! They apply to the whole hub: use them from test binaries of their own.
 
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -9,7 +10,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 use crate::{Federation, KUBEFED_NAMESPACE};
@@ -20,17 +21,9 @@ pub async fn with_webhooks() -> anyhow::Result<&'static Federation> {
     let federation = Federation::shared();
     READY
         .get_or_try_init(|| async {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let key = rcgen::KeyPair::generate()?;
-            let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()])?;
-            params
-                .subject_alt_names
-                .push(rcgen::SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-            let cert = params.self_signed(&key)?;
+            let port = free_port()?;
             let dir = federation.env().dir().join("webhook-certs");
-            std::fs::create_dir_all(&dir)?;
-            std::fs::write(dir.join("tls.crt"), cert.pem())?;
-            std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
+            let ca = write_certificate(&dir)?;
 
             // A thread of its own: the server must outlive each test's runtime.
             let serve_dir = dir.clone();
@@ -40,29 +33,23 @@ pub async fn with_webhooks() -> anyhow::Result<&'static Federation> {
                     .enable_all()
                     .build()
                     .expect("webhook runtime");
-                runtime.block_on(hubfed_controller::webhook::serve(
-                    ([127, 0, 0, 1], port).into(),
-                    serve_dir,
-                    KUBEFED_NAMESPACE.to_string(),
-                    tokio_util::sync::CancellationToken::new(),
-                ))
+                runtime.block_on(async {
+                    // A client of this runtime's own: the server outlives the tests' runtimes.
+                    let hub = federation.hub().await?;
+                    hubfed_controller::webhook::serve(
+                        ([127, 0, 0, 1], port).into(),
+                        serve_dir,
+                        hub,
+                        KUBEFED_NAMESPACE.to_string(),
+                        tokio_util::sync::CancellationToken::new(),
+                    )
+                    .await
+                })
             });
             wait_listening(port).await?;
 
-            let ca = base64::Engine::encode(
-                &base64::engine::general_purpose::STANDARD,
-                cert.pem(),
-            );
             let hook = |name: &str, path: &str, group: &str, resources: Vec<&str>| {
-                json!({
-                    "name": name,
-                    "clientConfig": {"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca},
-                    "rules": [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}],
-                    "admissionReviewVersions": ["v1"],
-                    "sideEffects": "None",
-                    "failurePolicy": "Fail",
-                    "timeoutSeconds": 10,
-                })
+                hook(port, &ca, name, path, group, resources)
             };
             let validating: ValidatingWebhookConfiguration = serde_json::from_value(json!({
                 "metadata": {"name": "hubfed-e2e-validations"},
@@ -80,8 +67,11 @@ pub async fn with_webhooks() -> anyhow::Result<&'static Federation> {
             }))?;
             let mutating: MutatingWebhookConfiguration = serde_json::from_value(json!({
                 "metadata": {"name": "hubfed-e2e-mutation"},
-                "webhooks": [hook("kubefedconfigs.core.kubefed.io", "/default-kubefedconfig", "core.kubefed.io",
-                                  vec!["kubefedconfigs"])],
+                "webhooks": [
+                    hook("kubefedconfigs.core.kubefed.io", "/default-kubefedconfig", "core.kubefed.io",
+                         vec!["kubefedconfigs"]),
+                    sync_finalizer_hook(port, &ca),
+                ],
             }))?;
             let hub = federation.hub().await?;
             Api::<ValidatingWebhookConfiguration>::all(hub.clone())
@@ -96,7 +86,71 @@ pub async fn with_webhooks() -> anyhow::Result<&'static Federation> {
     Ok(federation)
 }
 
-async fn wait_listening(port: u16) -> anyhow::Result<()> {
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Writes a self-signed serving certificate for `localhost` and 127.0.0.1 to `dir`
+/// (`tls.crt`, `tls.key`, as the webhook server reads them); returns the certificate as a
+/// base64 `caBundle`.
+pub fn write_certificate(dir: &Path) -> anyhow::Result<String> {
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()])?;
+    params.subject_alt_names.push(rcgen::SanType::IpAddress(
+        std::net::Ipv4Addr::LOCALHOST.into(),
+    ));
+    let cert = params.self_signed(&key)?;
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("tls.crt"), cert.pem())?;
+    std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
+    Ok(base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        cert.pem(),
+    ))
+}
+
+/// A webhook entry calling `https://127.0.0.1:<port><path>` on CREATE and UPDATE of
+/// `resources` in `group`, failing closed.
+pub fn hook(
+    port: u16,
+    ca: &str,
+    name: &str,
+    path: &str,
+    group: &str,
+    resources: Vec<&str>,
+) -> Value {
+    json!({
+        "name": name,
+        "clientConfig": {"url": format!("https://127.0.0.1:{port}{path}"), "caBundle": ca},
+        "rules": [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}],
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": 10,
+    })
+}
+
+/// The sync-finalizer webhook (`/default-federated`) as the chart registers it: creates of
+/// `types.kubefed.io` objects, `failurePolicy: Ignore`.
+pub fn sync_finalizer_hook(port: u16, ca: &str) -> Value {
+    let mut hook = hook(
+        port,
+        ca,
+        "sync-finalizer.types.kubefed.io",
+        "/default-federated",
+        "types.kubefed.io",
+        vec!["*"],
+    );
+    hook["rules"][0]["operations"] = json!(["CREATE"]);
+    hook["failurePolicy"] = json!("Ignore");
+    hook
+}
+
+/// Waits until something listens on 127.0.0.1:`port` (5 s at most).
+pub async fn wait_listening(port: u16) -> anyhow::Result<()> {
     for _ in 0..100 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await

@@ -25,8 +25,9 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 /// The webhook paths the controller serves (docs/kubefed-compatibility.md §6, plus hubfed's
-/// `/validate-federated`).
-const WEBHOOK_PATHS: [&str; 6] = [
+/// `/validate-federated` and `/default-federated`).
+const WEBHOOK_PATHS: [&str; 7] = [
+    "/default-federated",
     "/default-kubefedconfig",
     "/validate-federated",
     "/validate-federatedtypeconfigs",
@@ -217,13 +218,31 @@ fn chart_deployment_and_webhooks_match_the_controller() -> anyhow::Result<()> {
             );
             assert_eq!(webhook["admissionReviewVersions"], json!(["v1"]), "{name}");
             assert_eq!(webhook["sideEffects"], "None", "{name}");
-            assert_eq!(webhook["failurePolicy"], "Fail", "{name}");
+            // The sync finalizer only spares a write: a webhook down must not refuse creates.
+            let policy = if name == "sync-finalizer.types.kubefed.io" {
+                "Ignore"
+            } else {
+                "Fail"
+            };
+            assert_eq!(webhook["failurePolicy"], policy, "{name}");
             paths.insert(
                 client["service"]["path"]
                     .as_str()
                     .unwrap_or_default()
                     .to_owned(),
             );
+            if name == "sync-finalizer.types.kubefed.io" {
+                assert_eq!(
+                    webhook["rules"],
+                    json!([{
+                        "apiGroups": ["types.kubefed.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": ["*"],
+                        "scope": "*",
+                    }])
+                );
+            }
             if name == "federated.types.kubefed.io" {
                 assert_eq!(
                     webhook["rules"],

@@ -1,13 +1,21 @@
 //! Admission webhooks through a real kube-apiserver: invalid FederatedTypeConfigs,
 //! KubeFedClusters, KubeFedConfigs, federated objects and PlacementPolicies are refused with a readable
-//! message; valid ones pass; KubeFedConfig is defaulted.
+//! message; valid ones pass; KubeFedConfig is defaulted; new federated objects get the sync
+//! finalizer when their type's sync controller runs.
 //!
 //! The webhook server runs in-process with a certificate for 127.0.0.1; the webhook
 //! configurations call it by URL. Its own test binary: the configurations apply to the whole
 //! hub.
 
+use hubfed_api::federatedcrd::{FederatedTypeDescription, federated_crd};
+use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
+use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
 use hubfed_e2e::webhooks::{core_api, refusal, with_webhooks};
-use hubfed_e2e::{KUBEFED_NAMESPACE, federated, federated_object, placement};
+use hubfed_e2e::{
+    ExampleType, KUBEFED_NAMESPACE, TIMEOUT, Wait, federated, federated_object, install_crds,
+    placement, propagated_ok, wait_for,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -246,6 +254,125 @@ async fn placement_policies_are_validated() -> anyhow::Result<()> {
     assert!(
         message.contains("spec.preferences[0].clusterSelector"),
         "{message}"
+    );
+    Ok(())
+}
+
+fn has_sync_finalizer(object: &DynamicObject) -> bool {
+    object
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == SYNC_CONTROLLER_FINALIZER))
+}
+
+/// A federated object created while its type's sync controller runs carries the sync
+/// finalizer from the write that creates it (the create's answer has it, before any controller
+/// has seen the object), keeps finalizers of its own beside it, propagates and is deleted with
+/// its copies; an object of a type no FederatedTypeConfig names gets none and is deleted at
+/// once.
+#[tokio::test]
+async fn new_federated_objects_get_the_sync_finalizer_at_admission() -> anyhow::Result<()> {
+    let federation = with_webhooks().await?;
+    let hub = federation.hub().await?;
+    let namespace = hubfed_e2e::unique_ns("webhook-finalizer");
+    federation
+        .create_federated_namespace(&namespace, &["member1"])
+        .await?;
+    let resource = federated("ConfigMap");
+    let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), &namespace, &resource);
+    let object = |resource: &kube::api::ApiResource, name: &str| {
+        let mut o = federated_object(
+            resource,
+            Some(&namespace),
+            name,
+            json!({"template": {"data": {"a": "b"}}, "placement": placement(&["member1"])}),
+        );
+        o.types = Some(kube::api::TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        });
+        o
+    };
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    // The webhook reads the FTCs from a watch of its own, filled once it has started.
+    wait_for(
+        "a dry-run create to get the sync finalizer",
+        TIMEOUT,
+        async || {
+            let created = api.create(&dry_run, &object(&resource, "probe")).await?;
+            Ok(if has_sync_finalizer(&created) {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("finalizers {:?}", created.metadata.finalizers))
+            })
+        },
+    )
+    .await?;
+
+    let created = api
+        .create(&PostParams::default(), &object(&resource, "admitted"))
+        .await?;
+    assert!(
+        has_sync_finalizer(&created),
+        "the create's answer carries the sync finalizer: {:?}",
+        created.metadata.finalizers
+    );
+    let mut own = object(&resource, "own-finalizer");
+    own.metadata.finalizers = Some(vec!["example.com/keep".to_owned()]);
+    let created_own = api.create(&dry_run, &own).await?;
+    assert_eq!(
+        created_own.metadata.finalizers,
+        Some(vec![
+            "example.com/keep".to_owned(),
+            SYNC_CONTROLLER_FINALIZER.to_owned()
+        ]),
+        "a finalizer of the user's own is kept"
+    );
+
+    let copies: Api<ConfigMap> = Api::namespaced(federation.client("member1").await?, &namespace);
+    wait_for("the copy in member1", TIMEOUT, async || {
+        let object = serde_json::to_value(api.get("admitted").await?)?;
+        Ok(match propagated_ok(&object, &["member1"]) {
+            Wait::Done(()) if copies.get_opt("admitted").await?.is_some() => Wait::Done(()),
+            Wait::Done(()) => Wait::Pending("no copy in member1".into()),
+            Wait::Pending(p) => Wait::Pending(p),
+        })
+    })
+    .await?;
+    api.delete("admitted", &Default::default()).await?;
+    wait_for("the object and its copy deleted", TIMEOUT, async || {
+        let hub_left = api.get_opt("admitted").await?.is_some();
+        let copy_left = copies.get_opt("admitted").await?.is_some();
+        Ok(if hub_left || copy_left {
+            Wait::Pending(format!("in the hub: {hub_left}, in member1: {copy_left}"))
+        } else {
+            Wait::Done(())
+        })
+    })
+    .await?;
+
+    // A type of the group that no FederatedTypeConfig names: nobody would release a finalizer.
+    let gadget = ExampleType::new("Gadget", "gadgets")?;
+    let ftc = FederatedTypeConfig::for_target(gadget.target.clone(), KUBEFED_NAMESPACE);
+    let description = FederatedTypeDescription::for_ftc(&ftc, &[], false);
+    install_crds(&hub, &[federated_crd(&description, None)?]).await?;
+    let unsynced = federated("Gadget");
+    let unsynced_api: Api<DynamicObject> = Api::namespaced_with(hub, &namespace, &unsynced);
+    let created = unsynced_api
+        .create(&PostParams::default(), &object(&unsynced, "no-ftc"))
+        .await?;
+    assert_eq!(
+        created.metadata.finalizers, None,
+        "no finalizer for a type no sync controller runs for"
+    );
+    unsynced_api.delete("no-ftc", &Default::default()).await?;
+    assert!(
+        unsynced_api.get_opt("no-ftc").await?.is_none(),
+        "deleted at once"
     );
     Ok(())
 }

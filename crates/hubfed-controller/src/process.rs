@@ -262,6 +262,7 @@ fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -
             crate::webhook::serve(
                 args.webhook_addr,
                 dir,
+                client.clone(),
                 args.kubefed_namespace.clone(),
                 shutdown.clone(),
             ),

@@ -1,11 +1,14 @@
 //! Admission webhooks over HTTPS (docs/kubefed-compatibility.md §6): KubeFed's validations of
 //! FederatedTypeConfig, KubeFedCluster and KubeFedConfig, KubeFedConfig defaulting, and —
 //! hubfed's addition — validation of every federated object's placement and overrides, so
-//! bad input is refused at `kubectl apply` with a readable message. The rules themselves are
-//! pure functions in `hubfed_core::validation`.
+//! bad input is refused at `kubectl apply` with a readable message — and the sync finalizer
+//! given to a federated object in the write that creates it (`/default-federated`,
+//! [`hubfed_core::admission`]), which spares the controller a hub write per object. The rules
+//! themselves are pure functions in `hubfed_core::validation` and `hubfed_core::admission`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -13,9 +16,16 @@ use axum::Router;
 use axum::routing::{get, post};
 use axum_server::tls_rustls::RustlsConfig;
 use base64::Engine as _;
+use futures::StreamExt as _;
+use hubfed_api::federatedtypeconfig::{FederatedTypeConfig, ResourceScope};
+use hubfed_api::kubefedconfig::KubeFedConfig;
+use hubfed_api::names::KUBEFED_CONFIG_NAME;
 use hubfed_core::validation::{self, FieldError};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -44,8 +54,78 @@ fn object_value(object: Option<&DynamicObject>) -> Option<Value> {
     object.and_then(|o| serde_json::to_value(o).ok())
 }
 
-/// Decides one admission request for `path`.
-pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>) -> Verdict {
+/// What the webhooks know of the hub, from watches of the control plane's namespace: its
+/// FederatedTypeConfigs and its KubeFedConfig. Empty until the watches have listed them (and
+/// without a hub client): then no federated object is given the sync finalizer.
+#[derive(Clone, Default)]
+pub struct HubView {
+    namespace: String,
+    ftcs: Option<Store<FederatedTypeConfig>>,
+    config: Option<Store<KubeFedConfig>>,
+}
+
+impl HubView {
+    /// Watches the FTCs and the KubeFedConfig in `namespace` until `shutdown`.
+    pub fn watch(hub: &Client, namespace: &str, shutdown: &CancellationToken) -> Self {
+        let ftcs = cache(
+            Api::namespaced(hub.clone(), namespace),
+            watcher::Config::default(),
+            shutdown,
+        );
+        let config = cache(
+            Api::namespaced(hub.clone(), namespace),
+            watcher::Config::default().fields(&format!("metadata.name={KUBEFED_CONFIG_NAME}")),
+            shutdown,
+        );
+        Self {
+            namespace: namespace.to_owned(),
+            ftcs: Some(ftcs),
+            config: Some(config),
+        }
+    }
+
+    fn scope(&self) -> Option<ResourceScope> {
+        let config = self.config.as_ref()?.state().into_iter().next()?;
+        Some(config.spec.scope)
+    }
+
+    fn ftcs(&self) -> Vec<Arc<FederatedTypeConfig>> {
+        self.ftcs.as_ref().map(Store::state).unwrap_or_default()
+    }
+}
+
+/// A cache of `api`'s objects, kept until `shutdown`; its watch errors are logged and retried
+/// with backoff.
+fn cache<K>(api: Api<K>, config: watcher::Config, shutdown: &CancellationToken) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let events = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let drained = events.for_each(|event| {
+            if let Err(e) = event {
+                warn!(error = %e, kind = %K::kind(&()), "webhook cache: watch error");
+            }
+            std::future::ready(())
+        });
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = drained => {}
+        }
+    });
+    reader
+}
+
+/// Decides one admission request for `path`; `hub` is what the webhooks know of the hub.
+pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>, hub: &HubView) -> Verdict {
     if matches!(request.operation, Operation::Delete | Operation::Connect) {
         return Verdict::Allow;
     }
@@ -94,6 +174,26 @@ pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>) -> Verdict 
                 validation::validate_federated_object(&object),
                 &format!("{kind} {name:?}"),
             )
+        }
+        "/default-federated" => {
+            if !matches!(request.operation, Operation::Create) {
+                return Verdict::Allow;
+            }
+            let ftcs = hub.ftcs();
+            let plane = hubfed_core::admission::Plane {
+                scope: hub.scope(),
+                namespace: &hub.namespace,
+                ftcs: &ftcs,
+            };
+            match hubfed_core::admission::sync_finalizer_patch(
+                &object,
+                &request.kind.group,
+                &request.kind.kind,
+                &plane,
+            ) {
+                Some(patch) => Verdict::Patch(patch),
+                None => Verdict::Allow,
+            }
         }
         "/validate-placementpolicy" => {
             let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
@@ -161,7 +261,7 @@ fn too_deep(body: &[u8]) -> Option<Value> {
     ))
 }
 
-async fn handle(path: &'static str, body: axum::body::Bytes) -> Json<Value> {
+async fn handle(path: &'static str, hub: HubView, body: axum::body::Bytes) -> Json<Value> {
     if let Some(denied) = too_deep(&body) {
         warn!(path, "refused an object nested too deep to read");
         return Json(denied);
@@ -183,14 +283,15 @@ async fn handle(path: &'static str, body: axum::body::Bytes) -> Json<Value> {
             }));
         }
     };
-    let verdict = decide(path, &request);
+    let verdict = decide(path, &request, &hub);
     debug!(path, name = %request.name, verdict = ?verdict, "admission decided");
     Json(review_response(&request.uid, &verdict))
 }
 
-pub fn router() -> Router {
+pub fn router(hub: HubView) -> Router {
     let route = |path: &'static str| {
-        post(move |body: axum::body::Bytes| handle(path, body))
+        let hub = hub.clone();
+        post(move |body: axum::body::Bytes| handle(path, hub, body))
             .layer(axum::extract::DefaultBodyLimit::max(ADMISSION_BODY_LIMIT))
     };
     Router::new()
@@ -205,6 +306,7 @@ pub fn router() -> Router {
         .route("/validate-kubefedconfig", route("/validate-kubefedconfig"))
         .route("/default-kubefedconfig", route("/default-kubefedconfig"))
         .route("/validate-federated", route("/validate-federated"))
+        .route("/default-federated", route("/default-federated"))
         .route(
             "/validate-placementpolicy",
             route("/validate-placementpolicy"),
@@ -214,11 +316,14 @@ pub fn router() -> Router {
 
 /// Serves the webhooks over HTTPS with `tls.crt`/`tls.key` from `cert_dir`, reloading them
 /// every minute so rotated certificates are picked up. On `shutdown` it stops accepting
-/// connections; requests in flight get [`crate::admin::HTTP_DRAIN_TIMEOUT`].
+/// connections; requests in flight get [`crate::admin::HTTP_DRAIN_TIMEOUT`]. `hub` is read
+/// (the FTCs and the KubeFedConfig in `kubefed_namespace`) to give new federated objects the
+/// sync finalizer.
 pub async fn serve(
     addr: SocketAddr,
     cert_dir: PathBuf,
-    _kubefed_namespace: String,
+    hub: Client,
+    kubefed_namespace: String,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (cert, key) = (cert_dir.join("tls.crt"), cert_dir.join("tls.key"));
@@ -231,6 +336,7 @@ pub async fn serve(
                 key.display()
             )
         })?;
+    let view = HubView::watch(&hub, &kubefed_namespace, &shutdown);
     tokio::spawn({
         let tls = tls.clone();
         let shutdown = shutdown.clone();
@@ -257,7 +363,7 @@ pub async fn serve(
     info!(%addr, "admission webhooks listening");
     axum_server::bind_rustls(addr, tls)
         .handle(handle)
-        .serve(router().into_make_service())
+        .serve(router(view).into_make_service())
         .await?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! deliberately differs, the item's documentation says so. `hubfedctl enable` takes a built-in
 //! type's template schema from [`openapi::kind_schema`].
 
+pub mod admission;
 pub mod burst;
 pub mod conclude;
 pub mod desired;

@@ -59,6 +59,9 @@ pub struct Parameters {
     /// `--light-members`: the members' API servers run with hubfed-testenv's light flags.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub light_members: bool,
+    /// Federated objects created through hubfed's sync-finalizer admission webhook (not with
+    /// `--no-admission-finalizer` or `--controller kubefed`).
+    pub admission_finalizer: bool,
     /// `--env-dir`: where the clusters' directory (etcd data included) was, instead of tmpfs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_dir: Option<String>,
@@ -602,6 +605,12 @@ impl BenchResult {
         }
         if let Some(dir) = &p.env_dir {
             variants.push(format!("clusters' directory (etcd data) under {dir}"));
+        }
+        if p.controller == super::controller::ControllerKind::Hubfed && !p.admission_finalizer {
+            variants.push(
+                "**no admission finalizer**: the federated objects created without the sync-finalizer webhook (the controller writes each finalizer)"
+                    .to_owned(),
+            );
         }
         if !variants.is_empty() {
             let _ = writeln!(md, "- variant: {}\n", variants.join("; "));

@@ -59,6 +59,7 @@ fn parameters(args: &Args) -> Parameters {
         unmanaged: (args.unmanaged > 0).then_some(args.unmanaged),
         object_bytes: (args.object_bytes > 0).then_some(args.object_bytes),
         light_members: args.light_members,
+        admission_finalizer: admission_finalizer(args),
         env_dir: args.env_dir.as_ref().map(|d| d.display().to_string()),
     }
 }
@@ -398,9 +399,23 @@ async fn phases(
         }
     }
 
-    // The federated objects, with no controller running.
-    let began = Instant::now();
+    // The federated objects, with no controller running (hubfed: through its sync-finalizer
+    // webhook, as installed by the chart).
     let placement = fed.names();
+    let _webhook = if admission_finalizer(args) {
+        let id = workload.id(0);
+        let api =
+            hubfed_e2e::dynamic_api(fed.hub.clone(), &id.kind.federated(), Some(&id.namespace));
+        let probe = federated_object(&id, 0, &placement);
+        let guard = setup::sync_finalizer_webhook(&fed, &api, &probe, timeout).await?;
+        progress(format_args!(
+            "the sync-finalizer admission webhook serves (federated objects are created with the finalizer)"
+        ));
+        Some(guard)
+    } else {
+        None
+    };
+    let began = Instant::now();
     setup::for_each_concurrent(workload.ids(), HUB_CREATE_CONCURRENCY, |id| {
         let api =
             hubfed_e2e::dynamic_api(fed.hub.clone(), &id.kind.federated(), Some(&id.namespace));
@@ -798,6 +813,11 @@ struct Updates<'a> {
     rate: f64,
     objects: &'a [usize],
     rev: u32,
+}
+
+/// Whether the federated objects are created through hubfed's sync-finalizer webhook.
+fn admission_finalizer(args: &Args) -> bool {
+    args.controller == ControllerKind::Hubfed && !args.no_admission_finalizer
 }
 
 /// Starts the controller under test; KubeFed's leader-election lock, left by the one before,

@@ -204,6 +204,16 @@ pub struct Args {
     /// end of a complete run.
     #[arg(long, env = "HUBFED_BENCH_ENV_DIR")]
     pub env_dir: Option<PathBuf>,
+    /// Create the federated objects without hubfed's sync-finalizer admission webhook (the
+    /// controller then writes each object's finalizer itself in the cold start, as KubeFed
+    /// does). By default the webhook is served and registered as the chart does; never with
+    /// `--controller kubefed`.
+    #[arg(
+        long,
+        env = "HUBFED_BENCH_NO_ADMISSION_FINALIZER",
+        default_value_t = false
+    )]
+    pub no_admission_finalizer: bool,
     /// Deadline of each wait (cluster start-up, cold start, settling), in seconds.
     #[arg(long, env = "HUBFED_BENCH_TIMEOUT_SECONDS", default_value_t = 1800)]
     pub timeout_seconds: u64,

@@ -314,6 +314,7 @@ pub async fn run_type(
         applied: AppliedMap::default(),
         latency: std::sync::Mutex::new(LatencyTracker::default()),
         written_versions: std::sync::Mutex::new(HashMap::new()),
+        written_status: std::sync::Mutex::new(HashMap::new()),
         backoff: std::sync::Mutex::new(HashMap::new()),
         drift_reported: std::sync::Mutex::new(HashMap::new()),
         pull_pending_since: std::sync::Mutex::new(HashMap::new()),
@@ -486,10 +487,11 @@ async fn export_object_gauges(
 }
 
 /// Forgets what is kept between reconciles of objects no longer in the `federated` cache
-/// (written versions, drift reported, pull reports awaited, backoff); returns how many objects
+/// (written versions and statuses, drift reported, pull reports awaited, backoff); returns how many objects
 /// are in backoff.
 fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize {
     observe::prune_written_versions(ctx);
+    super::hub_writes::prune_written_status(ctx, federated);
     ctx.drift_reported
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::TypeContext;
+use super::{TypeContext, WrittenStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -63,21 +63,21 @@ async fn patch_federated(
     obj: &DynamicObject,
     patch: &Value,
     status: bool,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     let namespace = obj.namespace();
     let url = DynamicObject::url_path(&ctx.federated, namespace.as_deref());
     patch_for_metadata(&ctx.shared.hub, url, &obj.name_any(), patch, status).await
 }
 
 /// A merge patch of `name` under `url` (its status subresource when `status`), asking for
-/// the object's metadata only as the answer.
+/// the object's metadata only as the answer; returns the resourceVersion it answered with.
 async fn patch_for_metadata(
     client: &kube::Client,
     url: String,
     name: &str,
     patch: &Value,
     status: bool,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     let request = kube::core::Request::new(url);
     let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
     let mut request = if status {
@@ -93,7 +93,7 @@ async fn patch_for_metadata(
     client
         .request::<kube::api::PartialObjectMeta<DynamicObject>>(request)
         .await
-        .map(drop)
+        .map(|answer| answer.metadata.resource_version)
 }
 
 /// Adds the sync finalizer; the resourceVersion makes a concurrent change fail and retry.
@@ -132,7 +132,8 @@ fn done_or_gone<T>(written: Result<T, kube::Error>) -> Result<(), Error> {
 }
 
 /// Writes `status` through the status subresource. Lists are sent even when empty: a merge
-/// patch would otherwise keep the old ones.
+/// patch would otherwise keep the old ones. What was written is remembered until the hub
+/// cache shows it ([`previous_status`]).
 pub async fn write_status(
     ctx: &TypeContext,
     obj: &DynamicObject,
@@ -144,7 +145,67 @@ pub async fn write_status(
         map.entry("conditions").or_insert_with(|| json!([]));
     }
     let patch = json!({ "status": value });
-    done_or_gone(bounded(patch_federated(ctx, obj, &patch, true)).await?)
+    match bounded(patch_federated(ctx, obj, &patch, true)).await? {
+        Ok(Some(resource_version)) => {
+            let key =
+                kube::runtime::reflector::ObjectRef::from_obj_with(obj, ctx.federated.clone());
+            let written = WrittenStatus {
+                resource_version,
+                status: status.clone(),
+            };
+            ctx.written_status
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, written);
+            Ok(())
+        }
+        written => done_or_gone(written),
+    }
+}
+
+/// Forgets written statuses the `federated` store has caught up with, and those of objects
+/// it no longer holds.
+pub(crate) fn prune_written_status(
+    ctx: &TypeContext,
+    federated: &kube::runtime::reflector::Store<DynamicObject>,
+) {
+    ctx.written_status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|key, written| {
+            federated.get(key).is_some_and(|cached| {
+                super::memory::store_is_behind(
+                    cached.resource_version().as_deref(),
+                    &written.resource_version,
+                )
+            })
+        });
+}
+
+/// The object's status as this controller last wrote it, when the cached `obj` predates that
+/// write; else the cached one (and the remembered write is forgotten). Without it, a
+/// reconcile queued while the previous one wrote (a member's watch event) reads the object
+/// before the hub's watch has delivered the status and writes the same status again.
+fn previous_status(ctx: &TypeContext, obj: &DynamicObject) -> Option<FederatedStatus> {
+    let key = kube::runtime::reflector::ObjectRef::from_obj_with(obj, ctx.federated.clone());
+    let mut written = ctx.written_status.lock().unwrap_or_else(|e| e.into_inner());
+    match written.get(&key) {
+        Some(w)
+            if super::memory::store_is_behind(
+                obj.resource_version().as_deref(),
+                &w.resource_version,
+            ) =>
+        {
+            return Some(w.status.clone());
+        }
+        Some(_) => {
+            written.remove(&key);
+        }
+        None => {}
+    }
+    obj.data
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
 }
 
 /// The status for a spec that cannot be read, written when it changes.
@@ -188,10 +249,7 @@ pub async fn write_status_if_changed(
     obj: &DynamicObject,
     input: StatusInput<'_>,
 ) -> Result<StatusWrite, Error> {
-    let previous: Option<FederatedStatus> = obj
-        .data
-        .get("status")
-        .and_then(|s| serde_json::from_value(s.clone()).ok());
+    let previous = previous_status(ctx, obj);
     let now = now_rfc3339();
     let input = StatusInput {
         generation: obj.metadata.generation.unwrap_or(0),

@@ -88,6 +88,27 @@ pub struct WrittenVersions {
     pub status: hubfed_core::version::PropagatedVersionStatus,
 }
 
+/// A federated object's status written by this controller, kept until the federated objects'
+/// store shows that write or a later one (`hub_writes::write_status`).
+pub struct WrittenStatus {
+    /// The resourceVersion the status write returned.
+    pub resource_version: String,
+    pub status: hubfed_api::federated::FederatedStatus,
+}
+
+/// Whether a cached copy at `cached` predates the write that returned `written`. Kubernetes
+/// resourceVersions are comparable decimal numbers (KEP-5504); anything else counts as
+/// caught up, which at worst costs one redundant write.
+pub fn store_is_behind(cached: Option<&str>, written: &str) -> bool {
+    let Ok(written) = written.parse::<u64>() else {
+        return false;
+    };
+    match cached {
+        None => true,
+        Some(cached) => cached.parse::<u64>().is_ok_and(|cached| cached < written),
+    }
+}
+
 /// When each federated object's current generation was first seen, until every placed
 /// cluster has converged to it.
 #[derive(Default)]

@@ -49,7 +49,7 @@ pub use controller::run_type;
 pub(crate) use member_io::ClusterResult;
 use members::MemberWatches;
 pub(crate) use members::Unmanaged;
-pub use memory::{AppliedMap, LatencyTracker, WrittenVersions};
+pub use memory::{AppliedMap, LatencyTracker, WrittenStatus, WrittenVersions};
 
 /// kubectl's copy of the last applied object, on objects managed with `kubectl apply`.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -321,6 +321,8 @@ pub struct TypeContext {
     pub latency: std::sync::Mutex<LatencyTracker>,
     /// PropagatedVersion statuses this controller wrote that the hub cache has not shown yet.
     pub written_versions: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenVersions>>,
+    /// Statuses this controller wrote that the hub cache has not shown yet.
+    pub written_status: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenStatus>>,
     /// Objects whose last attempts failed, for the backoff. Memory only: after a restart an
     /// object starts again from the shortest delay.
     pub backoff: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, Failing>>,

@@ -28,6 +28,7 @@ use tracing::warn;
 use super::TypeContext;
 use super::hub_writes::publish;
 use super::members::CacheView;
+use super::memory::store_is_behind;
 use crate::clusters::MemberCluster;
 
 /// How long a member cache may take to list before the clusters it leaves unobserved are
@@ -364,19 +365,6 @@ fn stored_versions(
     }
 }
 
-/// Whether a cached copy at `cached` predates the write that returned `written`. Kubernetes
-/// resourceVersions are comparable decimal numbers (KEP-5504); anything else counts as
-/// caught up, which at worst costs one redundant write.
-fn store_is_behind(cached: Option<&str>, written: &str) -> bool {
-    let Ok(written) = written.parse::<u64>() else {
-        return false;
-    };
-    match cached {
-        None => true,
-        Some(cached) => cached.parse::<u64>().is_ok_and(|cached| cached < written),
-    }
-}
-
 /// Forgets written PropagatedVersions the store has caught up with.
 pub(crate) fn prune_written_versions(ctx: &TypeContext) {
     let pending: Vec<ObjectRef<DynamicObject>> = ctx
@@ -399,7 +387,7 @@ pub(crate) fn prune_written_versions(ctx: &TypeContext) {
 
 #[cfg(test)]
 mod tests {
-    use super::store_is_behind;
+    use crate::sync::memory::store_is_behind;
 
     #[test]
     fn a_store_is_behind_until_it_shows_the_write() {

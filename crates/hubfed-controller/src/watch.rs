@@ -21,6 +21,42 @@ use tracing::{debug, warn};
 
 use crate::clusters::MemberClientPool;
 
+/// A cache of `api`'s objects (as `config` selects them), kept until `shutdown`; its watch
+/// errors are logged with the kind and retried with backoff.
+pub(crate) fn spawn_cache<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    shutdown: CancellationToken,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .applied_objects();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                item = stream.next() => match item {
+                    Some(Err(e)) => warn!(error = %e, kind = %K::kind(&()), "hub watch error"),
+                    Some(Ok(_)) => {}
+                    None => break,
+                },
+            }
+        }
+    });
+    reader
+}
+
 /// The namespace the control plane watches in its `scope`: its own (`kubefed_namespace`),
 /// or every namespace (`None`).
 pub(crate) fn scope_namespace(scope: ControlPlaneScope, kubefed_namespace: &str) -> Option<&str> {

@@ -16,15 +16,14 @@ use axum::Router;
 use axum::routing::{get, post};
 use axum_server::tls_rustls::RustlsConfig;
 use base64::Engine as _;
-use futures::StreamExt as _;
 use hubfed_api::federatedtypeconfig::{FederatedTypeConfig, ResourceScope};
 use hubfed_api::kubefedconfig::KubeFedConfig;
 use hubfed_api::names::KUBEFED_CONFIG_NAME;
 use hubfed_core::validation::{self, FieldError};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -67,15 +66,15 @@ pub struct HubView {
 impl HubView {
     /// Watches the FTCs and the KubeFedConfig in `namespace` until `shutdown`.
     pub fn watch(hub: &Client, namespace: &str, shutdown: &CancellationToken) -> Self {
-        let ftcs = cache(
+        let ftcs = crate::watch::spawn_cache(
             Api::namespaced(hub.clone(), namespace),
             watcher::Config::default(),
-            shutdown,
+            shutdown.clone(),
         );
-        let config = cache(
+        let config = crate::watch::spawn_cache(
             Api::namespaced(hub.clone(), namespace),
             watcher::Config::default().fields(&format!("metadata.name={KUBEFED_CONFIG_NAME}")),
-            shutdown,
+            shutdown.clone(),
         );
         Self {
             namespace: namespace.to_owned(),
@@ -92,36 +91,6 @@ impl HubView {
     fn ftcs(&self) -> Vec<Arc<FederatedTypeConfig>> {
         self.ftcs.as_ref().map(Store::state).unwrap_or_default()
     }
-}
-
-/// A cache of `api`'s objects, kept until `shutdown`; its watch errors are logged and retried
-/// with backoff.
-fn cache<K>(api: Api<K>, config: watcher::Config, shutdown: &CancellationToken) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let events = reflector::reflector(writer, watcher(api, config).default_backoff());
-    let shutdown = shutdown.clone();
-    tokio::spawn(async move {
-        let drained = events.for_each(|event| {
-            if let Err(e) = event {
-                warn!(error = %e, kind = %K::kind(&()), "webhook cache: watch error");
-            }
-            std::future::ready(())
-        });
-        tokio::select! {
-            () = shutdown.cancelled() => {}
-            () = drained => {}
-        }
-    });
-    reader
 }
 
 /// Decides one admission request for `path`; `hub` is what the webhooks know of the hub.

@@ -28,7 +28,6 @@ pub mod rollout;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::kubefedconfig::KubeFedConfigSpec;
 use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
@@ -38,8 +37,8 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -87,36 +86,6 @@ pub struct Shared {
     /// Bumped when a KubeFedConfig setting that changes plans changes.
     settings: tokio::sync::watch::Sender<u64>,
     shutdown: CancellationToken,
-}
-
-fn spawn_reflector<K>(api: Api<K>, shutdown: CancellationToken) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .applied_objects();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                item = stream.next() => match item {
-                    Some(Err(e)) => warn!(error = %e, "hub watch error"),
-                    Some(Ok(_)) => {}
-                    None => break,
-                },
-            }
-        }
-    });
-    reader
 }
 
 /// A readiness flag any number of tasks can wait on, set once both stores have loaded.
@@ -184,8 +153,10 @@ impl Shared {
                 Api::all(hub.clone()),
             ),
         };
-        let propagated_versions = spawn_reflector(pv_api, shutdown.clone());
-        let cluster_propagated_versions = spawn_reflector(cpv_api, shutdown.clone());
+        let propagated_versions =
+            crate::watch::spawn_cache(pv_api, watcher::Config::default(), shutdown.clone());
+        let cluster_propagated_versions =
+            crate::watch::spawn_cache(cpv_api, watcher::Config::default(), shutdown.clone());
         let hub_caches_ready = readiness(
             propagated_versions.clone(),
             cluster_propagated_versions.clone(),

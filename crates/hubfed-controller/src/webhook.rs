@@ -54,13 +54,13 @@ fn object_value(object: Option<&DynamicObject>) -> Option<Value> {
 }
 
 /// What the webhooks know of the hub, from watches of the control plane's namespace: its
-/// FederatedTypeConfigs and its KubeFedConfig. Empty until the watches have listed them (and
-/// without a hub client): then no federated object is given the sync finalizer.
-#[derive(Clone, Default)]
+/// FederatedTypeConfigs and its KubeFedConfig. Empty until the watches have listed them: then
+/// no federated object is given the sync finalizer.
+#[derive(Clone)]
 pub struct HubView {
     namespace: String,
-    ftcs: Option<Store<FederatedTypeConfig>>,
-    config: Option<Store<KubeFedConfig>>,
+    ftcs: Store<FederatedTypeConfig>,
+    config: Store<KubeFedConfig>,
 }
 
 impl HubView {
@@ -78,18 +78,18 @@ impl HubView {
         );
         Self {
             namespace: namespace.to_owned(),
-            ftcs: Some(ftcs),
-            config: Some(config),
+            ftcs,
+            config,
         }
     }
 
     fn scope(&self) -> Option<ResourceScope> {
-        let config = self.config.as_ref()?.state().into_iter().next()?;
+        let config = self.config.state().into_iter().next()?;
         Some(config.spec.scope)
     }
 
     fn ftcs(&self) -> Vec<Arc<FederatedTypeConfig>> {
-        self.ftcs.as_ref().map(Store::state).unwrap_or_default()
+        self.ftcs.state()
     }
 }
 

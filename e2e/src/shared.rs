@@ -145,8 +145,8 @@ fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    let file = std::env::var("HUBFED_E2E_LOG_FILE")
-        .ok()
+    let file = std::env::var_os("HUBFED_E2E_LOG_FILE")
+        .map(log_file)
         .and_then(|path| std::fs::File::create(path).ok());
     let _ = match file {
         Some(file) => builder
@@ -155,4 +155,18 @@ fn init_logging() {
             .try_init(),
         None => builder.with_writer(std::io::stderr).try_init(),
     };
+}
+
+/// `HUBFED_E2E_LOG_FILE` itself, or — when it names a directory — `<binary>.log` in it, one
+/// file per test binary (a whole `make e2e` run keeps every binary's log).
+fn log_file(path: std::ffi::OsString) -> std::path::PathBuf {
+    let path = std::path::PathBuf::from(path);
+    if !path.is_dir() {
+        return path;
+    }
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()));
+    path.join(format!("{binary}.log"))
 }

@@ -33,19 +33,53 @@ const LABELS: [(&str, &str, &str); 3] = [
     ("member3", "us", "bronze"),
 ];
 
-/// The federation, with member3 joined and the clusters labelled, and this binary's
-/// one-at-a-time lock, to hold for the whole test.
+/// The federation, with member3 joined and the clusters labelled — and the labels seen by the
+/// controller's registry — and this binary's one-at-a-time lock, to hold for the whole test.
 async fn fed() -> anyhow::Result<(&'static Federation, MutexGuard<'static, ()>)> {
     three_members_one_at_a_time(|fed| async move {
-        let clusters: Api<KubeFedCluster> = Api::namespaced(fed.hub().await?, KUBEFED_NAMESPACE);
+        let hub = fed.hub().await?;
+        let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
         for (name, region, tier) in LABELS {
             let patch = json!({"metadata": {"labels": {"region": region, "tier": tier}}});
             clusters
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
-        Ok(())
+        labels_seen(fed, &hub).await
     })
+    .await
+}
+
+/// Waits until the controller's registry holds every cluster's labels: a PlacementPolicy
+/// selecting by both labels lists all three clusters as its candidates. Otherwise the first
+/// test may create its policy before the labels reach the registry, and the policy decides
+/// on what the registry shows then — one eu cluster, say; an RSP with `rebalance: false`
+/// then keeps the replicas placed meanwhile (4 / 2 instead of 3 / 3).
+async fn labels_seen(fed: &Federation, hub: &Client) -> anyhow::Result<()> {
+    let namespace = unique_ns("policy-labels");
+    fed.create_federated_namespace(&namespace, &CLUSTERS)
+        .await?;
+    create_federated(hub, "ConfigMap", Some(&namespace), "labels", configmap()).await?;
+    let spec = json!({
+        "targetKind": "FederatedConfigMap",
+        "clusterSelector": {"matchExpressions": [
+            {"key": "region", "operator": "In", "values": ["eu", "us"]},
+            {"key": "tier", "operator": "In", "values": ["bronze", "gold"]},
+        ]},
+    });
+    create_placement_policy(hub, &namespace, "labels", spec).await?;
+    wait_for(
+        "the clusters' labels in the controller's registry",
+        TIMEOUT,
+        async || {
+            let (_, status) = chosen(hub, &namespace, "labels").await?;
+            Ok(if status["candidates"] == json!(CLUSTERS) {
+                Wait::Done(())
+            } else {
+                Wait::Pending(format!("status {status}"))
+            })
+        },
+    )
     .await
 }
 

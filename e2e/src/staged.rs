@@ -28,6 +28,8 @@ pub const STRATEGY: &str = "one-by-one";
 pub const SOAK: Duration = Duration::from_secs(2);
 /// How much later our own watch may see a copy Ready than the controller's watch did.
 pub const WATCH_SLACK: Duration = Duration::from_millis(250);
+/// How long [`Watches::assert_in_order`] waits for its watches to catch up with reads.
+pub const WATCH_CATCH_UP: Duration = Duration::from_secs(10);
 
 /// The federation, with member3 joined and the strategy created, and this binary's
 /// one-at-a-time lock, to hold for the whole test.
@@ -231,6 +233,14 @@ impl Watches {
         timeline.deleted.get(cluster).copied()
     }
 
+    /// Whether the watches show `image` in every cluster, Ready in all but the last stage's.
+    fn seen_everywhere(&self, image: &str) -> bool {
+        CLUSTERS.iter().enumerate().all(|(i, cluster)| {
+            let (first, ready) = self.times(cluster, image);
+            first.is_some() && (ready.is_some() || i + 1 == CLUSTERS.len())
+        })
+    }
+
     /// Which clusters ever held `image`.
     pub fn holders(&self, image: &str) -> Vec<String> {
         let timeline = self.timeline.lock().unwrap_or_else(|e| e.into_inner());
@@ -244,7 +254,15 @@ impl Watches {
 
     /// Asserts that `image` reached the members stage by stage: each one only after the one
     /// before was Ready on it and had stayed so for the soak. Returns a line for the report.
-    pub fn assert_in_order(&self, image: &str) -> anyhow::Result<String> {
+    ///
+    /// Callers have seen `image` everywhere through reads; these watches may show the last
+    /// events a moment later (under load, after the reads): they are given up to
+    /// [`WATCH_CATCH_UP`] to show what is asserted on before the assertion.
+    pub async fn assert_in_order(&self, image: &str) -> anyhow::Result<String> {
+        let deadline = Instant::now() + WATCH_CATCH_UP;
+        while Instant::now() < deadline && !self.seen_everywhere(image) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let mut line = Vec::new();
         for pair in CLUSTERS.windows(2) {
             let (_, ready) = self.times(pair[0], image);

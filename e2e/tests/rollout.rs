@@ -77,7 +77,7 @@ async fn a_bad_revision_stops_after_the_first_stage_and_the_fix_goes_in_order() 
         Duration::from_secs(120),
     )
     .await?;
-    let order = watches.assert_in_order("app:v3")?;
+    let order = watches.assert_in_order("app:v3").await?;
     report(format_args!("rollout of the fix: {order}"));
     wait_event(&hub, &namespace, "RolloutCompleted", &[]).await?;
     wait_statuses(fed, &namespace, &name, "every cluster Ok", |s| {
@@ -131,7 +131,7 @@ async fn a_refused_apply_halts_its_revision_but_not_the_fix() -> anyhow::Result<
     let watches = Watches::start(fed, &namespace, &name).await?;
     change(fed, &namespace, &name, spec(&name, "app:v3", "10m")).await?;
     wait_images(fed, &namespace, &name, &everywhere("app:v3"), TIMEOUT).await?;
-    let order = watches.assert_in_order("app:v3")?;
+    let order = watches.assert_in_order("app:v3").await?;
     report(format_args!(
         "rollout of the fix after a refused apply: {order}"
     ));
@@ -170,7 +170,7 @@ async fn pause_freezes_abort_goes_back_and_the_next_revision_rolls_out() -> anyh
     );
     control(&namespace, &name, "resume").await;
     wait_images(fed, &namespace, &name, &everywhere("app:v2"), TIMEOUT).await?;
-    let order = watches.assert_in_order("app:v2")?;
+    let order = watches.assert_in_order("app:v2").await?;
     report(format_args!("rollout after resume: {order}"));
     wait_phase(&namespace, &name, "Completed").await?;
 
@@ -210,7 +210,7 @@ async fn pause_freezes_abort_goes_back_and_the_next_revision_rolls_out() -> anyh
     let watches = Watches::start(fed, &namespace, &name).await?;
     change(fed, &namespace, &name, spec(&name, "app:v4", "10m")).await?;
     wait_images(fed, &namespace, &name, &everywhere("app:v4"), TIMEOUT).await?;
-    let order = watches.assert_in_order("app:v4")?;
+    let order = watches.assert_in_order("app:v4").await?;
     report(format_args!("rollout of the fix after an abort: {order}"));
     wait_phase(&namespace, &name, "Completed").await?;
     let object = get_value(&api, &name).await?.unwrap_or_default();

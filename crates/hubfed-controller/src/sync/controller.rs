@@ -9,6 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::work::{WORK_CLUSTER_LABEL, WORK_KIND_LABEL, Work};
+use hubfed_core::burst::EventBudget;
 use hubfed_core::desired::TargetType;
 use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject};
@@ -189,11 +190,13 @@ const FEDERATED_LIST_PAGE: u32 = 50;
 /// The kube-runtime controller over one type's federated objects, their cache, and whether
 /// its first list completed (a kube-runtime controller stopped before that never finishes
 /// stopping: it holds its queue until the cache loads, and the watch that would load it has
-/// stopped).
+/// stopped). The objects of the first list go to `event_budget`: a start over many objects is
+/// one batch of Events ([`hubfed_core::burst`]).
 fn federated_controller(
     shared: &Shared,
     ftc: &FederatedTypeConfig,
     federated: &ApiResource,
+    event_budget: &Arc<std::sync::Mutex<EventBudget>>,
 ) -> (
     Controller<DynamicObject>,
     Store<DynamicObject>,
@@ -227,11 +230,22 @@ fn federated_controller(
     .inspect({
         let listed = Arc::clone(&listed);
         let kind = federated.kind.clone();
+        let (store, event_budget) = (store.clone(), Arc::clone(event_budget));
         move |event| match event {
             Ok(watcher::Event::Init) => debug!(kind = %kind, "listing the federated objects"),
             Ok(watcher::Event::InitDone) => {
                 debug!(kind = %kind, "federated objects listed");
-                listed.store(true, std::sync::atomic::Ordering::Relaxed);
+                if !listed.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    let objects = store
+                        .state()
+                        .iter()
+                        .map(|o| super::start_key(o))
+                        .collect::<Vec<_>>();
+                    event_budget
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .started_with(objects, std::time::Instant::now());
+                }
             }
             Ok(_) => {}
             Err(e) => warn!(kind = %kind, error = %e, "federated objects' watch error"),
@@ -268,7 +282,9 @@ pub async fn run_type(
         namespaced: ftc.target_namespaced(),
     };
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
-    let (controller, store, listed) = federated_controller(&shared, &ftc, &federated);
+    let event_budget = Arc::new(std::sync::Mutex::new(EventBudget::default()));
+    let (controller, store, listed) =
+        federated_controller(&shared, &ftc, &federated, &event_budget);
 
     // FederatedNamespaces: their placement bounds every namespaced object in them.
     let federated_namespaces = match (&federated_namespace, target.namespaced) {
@@ -322,7 +338,7 @@ pub async fn run_type(
         status_written: std::sync::Mutex::new(HashMap::new()),
         detached: std::sync::Mutex::new(HashMap::new()),
         write_times: std::sync::Mutex::new(HashMap::new()),
-        event_budget: std::sync::Mutex::new(hubfed_core::burst::EventBudget::default()),
+        event_budget,
     });
     let running = Running {
         controller,

@@ -216,7 +216,7 @@ fn summarize(
 }
 
 /// At `due`, records the summaries of the Events held, on the type's FederatedTypeConfig.
-fn publish_summaries_at(ctx: &Arc<TypeContext>, due: std::time::Instant) {
+pub(super) fn publish_summaries_at(ctx: &Arc<TypeContext>, due: std::time::Instant) {
     let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
         tokio::time::sleep_until(due.into()).await;

@@ -251,6 +251,15 @@ fn queue(
     }
 }
 
+/// A federated object's key in its type's start batch of Events ([`hubfed_core::burst`]).
+pub(crate) fn start_key(object: &DynamicObject) -> String {
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    match object.metadata.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// KubeFed adopts pre-existing member objects unless `adoptResources: Disabled`.
 pub(crate) fn adopt_resources_enabled(spec: &KubeFedConfigSpec) -> bool {
     spec.sync_controller
@@ -314,8 +323,9 @@ pub struct TypeContext {
     /// Each member's recent apply times, by cluster: how long a reconcile waits for its
     /// writes before leaving them running ([`hubfed_core::detach::WriteTimes`]).
     pub(crate) write_times: std::sync::Mutex<HashMap<String, hubfed_core::detach::WriteTimes>>,
-    /// Normal Events of this type in a burst ([`hubfed_core::burst`]).
-    pub event_budget: std::sync::Mutex<hubfed_core::burst::EventBudget>,
+    /// Normal Events of this type in a burst ([`hubfed_core::burst`]); told which objects
+    /// the first list found ([`start_key`]).
+    pub event_budget: Arc<std::sync::Mutex<hubfed_core::burst::EventBudget>>,
 }
 
 #[cfg(test)]

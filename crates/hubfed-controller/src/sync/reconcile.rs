@@ -43,6 +43,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
     let depth = METRICS.workqueue_depth.with_label_values(&[&controller]);
     depth.inc();
     let result = reconcile_object(&obj, &ctx).await;
+    caught_up(&ctx, &obj);
     depth.dec();
     let elapsed = started.elapsed().as_secs_f64();
     METRICS
@@ -69,6 +70,35 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
         .with_label_values(&[&controller, outcome])
         .inc();
     result
+}
+
+/// Tells a start's batch of Events that `obj` has caught up, unless a write of it is still
+/// running (its Event is admitted at the object's next reconcile).
+fn caught_up(ctx: &Arc<TypeContext>, obj: &DynamicObject) {
+    let mut budget = ctx.event_budget.lock().unwrap_or_else(|e| e.into_inner());
+    if !budget.in_start() {
+        return;
+    }
+    let (name, namespace) = (
+        obj.metadata.name.as_deref(),
+        obj.metadata.namespace.as_deref(),
+    );
+    let running = ctx
+        .detached
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .any(|(object, _)| {
+            Some(object.name.as_str()) == name && object.namespace.as_deref() == namespace
+        });
+    if running {
+        return;
+    }
+    let sooner = budget.caught_up(&super::start_key(obj), std::time::Instant::now());
+    drop(budget);
+    if let Some(due) = sooner {
+        super::dispatch::publish_summaries_at(ctx, due);
+    }
 }
 
 async fn reconcile_object(obj: &DynamicObject, ctx: &Arc<TypeContext>) -> Result<Action, Error> {

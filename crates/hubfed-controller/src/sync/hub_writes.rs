@@ -203,9 +203,7 @@ fn previous_status(ctx: &TypeContext, obj: &DynamicObject) -> Option<FederatedSt
         }
         None => {}
     }
-    obj.data
-        .get("status")
-        .and_then(|s| serde_json::from_value(s.clone()).ok())
+    super::memory::field(obj, "status").and_then(Result::ok)
 }
 
 /// The status for a spec that cannot be read, written when it changes.

@@ -64,11 +64,9 @@ pub struct Observed {
 
 /// The federated object as planning sees it, or why its spec cannot be read.
 pub fn federated_object(obj: &DynamicObject) -> Result<FederatedObject, String> {
-    let spec: FederatedSpec = match obj.data.get("spec") {
+    let spec: FederatedSpec = match super::memory::field(obj, "spec") {
         None => FederatedSpec::default(),
-        Some(spec) => {
-            serde_json::from_value(spec.clone()).map_err(|e| format!("spec cannot be read: {e}"))?
-        }
+        Some(spec) => spec.map_err(|e| format!("spec cannot be read: {e}"))?,
     };
     Ok(FederatedObject {
         name: obj.name_any(),

@@ -15,34 +15,60 @@ pub(crate) fn wait_ready(cluster: &mut Cluster, timeout: Duration) -> Result<(),
     let ready = block_on(async {
         match cluster.client().await {
             Ok(client) => readyz_ok(&client, pid, deadline).await,
-            Err(_) => false,
+            Err(e) => Err(format!("no client: {e}")),
         }
     });
-    if ready {
-        Ok(())
-    } else {
-        Err(Error::NotReady {
-            component: format!("{} kube-apiserver", cluster.name),
-            seconds: timeout.as_secs(),
-            log: cluster.apiserver.log_tail(30),
-        })
-    }
+    ready.map_err(|last| Error::NotReady {
+        component: format!("{} kube-apiserver ({last})", cluster.name),
+        seconds: timeout.as_secs(),
+        log: cluster.apiserver.log_tail(30),
+    })
 }
 
-/// Asks `client`'s server for `/readyz` until it answers `ok` (true), its process `pid` has
-/// ended or `deadline` has passed (false).
-pub(crate) async fn readyz_ok(client: &kube::Client, pid: Option<u32>, deadline: Instant) -> bool {
-    while Instant::now() < deadline && alive(pid) {
-        let req = http::Request::get("/readyz").body(Vec::new());
-        if let Ok(req) = req
-            && let Ok(body) = client.request_text(req).await
-            && body.trim() == "ok"
-        {
-            return true;
+/// Asks `client`'s server for `/readyz` until it answers `ok`, its process `pid` has ended
+/// or `deadline` has passed; each request may take 10 s at most. The error says what the
+/// server answered last (or that it exited).
+pub(crate) async fn readyz_ok(
+    client: &kube::Client,
+    pid: Option<u32>,
+    deadline: Instant,
+) -> Result<(), String> {
+    let mut last = String::from("no answer");
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return Err(format!("exited; last /readyz: {last}"));
+        }
+        let Ok(req) = http::Request::get("/readyz?verbose").body(Vec::new()) else {
+            return Err("cannot build a /readyz request".into());
+        };
+        let limit = deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_secs(10));
+        match tokio::time::timeout(limit, client.request_text(req)).await {
+            Ok(Ok(body)) if body.trim().ends_with("readyz check passed") => return Ok(()),
+            Ok(Ok(body)) => last = failed_checks(&body),
+            Ok(Err(e)) => last = failed_checks(&e.to_string()),
+            Err(_) => last = format!("no answer within {}s", limit.as_secs()),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    false
+    Err(format!("last /readyz: {last}"))
+}
+
+/// The failed checks of a verbose `/readyz` answer (`[-]etcd failed: ...`), else the
+/// answer itself, on one line and short.
+fn failed_checks(answer: &str) -> String {
+    let failed: Vec<&str> = answer
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("[-]"))
+        .collect();
+    let text = if failed.is_empty() {
+        answer.split_whitespace().collect::<Vec<_>>().join(" ")
+    } else {
+        failed.join("; ")
+    };
+    text.chars().take(300).collect()
 }
 
 /// Writes a cluster's CA, serving certificate and service-account keys into `cdir`.

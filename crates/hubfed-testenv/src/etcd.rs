@@ -71,7 +71,9 @@ impl EtcdLaunch {
         })
     }
 
-    /// Waits until `etcd` accepts connections on its client URL.
+    /// Waits until `etcd` answers its health check (`GET /health`: a leader, no alarm). A
+    /// connection alone proves little: etcd listens before it has read its data back, and
+    /// may still fail then.
     pub(crate) fn wait_serving(
         &self,
         etcd: &GuardedProcess,
@@ -80,18 +82,41 @@ impl EtcdLaunch {
         let addr = self.url.trim_start_matches("http://").to_string();
         let deadline = Instant::now() + timeout;
         let pid = etcd.pid();
+        let mut last = String::from("no answer yet");
         while Instant::now() < deadline && alive(pid) {
-            if std::net::TcpStream::connect(&addr).is_ok() {
-                return Ok(());
+            match health(&addr) {
+                Ok(body) if body.contains(r#""health":"true""#) => return Ok(()),
+                Ok(body) => last = format!("/health answered {body:?}"),
+                Err(e) => last = format!("/health: {e}"),
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let state = if alive(pid) { "running" } else { "exited" };
         Err(Error::NotReady {
-            component: "etcd".into(),
+            component: format!("etcd ({state}; {last})"),
             seconds: timeout.as_secs(),
             log: etcd.log_tail(20),
         })
     }
+}
+
+/// The body of etcd's `GET /health` on `addr` (plain HTTP/1.0, a few seconds at most).
+fn health(addr: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(3)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    Ok(response
+        .split_once("\r\n\r\n")
+        .map_or(response.as_str(), |(_, body)| body)
+        .trim()
+        .to_string())
 }
 
 /// etcd's `--quota-backend-bytes`: `HUBFED_ETCD_QUOTA_BYTES` when set to a number, else 8 GiB.

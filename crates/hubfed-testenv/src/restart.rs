@@ -52,7 +52,27 @@ impl TestEnv {
         )?;
         self.etcd_launch.wait_serving(&self.etcd, READY_TIMEOUT)?;
         for cluster in &mut self.clusters {
-            wait_ready(cluster, READY_TIMEOUT)?;
+            wait_ready(cluster, READY_TIMEOUT).map_err(|e| match e {
+                // What etcd did meanwhile belongs in the report.
+                Error::NotReady {
+                    component,
+                    seconds,
+                    log,
+                } => Error::NotReady {
+                    component,
+                    seconds,
+                    log: format!(
+                        "{log}\n--- etcd ({}), last lines:\n{}",
+                        if self.etcd.is_alive() {
+                            "running"
+                        } else {
+                            "exited"
+                        },
+                        self.etcd.log_tail(20)
+                    ),
+                },
+                other => other,
+            })?;
         }
         Ok(began.elapsed())
     }

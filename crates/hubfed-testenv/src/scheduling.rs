@@ -253,14 +253,11 @@ fn wait_for_scheduler(cluster: &Cluster, timeout: Duration) -> Result<(), Error>
     let ready = block_on(async {
         match scheduler_client(cluster).await {
             Ok(client) => readyz_ok(&client, pid, deadline).await,
-            Err(_) => false,
+            Err(e) => Err(format!("no client: {e}")),
         }
     });
-    if ready {
-        return Ok(());
-    }
-    Err(Error::NotReady {
-        component: format!("{} kube-scheduler", cluster.name),
+    ready.map_err(|last| Error::NotReady {
+        component: format!("{} kube-scheduler ({last})", cluster.name),
         seconds: timeout.as_secs(),
         log: cluster
             .scheduler

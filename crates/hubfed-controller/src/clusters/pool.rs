@@ -31,7 +31,7 @@ use super::config::{
     ClientInputs, ConfigError, MemberConfigs, SecretToken, error_chain, member_configs,
 };
 use super::probe::{Probed, now, probe_cluster, read_heartbeat};
-use super::tls::relaxed_client;
+use super::tls::member_client;
 use super::{HealthCheckSettings, MemberCluster};
 use hubfed_core::health::{HealthTracker, ProbeOutcome};
 
@@ -603,16 +603,17 @@ fn build_clients(inputs: &ClientInputs) -> Result<BuiltClients, ConfigError> {
         tls_relaxation,
     } = member_configs(inputs)?;
     let request_url = request.cluster_url.clone();
-    // kube's own stack unless a check must be skipped that kube cannot skip on its own.
-    let build = |config: kube::Config| {
-        match tls_relaxation {
-            Some(relaxation) => relaxed_client(&config, relaxation),
-            None => kube::Client::try_from(config),
-        }
-        .map_err(|source| ConfigError::Client { source })
+    // Requests: kube's own stack (HTTP/1.1, a connection per request in flight, each bounded
+    // by the read timeout) unless a check must be skipped that kube cannot skip on its own.
+    let request = match tls_relaxation {
+        Some(relaxation) => member_client(&request, Some(relaxation), false),
+        None => kube::Client::try_from(request),
     };
-    let request = build(request)?;
-    let watch = build(watch)?;
+    // Watches — two per federated type, open all the time — share one HTTP/2 connection
+    // instead of holding one each (TLS state and buffers: ~50 KiB a connection).
+    let watch = member_client(&watch, tls_relaxation, true);
+    let request = request.map_err(|source| ConfigError::Client { source })?;
+    let watch = watch.map_err(|source| ConfigError::Client { source })?;
     Ok(BuiltClients {
         clients: MemberClients { request, watch },
         request_url,

@@ -1,20 +1,25 @@
-//! KubeFedCluster `disabledTLSValidations` short of `*`: `SubjectName` and `ValidityPeriod`
-//! (KubeFed's `CustomizeCertificateValidation`).
+//! Member clients assembled from kube's own pieces — its rustls configuration, proxy
+//! connectors, timeouts, base-URI, retry, auth and header layers, as in
+//! `kube::Client::try_from` — where kube's stack cannot do what a member needs:
 //!
-//! kube-rs knows only all-or-nothing verification (`accept_invalid_certs`, used for `*`). A
-//! member that asks for less gets a client assembled here from kube's own pieces — its rustls
-//! configuration, proxy connectors, timeouts, base-URI, retry, auth and header layers, as in
-//! `kube::Client::try_from` — whose server certificate verifier is [`RelaxedVerifier`]. Every
-//! other member keeps kube's stack unchanged.
+//! - KubeFedCluster `disabledTLSValidations` short of `*`: `SubjectName` and `ValidityPeriod`
+//!   (KubeFed's `CustomizeCertificateValidation`). kube-rs knows only all-or-nothing
+//!   verification (`accept_invalid_certs`, used for `*`); the server certificate verifier
+//!   here is [`RelaxedVerifier`].
+//! - HTTP/2 for the member's watches (kube speaks HTTP/1.1 only): all of them share one
+//!   connection.
+//!
+//! A member's requests use kube's stack unchanged unless their TLS is relaxed.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::Uri;
 use hyper::rt::{Read, Write};
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::proxy::{SocksV5, Tunnel};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ConfigExt as _, RustlsTlsError};
 use rustls::client::WebPkiServerVerifier;
@@ -157,31 +162,38 @@ impl ServerCertVerifier for RelaxedVerifier {
     }
 }
 
-/// A client for `config` that verifies the member's certificate with a [`RelaxedVerifier`].
-/// Otherwise as `kube::Client::try_from(config)`: proxy (`http`, `https`, `socks5`),
-/// connect/read/write timeouts, base URI, kube's default retry, bearer token, headers.
-pub fn relaxed_client(
+/// A client for `config`, as `kube::Client::try_from(config)` builds it — proxy (`http`,
+/// `https`, `socks5`), connect/read/write timeouts, base URI, kube's default retry, bearer
+/// token, headers — except that the member's certificate is verified with a
+/// [`RelaxedVerifier`] when `relaxation` is given, and that with `http2` the client offers
+/// HTTP/2 (ALPN `h2`, then `http/1.1`): every request then shares one connection, kept
+/// alive by pings ([`H2_PING_INTERVAL`], [`H2_PING_TIMEOUT`]), so that a connection that
+/// died silently fails its requests within 45 s.
+pub fn member_client(
     config: &kube::Config,
-    relaxation: TlsRelaxation,
+    relaxation: Option<TlsRelaxation>,
+    http2: bool,
 ) -> Result<kube::Client, kube::Error> {
     let mut tls = config.rustls_client_config()?;
-    let provider = Arc::clone(tls.crypto_provider());
-    let verifier = RelaxedVerifier::new(config.root_cert.as_deref(), provider, relaxation)
-        .map_err(kube::Error::RustlsTls)?;
-    tls.dangerous().set_certificate_verifier(Arc::new(verifier));
+    if let Some(relaxation) = relaxation {
+        let provider = Arc::clone(tls.crypto_provider());
+        let verifier = RelaxedVerifier::new(config.root_cert.as_deref(), provider, relaxation)
+            .map_err(kube::Error::RustlsTls)?;
+        tls.dangerous().set_certificate_verifier(Arc::new(verifier));
+    }
 
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     match config.proxy_url.as_ref() {
-        None => assemble(config, tls, tcp),
+        None => assemble(config, tls, tcp, http2),
         Some(proxy) => match proxy.scheme_str() {
-            Some("socks5") => assemble(config, tls, SocksV5::new(proxy.clone(), tcp)),
-            Some("http") => assemble(config, tls, tunnel(proxy, tcp)),
+            Some("socks5") => assemble(config, tls, SocksV5::new(proxy.clone(), tcp), http2),
+            Some("http") => assemble(config, tls, tunnel(proxy, tcp), http2),
             // As kube does: the proxy's own certificate is verified with the member's
             // settings, unrelaxed.
             Some("https") => {
                 let to_proxy = config.rustls_https_connector_with_connector(tcp)?;
-                assemble(config, tls, tunnel(proxy, to_proxy))
+                assemble(config, tls, tunnel(proxy, to_proxy), http2)
             }
             _ => Err(kube::Error::ProxyProtocolUnsupported {
                 proxy_url: Box::new(proxy.clone()),
@@ -237,12 +249,18 @@ fn percent_decode(text: &str) -> Vec<u8> {
     decoded
 }
 
+/// Interval of the HTTP/2 pings that keep a member connection known to be alive.
+pub const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before the connection is closed.
+pub const H2_PING_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// kube's `make_generic_builder` with our TLS configuration: TLS over `connector`, the
 /// timeouts, then the middleware kube puts in front of every client.
 fn assemble<H>(
     config: &kube::Config,
     tls: rustls::ClientConfig,
     connector: H,
+    http2: bool,
 ) -> Result<kube::Client, kube::Error>
 where
     H: Service<Uri> + Clone + Send + Sync + 'static,
@@ -250,18 +268,29 @@ where
     H::Future: Send + 'static,
     H::Error: Into<BoxError>,
 {
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
+    let protocols = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
-        .enable_http1()
-        .wrap_connector(connector);
+        .enable_http1();
+    let https = if http2 {
+        protocols.enable_http2().wrap_connector(connector)
+    } else {
+        protocols.wrap_connector(connector)
+    };
     let mut connector = TimeoutConnector::new(https);
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
     connector.set_reset_reader_on_write(config.reset_reader_on_write);
-    let http: hyper_util::client::legacy::Client<_, Body> =
-        hyper_util::client::legacy::Builder::new(TokioExecutor::new()).build(connector);
+    let mut builder = hyper_util::client::legacy::Builder::new(TokioExecutor::new());
+    if http2 {
+        builder
+            .timer(TokioTimer::new())
+            .http2_keep_alive_interval(H2_PING_INTERVAL)
+            .http2_keep_alive_timeout(H2_PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true);
+    }
+    let http: hyper_util::client::legacy::Client<_, Body> = builder.build(connector);
 
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())

@@ -39,49 +39,115 @@ use super::Shared;
 
 pub type MemberMeta = PartialObjectMeta<DynamicObject>;
 
-/// What is kept of one managed member object.
+/// What is kept of one managed member object: its strings in one allocation ([`Packed`]:
+/// version, uid, why it is not ready, then label and annotation pairs), 32 bytes beside it.
 #[derive(PartialEq, Eq)]
 struct Cached {
-    version: Box<str>,
-    uid: Box<str>,
+    strings: Packed,
+    /// The number of label pairs; the annotation pairs follow them to the end.
+    labels: u32,
     terminating: bool,
-    labels: Box<[(Box<str>, Box<str>)]>,
-    annotations: Box<[(Box<str>, Box<str>)]>,
-    /// Why the copy is not ready ([`hubfed_core::readiness`]); `None`: ready.
-    not_ready: Option<Box<str>>,
+    /// [`hubfed_core::readiness`]; the reason is the third string.
+    ready: bool,
     /// The copy's `.status`, kept only when the type's status is collected.
     status: Option<Box<serde_json::Value>>,
 }
 
-fn compact(
-    map: Option<&std::collections::BTreeMap<String, String>>,
-) -> Box<[(Box<str>, Box<str>)]> {
-    map.into_iter()
-        .flatten()
-        .map(|(k, v)| (Box::from(k.as_str()), Box::from(v.as_str())))
-        .collect()
+/// Strings in one allocation, each as its byte length (LEB128) then its bytes: one
+/// allocation a cached copy instead of one per label, annotation and field.
+#[derive(PartialEq, Eq)]
+struct Packed(Box<[u8]>);
+
+impl Packed {
+    fn new<'a>(strings: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut bytes = Vec::new();
+        for string in strings {
+            let mut len = string.len();
+            loop {
+                let low = (len & 0x7f) as u8;
+                len >>= 7;
+                if len == 0 {
+                    bytes.push(low);
+                    break;
+                }
+                bytes.push(low | 0x80);
+            }
+            bytes.extend_from_slice(string.as_bytes());
+        }
+        Self(bytes.into_boxed_slice())
+    }
+
+    /// The strings, in order.
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let mut rest: &[u8] = &self.0;
+        std::iter::from_fn(move || {
+            let mut len = 0usize;
+            let mut shift = 0;
+            loop {
+                let (&byte, tail) = rest.split_first()?;
+                rest = tail;
+                len |= usize::from(byte & 0x7f) << shift;
+                shift += 7;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            let (string, tail) = rest.split_at_checked(len)?;
+            rest = tail;
+            // Only `&str`s went in: the bytes are valid UTF-8.
+            Some(std::str::from_utf8(string).unwrap_or_default())
+        })
+    }
 }
 
-fn expand(pairs: &[(Box<str>, Box<str>)]) -> std::collections::BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+fn pairs(map: Option<&std::collections::BTreeMap<String, String>>) -> impl Iterator<Item = &str> {
+    map.into_iter()
+        .flatten()
+        .flat_map(|(k, v)| [k.as_str(), v.as_str()])
+}
+
+fn collect_pairs<'a>(
+    strings: &mut impl Iterator<Item = &'a str>,
+    count: usize,
+) -> std::collections::BTreeMap<String, String> {
+    let mut map = std::collections::BTreeMap::new();
+    for _ in 0..count {
+        let (Some(k), Some(v)) = (strings.next(), strings.next()) else {
+            break;
+        };
+        map.insert(k.to_owned(), v.to_owned());
+    }
+    map
 }
 
 impl Cached {
     fn new(meta: &ObjectMeta) -> Self {
+        Self::with_readiness(meta, None)
+    }
+
+    fn with_readiness(meta: &ObjectMeta, not_ready: Option<&str>) -> Self {
+        let version = object_version(
+            meta.generation.unwrap_or(0),
+            meta.resource_version.as_deref().unwrap_or(""),
+        );
+        let fixed = [
+            version.as_str(),
+            meta.uid.as_deref().unwrap_or(""),
+            not_ready.unwrap_or(""),
+        ];
         Self {
-            version: object_version(
-                meta.generation.unwrap_or(0),
-                meta.resource_version.as_deref().unwrap_or(""),
-            )
-            .into(),
-            uid: meta.uid.as_deref().unwrap_or("").into(),
+            strings: Packed::new(
+                fixed
+                    .into_iter()
+                    .chain(pairs(meta.labels.as_ref()))
+                    .chain(pairs(meta.annotations.as_ref())),
+            ),
+            labels: meta
+                .labels
+                .as_ref()
+                .map_or(0, |l| u32::try_from(l.len()).unwrap_or(u32::MAX)),
             terminating: meta.deletion_timestamp.is_some(),
-            labels: compact(meta.labels.as_ref()),
-            annotations: compact(meta.annotations.as_ref()),
-            not_ready: None,
+            ready: not_ready.is_none(),
             status: None,
         }
     }
@@ -91,31 +157,52 @@ impl Cached {
         let json = serde_json::to_value(object).unwrap_or_default();
         let not_ready = match readiness(&target.group, &target.kind, &json) {
             Readiness::Ready => None,
-            Readiness::NotReady(why) => Some(why.into()),
+            Readiness::NotReady(why) => Some(why),
         };
         let status = collect_status
             .then(|| object.data.get("status").cloned())
             .flatten()
             .map(Box::new);
         Self {
-            not_ready,
             status,
-            ..Self::new(&object.metadata)
+            ..Self::with_readiness(&object.metadata, not_ready.as_deref())
         }
     }
 
+    /// The uid, empty when the object had none.
+    fn uid(&self) -> &str {
+        self.strings.iter().nth(1).unwrap_or_default()
+    }
+
+    /// The value of annotation `key`.
+    fn annotation(&self, key: &str) -> Option<&str> {
+        let mut strings = self.strings.iter().skip(3 + 2 * self.labels as usize);
+        while let (Some(k), Some(v)) = (strings.next(), strings.next()) {
+            if k == key {
+                return Some(v);
+            }
+        }
+        None
+    }
+
     fn observation(&self) -> MemberObject {
-        let labels = expand(&self.labels);
+        let mut strings = self.strings.iter();
+        let version = strings.next().unwrap_or_default().to_owned();
+        let uid = strings.next().unwrap_or_default();
+        let not_ready = strings.next().unwrap_or_default();
+        let labels = collect_pairs(&mut strings, self.labels as usize);
+        let annotations = collect_pairs(&mut strings, usize::MAX);
         MemberObject {
             managed_label: labels.get(MANAGED_LABEL).cloned(),
             terminating: self.terminating,
-            version: self.version.to_string(),
-            uid: (!self.uid.is_empty()).then(|| self.uid.to_string()),
+            version,
+            uid: (!uid.is_empty()).then(|| uid.to_owned()),
             labels,
-            annotations: expand(&self.annotations),
-            readiness: match &self.not_ready {
-                None => Readiness::Ready,
-                Some(why) => Readiness::NotReady(why.to_string()),
+            annotations,
+            readiness: if self.ready {
+                Readiness::Ready
+            } else {
+                Readiness::NotReady(not_ready.to_owned())
             },
             remote_status: self.status.as_deref().cloned(),
         }
@@ -333,12 +420,12 @@ impl MemberWatches {
             ManagedCopy {
                 name,
                 namespace,
-                uid: (!cached.uid.is_empty()).then(|| cached.uid.to_string()),
+                uid: Some(cached.uid())
+                    .filter(|uid| !uid.is_empty())
+                    .map(str::to_owned),
                 owner: cached
-                    .annotations
-                    .iter()
-                    .find(|(k, _)| &**k == hubfed_api::names::OWNER_ANNOTATION)
-                    .map(|(_, v)| v.to_string()),
+                    .annotation(hubfed_api::names::OWNER_ANNOTATION)
+                    .map(str::to_owned),
             }
         });
         Some(copies.collect())
@@ -674,7 +761,7 @@ fn list_failure(error: &watcher::Error) -> ListFailure {
 
 #[cfg(test)]
 mod tests {
-    use super::Cached;
+    use super::{Cached, Readiness};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use std::collections::BTreeMap;
 
@@ -714,5 +801,42 @@ mod tests {
         assert_eq!(member.version, "rv:42");
         assert!(member.terminating);
         assert!(member.labels.is_empty() && member.managed_label.is_none());
+        assert!(member.annotations.is_empty() && member.uid.is_none());
+    }
+
+    #[test]
+    fn packed_strings_come_back_whole_long_empty_or_not_ascii() {
+        let long = "x".repeat(300) + "é";
+        let very_long = "y".repeat(70_000);
+        let owner = format!("ns/{long}");
+        let meta = ObjectMeta {
+            uid: Some("0b8f6a2e-1c3d-4e5f-8a9b-0c1d2e3f4a5b".into()),
+            resource_version: Some("7".into()),
+            labels: Some(map(&[("empty", ""), ("kubefed.io/managed", "true")])),
+            annotations: Some(map(&[
+                ("hubfed.io/owner", &owner),
+                ("big", &very_long),
+                ("ünïcode", "värde"),
+            ])),
+            ..Default::default()
+        };
+        let cached = Cached::with_readiness(&meta, Some("0 of 3 replicas available"));
+        assert_eq!(cached.uid(), "0b8f6a2e-1c3d-4e5f-8a9b-0c1d2e3f4a5b");
+        assert_eq!(cached.annotation("hubfed.io/owner"), Some(owner.as_str()));
+        // A label of the same name is not an annotation.
+        assert_eq!(cached.annotation("empty"), None);
+        let member = cached.observation();
+        assert_eq!(member.version, "rv:7");
+        assert_eq!(member.uid.as_deref(), Some(cached.uid()));
+        assert_eq!(member.labels, meta.labels.clone().unwrap());
+        assert_eq!(member.annotations, meta.annotations.clone().unwrap());
+        assert_eq!(
+            member.readiness,
+            Readiness::NotReady("0 of 3 replicas available".into())
+        );
+        // Not ready with no reason stays not ready.
+        let member = Cached::with_readiness(&meta, Some("")).observation();
+        assert_eq!(member.readiness, Readiness::NotReady(String::new()));
+        assert_eq!(Cached::new(&meta).observation().readiness, Readiness::Ready);
     }
 }

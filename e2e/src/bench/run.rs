@@ -872,6 +872,7 @@ async fn latency_phase(
     let period = Duration::from_secs_f64(1.0 / rate);
     let mut ticks = tokio::time::interval(period);
     let mut writes = Vec::with_capacity(objects.len());
+    let retried = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for &index in objects {
         ticks.tick().await;
         let id = workload.id(index);
@@ -881,10 +882,24 @@ async fn latency_phase(
         let sent = Instant::now();
         tracker.expect(index, rev, sent);
         let tracker = Arc::clone(tracker);
+        let retried = Arc::clone(&retried);
         writes.push(tokio::spawn(async move {
-            let written = api
-                .patch(&id.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await;
+            // An overloaded hub (etcd timing out at 50 members on 2 cores) may refuse one
+            // PATCH: tried again up to twice, the latency still counted from the first send.
+            let mut attempt = 0;
+            let written = loop {
+                let written = api
+                    .patch(&id.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                match written {
+                    Err(e) if attempt < 2 && transient(&e) => {
+                        attempt += 1;
+                        retried.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    written => break written,
+                }
+            };
             match written {
                 Ok(_) => Ok(sent.elapsed()),
                 Err(e) => {
@@ -901,6 +916,12 @@ async fn latency_phase(
     let mut hub_writes = Vec::new();
     for write in writes {
         hub_writes.push(write.await??);
+    }
+    let retried = retried.load(std::sync::atomic::Ordering::Relaxed);
+    if retried > 0 {
+        progress(format_args!(
+            "propagation latency: {retried} hub PATCHes of the benchmark sent again after a server error or timeout (latency counted from the first send)"
+        ));
     }
     let deadline = Instant::now() + timeout.min(Duration::from_secs(120));
     loop {
@@ -975,6 +996,16 @@ async fn latency_phase(
         cpu,
     };
     Ok((latency, slow_phase))
+}
+
+/// A hub error worth one more try: the server's own (5xx, `etcdserver: request timed out`)
+/// or no answer at all, never a refusal of the request itself.
+fn transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
 }
 
 async fn idle_phase(

@@ -52,26 +52,20 @@ impl TestEnv {
         )?;
         self.etcd_launch.wait_serving(&self.etcd, READY_TIMEOUT)?;
         for cluster in &mut self.clusters {
-            wait_ready(cluster, READY_TIMEOUT).map_err(|e| match e {
+            wait_ready(cluster, READY_TIMEOUT).map_err(|mut e| {
                 // What etcd did meanwhile belongs in the report.
-                Error::NotReady {
-                    component,
-                    seconds,
-                    log,
-                } => Error::NotReady {
-                    component,
-                    seconds,
-                    log: format!(
-                        "{log}\n--- etcd ({}), last lines:\n{}",
-                        if self.etcd.is_alive() {
-                            "running"
-                        } else {
-                            "exited"
-                        },
+                if let Error::NotReady { log, .. } = &mut e {
+                    let state = if self.etcd.is_alive() {
+                        "running"
+                    } else {
+                        "exited"
+                    };
+                    log.push_str(&format!(
+                        "\n--- etcd ({state}), last lines:\n{}",
                         self.etcd.log_tail(20)
-                    ),
-                },
-                other => other,
+                    ));
+                }
+                e
             })?;
         }
         Ok(began.elapsed())

@@ -216,6 +216,22 @@ async fn failover(env: &TestEnv) -> anyhow::Result<()> {
     )
     .await?;
     promtool_check_metrics(&leader_metrics)?;
+    // The allocator's figures are the process's heap (jemalloc is the global allocator: a
+    // controller with a member and objects holds megabytes), live objects within the
+    // allocator's resident pages.
+    let heap = |state: &str| {
+        sample(
+            &leader_metrics,
+            "hubfed_heap_bytes",
+            &[&format!("state=\"{state}\"")],
+        )
+        .unwrap_or(0.0)
+    };
+    let (allocated, resident) = (heap("allocated"), heap("resident"));
+    anyhow::ensure!(
+        1048576.0 < allocated && allocated <= resident,
+        "hubfed_heap_bytes: allocated {allocated}, resident {resident}"
+    );
 
     // kill -9 the leader: the standby takes over and propagation continues.
     let killed = std::time::Instant::now();

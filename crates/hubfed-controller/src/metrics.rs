@@ -192,6 +192,12 @@ metrics! {
         "Seconds since the oldest federated object still held by hubfed's finalizer was deleted (0: no deletion waits).",
         ["type"]
     );
+    // hubfed: the process.
+    heap_bytes: gauge(
+        "hubfed_heap_bytes",
+        "The memory allocator's own figures, read at each scrape: allocated (live objects), active (their pages), resident (the allocator's pages in RAM, its metadata included), retained (address space kept without RAM).",
+        ["state"]
+    );
     // hubfed: leader election, scheduling and rollouts.
     leader: gauge(
         "hubfed_leader",
@@ -250,6 +256,7 @@ fn well_formed<M>(name: &str, metric: prometheus::Result<M>) -> M {
 impl Metrics {
     /// The text exposition of every metric.
     pub fn render(&self) -> String {
+        self.record_heap();
         let mut buffer = Vec::new();
         let encoder = TextEncoder::new();
         if encoder
@@ -259,6 +266,31 @@ impl Metrics {
             return String::new();
         }
         String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+impl Metrics {
+    /// Sets `hubfed_heap_bytes` from jemalloc's statistics, which it refreshes on demand (a new
+    /// "epoch"). The binaries' allocator is jemalloc; elsewhere (unit tests) the figures are
+    /// jemalloc's own, near 0. A statistic that cannot be read is left out, not set to 0.
+    fn record_heap(&self) {
+        use tikv_jemalloc_ctl::{epoch, stats};
+        if epoch::advance().is_err() {
+            return;
+        }
+        let figures = [
+            ("allocated", stats::allocated::read()),
+            ("active", stats::active::read()),
+            ("resident", stats::resident::read()),
+            ("retained", stats::retained::read()),
+        ];
+        for (state, bytes) in figures {
+            if let Ok(bytes) = bytes {
+                self.heap_bytes
+                    .with_label_values(&[state])
+                    .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            }
+        }
     }
 }
 
@@ -279,5 +311,12 @@ mod tests {
         let text = METRICS.render();
         assert!(text.contains("controller_runtime_reconcile_total{controller=\"federatedconfigmap\",result=\"success\"} 1"));
         assert!(text.contains("hubfed_leader 1"));
+        // jemalloc's statistics are compiled in (the `stats` feature): every figure is there.
+        for state in ["allocated", "active", "resident", "retained"] {
+            assert!(
+                text.contains(&format!("hubfed_heap_bytes{{state=\"{state}\"}}")),
+                "hubfed_heap_bytes{{state={state:?}}} missing"
+            );
+        }
     }
 }

@@ -314,6 +314,16 @@ impl Metrics {
             + 0.0
     }
 
+    /// The allocator's figures (`hubfed_heap_bytes`), when the controller exports them.
+    pub fn heap(&self) -> Option<super::report::Heap> {
+        let state = |state| self.sum("hubfed_heap_bytes", &[("state", state)]) as u64;
+        let heap = super::report::Heap {
+            allocated_bytes: state("allocated"),
+            resident_bytes: state("resident"),
+        };
+        (heap.resident_bytes > 0).then_some(heap)
+    }
+
     /// Mean of histogram `name` (from `<name>_sum` / `<name>_count`), in milliseconds.
     pub fn mean_ms(&self, name: &str, with: &[(&str, &str)]) -> f64 {
         let count = self.sum(&format!("{name}_count"), with);

@@ -141,6 +141,8 @@ pub struct Resources {
     /// (RSS at rest − baseline without objects) / objects and / pairs.
     pub marginal_bytes_per_object: f64,
     pub marginal_bytes_per_pair: f64,
+    /// The controller's allocator at rest (`hubfed_heap_bytes`; not exported by KubeFed).
+    pub heap_at_rest: Option<Heap>,
     /// Controller CPU seconds for the cold start.
     pub cold_start_cpu_seconds: f64,
     /// Controller cores used during the at-rest window.
@@ -229,6 +231,28 @@ pub struct HubStorage {
     pub etcd_db_at_rest_bytes: u64,
 }
 
+/// What the controller's allocator holds (its `hubfed_heap_bytes`): live objects, and the
+/// allocator's pages in RAM. RSS minus `resident` is code, stacks and other mappings;
+/// `resident` minus `allocated` is the allocator's free pages and metadata.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Heap {
+    pub allocated_bytes: u64,
+    pub resident_bytes: u64,
+}
+
+impl Heap {
+    /// "; allocator: N allocated, M resident", or nothing when not exported.
+    fn describe(heap: Option<Heap>) -> String {
+        heap.map_or(String::new(), |h| {
+            format!(
+                "; allocator: {} allocated, {} resident",
+                mib(h.allocated_bytes),
+                mib(h.resident_bytes)
+            )
+        })
+    }
+}
+
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Restart {
     /// Controller started → every object reconciled and no reconcile for 3 s.
@@ -257,6 +281,8 @@ pub struct Restart {
     pub status_changes: usize,
     pub status_change_example: Option<serde_json::Value>,
     pub rss_bytes: u64,
+    /// The restarted controller's allocator once settled.
+    pub heap: Option<Heap>,
     pub bytes_per_pair: f64,
     pub marginal_bytes_per_pair: f64,
     pub cpu: CpuUsage,
@@ -739,7 +765,7 @@ impl BenchResult {
             row(
                 "controller memory",
                 format!(
-                    "RSS {} without objects, {} after cold start, {} after updates, **{} at rest** (peak {}); {} per object, **{} per pair** ({} / {} above baseline)",
+                    "RSS {} without objects, {} after cold start, {} after updates, **{} at rest** (peak {}); {} per object, **{} per pair** ({} / {} above baseline){}",
                     mib(self.setup.baseline_rss_bytes),
                     mib(r.rss_after_cold_start_bytes),
                     mib(r.rss_after_updates_bytes),
@@ -748,7 +774,8 @@ impl BenchResult {
                     kib(r.bytes_per_object),
                     kib(r.bytes_per_pair),
                     kib(r.marginal_bytes_per_object),
-                    kib(r.marginal_bytes_per_pair)
+                    kib(r.marginal_bytes_per_pair),
+                    Heap::describe(r.heap_at_rest)
                 ),
             );
             row(
@@ -867,7 +894,7 @@ impl BenchResult {
             row(
                 "warm restart",
                 format!(
-                    "PropagatedVersions before: {} incomplete, {} with another template hash, {} cluster versions behind the member; settled after {:.1} s, {:.0} reconciles; member requests: {}; {} member watch events ({} older revisions, {} spec changes, {} deletions); hub writes: {} ({} statuses changed, {} written without Propagation=True); RSS **{}** ({} per pair, {} above baseline)",
+                    "PropagatedVersions before: {} incomplete, {} with another template hash, {} cluster versions behind the member; settled after {:.1} s, {:.0} reconciles; member requests: {}; {} member watch events ({} older revisions, {} spec changes, {} deletions); hub writes: {} ({} statuses changed, {} written without Propagation=True); RSS **{}** ({} per pair, {} above baseline){}",
                     w.incomplete_versions,
                     w.template_mismatched_versions,
                     w.stale_cluster_versions,
@@ -883,7 +910,8 @@ impl BenchResult {
                     w.propagation_flaps,
                     mib(w.rss_bytes),
                     kib(w.bytes_per_pair),
-                    kib(w.marginal_bytes_per_pair)
+                    kib(w.marginal_bytes_per_pair),
+                    Heap::describe(w.heap)
                 ),
             );
         }

@@ -149,6 +149,7 @@ pub async fn run(
         hub_writes,
         reconciles: metrics.sum("controller_runtime_reconcile_total", &[]),
         rss_bytes: controller.rss(),
+        heap: metrics.heap(),
         bytes_per_pair: 0.0,
         marginal_bytes_per_pair: 0.0,
         cpu,

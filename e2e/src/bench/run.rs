@@ -667,6 +667,7 @@ async fn phases(
     )
     .await?;
     result.resources.rss_at_rest_bytes = controller.rss();
+    result.resources.heap_at_rest = controller.metrics().await.ok().and_then(|m| m.heap());
     if let Some(a) = result.agents.as_mut() {
         a.rss_at_rest_bytes = agents.rss();
         a.peak_rss_bytes = agents.peak_rss();

@@ -603,12 +603,9 @@ fn build_clients(inputs: &ClientInputs) -> Result<BuiltClients, ConfigError> {
         tls_relaxation,
     } = member_configs(inputs)?;
     let request_url = request.cluster_url.clone();
-    // Requests: kube's own stack (HTTP/1.1, a connection per request in flight, each bounded
-    // by the read timeout) unless a check must be skipped that kube cannot skip on its own.
-    let request = match tls_relaxation {
-        Some(relaxation) => member_client(&request, Some(relaxation), false),
-        None => kube::Client::try_from(request),
-    };
+    // Requests: HTTP/1.1, a connection per request in flight, each request bounded by the
+    // read timeout; connections idle for 30 s are closed (kube's own client keeps them all).
+    let request = member_client(&request, tls_relaxation, false);
     // Watches — two per federated type, open all the time — share one HTTP/2 connection
     // instead of holding one each (TLS state and buffers: ~50 KiB a connection).
     let watch = member_client(&watch, tls_relaxation, true);

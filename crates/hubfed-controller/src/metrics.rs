@@ -267,9 +267,7 @@ impl Metrics {
         }
         String::from_utf8(buffer).unwrap_or_default()
     }
-}
 
-impl Metrics {
     /// Sets `hubfed_heap_bytes` from jemalloc's statistics, which it refreshes on demand (a new
     /// "epoch"). The binaries' allocator is jemalloc; elsewhere (unit tests) the figures are
     /// jemalloc's own, near 0. A statistic that cannot be read is left out, not set to 0.

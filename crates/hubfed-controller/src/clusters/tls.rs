@@ -255,7 +255,7 @@ fn percent_decode(text: &str) -> Vec<u8> {
 /// How long a member connection may sit idle in the pool before it is closed. Without it
 /// (kube's own client sets no pool timer) every connection a burst opened — up to
 /// `--member-write-concurrency` per member — stayed open for good, its TLS state and buffers
-/// with it: ~90 KiB each, 70 MiB at rest at 50 members.
+/// with it: ~50 KiB each (8.8 MiB of live heap at rest at 10 members, docs/benchmarks.md).
 pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Interval of the HTTP/2 pings that keep a member connection known to be alive.
 pub const H2_PING_INTERVAL: Duration = Duration::from_secs(30);

@@ -125,7 +125,7 @@ async fn clients(args: &Args) -> anyhow::Result<(kube::Client, kube::Client)> {
         None => kube::Config::infer().await?,
     };
     Ok((
-        kube::Client::try_from(hub)?,
+        crate::clusters::hub_client(&hub)?,
         kube::Client::try_from(member)?,
     ))
 }

@@ -4,8 +4,8 @@
 //! holding their tokens, keeps one client per cluster, probes every cluster's health and
 //! publishes it in the KubeFedCluster status as KubeFed's cluster controller does
 //! (docs/kubefed-compatibility.md §1.3, §2.6). Decisions live in `hubfed_core::health` and `config`; only `pool`
-//! does IO. `tls` builds the clients of members that skip single TLS checks
-//! (`disabledTLSValidations`).
+//! does IO. `tls` builds the clients: the members' (HTTP/2 watches, idle connections closed,
+//! single TLS checks skipped for `disabledTLSValidations`) and the hub's (HTTP/2).
 
 mod config;
 mod pool;
@@ -24,6 +24,7 @@ use hubfed_api::kubefedconfig::{
 use tokio::sync::Semaphore;
 
 pub use pool::MemberClientPool;
+pub use tls::hub_client;
 
 /// One registered member cluster as the sync controllers see it.
 pub struct MemberCluster {

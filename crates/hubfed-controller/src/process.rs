@@ -98,7 +98,7 @@ async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
         None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
         None => kube::Config::infer().await?,
     };
-    Ok(kube::Client::try_from(config)?)
+    Ok(crate::clusters::hub_client(&config)?)
 }
 
 /// The multi-threaded tokio runtime a binary runs in; the process exits when it cannot start.

@@ -31,7 +31,7 @@ use super::config::{
     ClientInputs, ConfigError, MemberConfigs, SecretToken, error_chain, member_configs,
 };
 use super::probe::{Probed, now, probe_cluster, read_heartbeat};
-use super::tls::member_client;
+use super::tls::client;
 use super::{HealthCheckSettings, MemberCluster};
 use hubfed_core::health::{HealthTracker, ProbeOutcome};
 
@@ -605,10 +605,10 @@ fn build_clients(inputs: &ClientInputs) -> Result<BuiltClients, ConfigError> {
     let request_url = request.cluster_url.clone();
     // Requests: HTTP/1.1, a connection per request in flight, each request bounded by the
     // read timeout; connections idle for 30 s are closed (kube's own client keeps them all).
-    let request = member_client(&request, tls_relaxation, false);
+    let request = client(&request, tls_relaxation, false);
     // Watches — two per federated type, open all the time — share one HTTP/2 connection
     // instead of holding one each (TLS state and buffers: ~50 KiB a connection).
-    let watch = member_client(&watch, tls_relaxation, true);
+    let watch = client(&watch, tls_relaxation, true);
     let request = request.map_err(|source| ConfigError::Client { source })?;
     let watch = watch.map_err(|source| ConfigError::Client { source })?;
     Ok(BuiltClients {

@@ -1,17 +1,18 @@
-//! Member clients assembled from kube's own pieces — its rustls configuration, proxy
-//! connectors, timeouts, base-URI, retry, auth and header layers, as in
-//! `kube::Client::try_from` — where kube's stack cannot do what a member needs:
+//! Clients assembled from kube's own pieces — its rustls configuration, proxy connectors,
+//! timeouts, base-URI, retry, auth and header layers, as in `kube::Client::try_from` — where
+//! kube's stack cannot do what the controller needs:
 //!
 //! - KubeFedCluster `disabledTLSValidations` short of `*`: `SubjectName` and `ValidityPeriod`
 //!   (KubeFed's `CustomizeCertificateValidation`). kube-rs knows only all-or-nothing
 //!   verification (`accept_invalid_certs`, used for `*`); the server certificate verifier
 //!   here is [`RelaxedVerifier`].
-//! - HTTP/2 for the member's watches (kube speaks HTTP/1.1 only): all of them share one
-//!   connection.
+//! - HTTP/2 for a member's watches and for everything the controller asks of the hub (kube
+//!   speaks HTTP/1.1 only): all of them share one connection instead of holding one each.
 //! - Idle connections closed after [`IDLE_CONNECTION_TIMEOUT`] (kube's pool has no timer and
 //!   keeps every connection a burst opened).
 //!
-//! Both clients of a member — requests (HTTP/1.1) and watches — are built here.
+//! Both clients of a member — requests (HTTP/1.1) and watches — and the controller's and the
+//! agent's hub client ([`hub_client`]) are built here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,14 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore};
 use tower::retry::RetryLayer;
 use tower::{BoxError, Service, ServiceBuilder};
+
+/// The hub client of the controller and of the agent: HTTP/2, so that the hub's watches —
+/// several per federated type, open all the time — and its requests share one connection, as
+/// client-go's do (kube-apiserver allows 1,000 streams on a connection), rather than holding
+/// a connection each with its TLS state and buffers (~50 KiB).
+pub fn hub_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
+    client(config, None, true)
+}
 
 /// The checks a member's `disabledTLSValidations` turns off, short of `*`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -172,7 +181,7 @@ impl ServerCertVerifier for RelaxedVerifier {
 /// alive by pings ([`H2_PING_INTERVAL`], [`H2_PING_TIMEOUT`]), so that a connection that
 /// died silently fails its requests within 45 s. Idle connections are closed after
 /// [`IDLE_CONNECTION_TIMEOUT`].
-pub fn member_client(
+pub fn client(
     config: &kube::Config,
     relaxation: Option<TlsRelaxation>,
     http2: bool,

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::members::MemberWatches;
-use super::memory::{AppliedMap, LatencyTracker};
+use super::memory::{AppliedMap, LatencyTracker, shrink_when_sparse};
 use super::{
     LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, queue, reconcile,
 };
@@ -505,32 +505,48 @@ async fn export_object_gauges(
 }
 
 /// Forgets what is kept between reconciles of objects no longer in the `federated` cache
-/// (written versions and statuses, drift reported, pull reports awaited, backoff); returns how many objects
-/// are in backoff.
+/// (written versions and statuses, drift reported, pull reports awaited, writes left running,
+/// backoff), and gives back the room a burst left in those maps ([`shrink_when_sparse`]);
+/// returns how many objects are in backoff.
 fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize {
     observe::prune_written_versions(ctx);
+    shrink_when_sparse(
+        &mut ctx
+            .written_versions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    );
     super::hub_writes::prune_written_status(ctx, federated);
-    ctx.drift_reported
+    shrink_when_sparse(&mut ctx.written_status.lock().unwrap_or_else(|e| e.into_inner()));
+    ctx.latency
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .retain(|copy, _| {
-            let object = copy.rsplit_once('@').map_or(copy.as_str(), |(o, _)| o);
-            let (ns, name) = object.split_once('/').unwrap_or(("", object));
-            let reference = ObjectRef::new_with(name, ctx.federated.clone());
-            let reference = if ns.is_empty() {
-                reference
-            } else {
-                reference.within(ns)
-            };
-            federated.get(&reference).is_some()
-        });
-    ctx.pull_pending_since
+        .shrink();
+    let mut drift_reported = ctx.drift_reported.lock().unwrap_or_else(|e| e.into_inner());
+    drift_reported.retain(|copy, _| {
+        let object = copy.rsplit_once('@').map_or(copy.as_str(), |(o, _)| o);
+        let (ns, name) = object.split_once('/').unwrap_or(("", object));
+        let reference = ObjectRef::new_with(name, ctx.federated.clone());
+        let reference = if ns.is_empty() {
+            reference
+        } else {
+            reference.within(ns)
+        };
+        federated.get(&reference).is_some()
+    });
+    shrink_when_sparse(&mut drift_reported);
+    drop(drift_reported);
+    let mut pull_pending = ctx
+        .pull_pending_since
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|object, _| federated.get(object).is_some());
+        .unwrap_or_else(|e| e.into_inner());
+    pull_pending.retain(|object, _| federated.get(object).is_some());
+    shrink_when_sparse(&mut pull_pending);
+    drop(pull_pending);
     super::detach::forget(ctx, |object| federated.get(object).is_some());
     let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
     backoff.retain(|object, _| federated.get(object).is_some());
+    shrink_when_sparse(&mut backoff);
     backoff.len()
 }
 

@@ -163,30 +163,51 @@ impl ApplyStep<'_> {
 
     /// Fields left to the member (retainReplicas): if hubfed still owns them, hand them to a
     /// separate manager at their current value first, or the apply would delete them.
+    ///
+    /// The handover carries the copy's resourceVersion as its precondition: a copy changed
+    /// since it was read — an HPA or `kubectl scale` setting the replicas in between — is read
+    /// again, instead of having the value it replaced written back over it.
     async fn hand_over_retained(&self, live: Option<&DynamicObject>) -> Result<(), ClusterResult> {
         let fields = &self.apply.released_fields;
-        let Some(handover) = live
-            .filter(|_| !fields.is_empty())
-            .and_then(|existing| ownership_handover(existing, fields))
-        else {
-            return Ok(());
-        };
-        patch_answer(
-            self.api,
-            &self.object.name,
-            &PatchParams::apply(RETAINED_FIELD_MANAGER).force(),
-            &Patch::Apply(&handover),
-            false,
-        )
-        .await
-        .map(drop)
-        .map_err(|e| ClusterResult {
-            transient: !is_refusal(&e),
-            ..self.fail(
-                Some(PropagationStatus::FieldRetentionFailed),
-                error_message(&e),
+        let mut reread: Option<DynamicObject> = None;
+        for attempt in 1..=HANDOVER_ATTEMPTS {
+            let existing = if attempt == 1 { live } else { reread.as_ref() };
+            let Some(handover) = existing
+                .filter(|_| !fields.is_empty())
+                .and_then(|existing| ownership_handover(existing, fields))
+            else {
+                return Ok(());
+            };
+            let handed = patch_answer(
+                self.api,
+                &self.object.name,
+                &PatchParams::apply(RETAINED_FIELD_MANAGER).force(),
+                &Patch::Apply(&handover),
+                false,
             )
-        })
+            .await;
+            match handed {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < HANDOVER_ATTEMPTS => {
+                    let started = std::time::Instant::now();
+                    let found = self.api.get_opt(&self.object.name).await;
+                    record(self.cluster(), "get", started, found.is_ok());
+                    reread = found.map_err(|e| {
+                        self.fail(Some(PropagationStatus::RetrievalFailed), error_message(&e))
+                    })?;
+                }
+                Err(e) => {
+                    return Err(ClusterResult {
+                        transient: !is_refusal(&e),
+                        ..self.fail(
+                            Some(PropagationStatus::FieldRetentionFailed),
+                            error_message(&e),
+                        )
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The write: a create-only POST when creating with adoption Disabled, else a
@@ -557,8 +578,13 @@ async fn recreate(
     patch_answer(api, name, params, &Patch::Apply(body), whole).await
 }
 
+/// Handovers tried before the write gives up for this reconcile (each after the copy changed
+/// under the one before).
+const HANDOVER_ATTEMPTS: usize = 3;
+
 /// An apply body, for the retained-fields manager, holding `fields` (JSON pointers) at their
-/// current member values — `None` when hubfed's manager does not own any of them.
+/// current member values, on the condition that the copy is still at `existing`'s
+/// resourceVersion — `None` when hubfed's manager does not own any of them.
 fn ownership_handover(existing: &DynamicObject, fields: &[String]) -> Option<Value> {
     let owned_by_hubfed = existing
         .metadata
@@ -580,6 +606,9 @@ fn ownership_handover(existing: &DynamicObject, fields: &[String]) -> Option<Val
         "kind": live.get("kind")?,
         "metadata": {"name": existing.metadata.name},
     });
+    if let Some(version) = &existing.metadata.resource_version {
+        body["metadata"]["resourceVersion"] = json!(version);
+    }
     if let Some(ns) = &existing.metadata.namespace {
         body["metadata"]["namespace"] = json!(ns);
     }
@@ -675,5 +704,47 @@ mod tests {
                 Some(kube::api::ValidationDirective::Ignore)
             ));
         }
+    }
+
+    fn copy(manager: &str, operation: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "api",
+                "namespace": "ns",
+                "resourceVersion": "41",
+                "managedFields": [{
+                    "manager": manager,
+                    "operation": operation,
+                    "apiVersion": "apps/v1",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:replicas": {}}},
+                }],
+            },
+            "spec": {"replicas": 2},
+        }))
+        .unwrap()
+    }
+
+    /// The handover holds the member's value on the condition that the copy is unchanged
+    /// since it was read; there is none once another manager has taken the field.
+    #[test]
+    fn a_handover_is_conditional_on_the_copy_read() {
+        let fields = ["/spec/replicas".to_owned()];
+        let handover = ownership_handover(&copy(FIELD_MANAGER, "Apply"), &fields).unwrap();
+        assert_eq!(
+            handover,
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "api", "namespace": "ns", "resourceVersion": "41"},
+                "spec": {"replicas": 2},
+            })
+        );
+        assert_eq!(
+            ownership_handover(&copy("kubectl-scale", "Update"), &fields),
+            None
+        );
     }
 }

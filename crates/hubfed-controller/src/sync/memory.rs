@@ -235,8 +235,8 @@ mod tests {
 
     use super::*;
 
-    /// A map a burst filled gives its table back once emptied; one still a quarter full, or
-    /// small, keeps it.
+    /// A map a burst filled gives its table back once nearly emptied; one still half full
+    /// keeps it, and an empty one keeps a small table.
     #[test]
     fn a_sparse_map_gives_its_room_back() {
         let mut map: HashMap<u32, [u8; 200]> = (0..10_000).map(|i| (i, [0; 200])).collect();

@@ -233,7 +233,9 @@ impl MemberWorkload {
 /// `clustersReplicaState`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaState {
-    /// Replicas running (and ready) per cluster that has the workload.
+    /// Replicas each cluster that has the workload runs: its ready replicas when all are,
+    /// else the larger of its running and ready pods and its replicas that are not
+    /// unschedulable (see [`replica_state`]).
     pub current: BTreeMap<String, i64>,
     /// Estimated capacity of clusters with unschedulable pods: replicas − unschedulable.
     pub capacity: BTreeMap<String, i64>,
@@ -243,7 +245,11 @@ pub struct ReplicaState {
     pub unsettled: bool,
 }
 
-/// Current replicas and capacity estimates from the members that have the workload.
+/// Current replicas and capacity estimates from the members that have the workload. A member
+/// with all its replicas ready runs `readyReplicas`; one with some not ready runs its running
+/// and ready pods or, when more, its replicas that are not unschedulable right now — replicas
+/// on their way count as placed, so that the schedule does not depend on when in a rollout
+/// the scheduler looks (KubeFed counts only the running pods: see the comment below).
 pub fn replica_state(members: &BTreeMap<String, MemberWorkload>) -> ReplicaState {
     let mut state = ReplicaState::default();
     for (cluster, workload) in members {
@@ -255,9 +261,15 @@ pub fn replica_state(members: &BTreeMap<String, MemberWorkload>) -> ReplicaState
         }
         state.unsettled = true;
         let pods = workload.pods.clone().unwrap_or_default();
+        // KubeFed counts only the running and ready pods here. hubfed counts the replicas on
+        // their way too (scheduled, not unschedulable): otherwise a look in the middle of
+        // a rollout (3 of 6 running in one cluster, 0 of 4 in the other) keeps the 3 and
+        // spreads the rest by weight again — 7/3 instead of the 6/4 just written — and
+        // without `rebalance` that skew is kept for good.
+        let on_their_way = workload.replicas - pods.unschedulable_now;
         state
             .current
-            .insert(cluster.clone(), pods.running_and_ready);
+            .insert(cluster.clone(), pods.running_and_ready.max(on_their_way));
         if pods.unschedulable > 0 {
             state
                 .capacity

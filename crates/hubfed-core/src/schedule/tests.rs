@@ -142,7 +142,7 @@ fn replica_state_from_members() {
                 }),
             ),
         ),
-        // Not all ready, no unschedulable pods: no capacity estimate.
+        // Not all ready, no unschedulable pods: no capacity estimate; the 2 on their way count.
         (
             "c".to_owned(),
             workload(
@@ -155,13 +155,31 @@ fn replica_state_from_members() {
                 }),
             ),
         ),
+        // Scaling down: 5 still running for 2 asked, the running ones count.
+        (
+            "d".to_owned(),
+            workload(
+                2,
+                1,
+                Some(PodAnalysis {
+                    total: 5,
+                    running_and_ready: 5,
+                    ..PodAnalysis::default()
+                }),
+            ),
+        ),
     ]);
     assert!(!members["a"].needs_pods());
     assert!(members["b"].needs_pods());
     let state = replica_state(&members);
     assert_eq!(
         state.current,
-        BTreeMap::from([("a".into(), 4), ("b".into(), 2), ("c".into(), 1)])
+        BTreeMap::from([
+            ("a".into(), 4),
+            ("b".into(), 2),
+            ("c".into(), 3),
+            ("d".into(), 5)
+        ])
     );
     assert_eq!(state.capacity, BTreeMap::from([("b".into(), 3)]));
     assert_eq!(state.recheck_in, Some(20));
@@ -214,6 +232,49 @@ fn decide_spreads_by_weight() {
         BTreeMap::from([("member1".into(), 6), ("member2".into(), 4)])
     );
     assert_eq!(describe(&result), "member1: 6, member2: 4");
+}
+
+/// A look in the middle of the rollout of 6/4 (3 of member1's 6 running, none of member2's
+/// 4 yet) decides 6/4 again. Counting only running pods, as KubeFed does, member1 keeps its 3
+/// and the other 7 are spread by weight again: 7/3, kept for good without `rebalance`
+/// (seen in the end-to-end test `rsp_spreads_replicas_by_weight`).
+#[test]
+fn decide_mid_rollout_keeps_the_schedule() {
+    let spec = rsp(
+        10,
+        false,
+        &[("member1", 3, 0, None), ("member2", 2, 0, None)],
+    );
+    let clusters = names(&["member1", "member2"]);
+    let starting = |replicas, running| {
+        workload(
+            replicas,
+            running,
+            Some(PodAnalysis {
+                total: replicas,
+                running_and_ready: running,
+                ..PodAnalysis::default()
+            }),
+        )
+    };
+    let rollout = BTreeMap::from([
+        ("member1".to_owned(), starting(6, 3)),
+        ("member2".to_owned(), starting(4, 0)),
+    ]);
+    let six_four = BTreeMap::from([("member1".into(), 6), ("member2".into(), 4)]);
+    assert_eq!(
+        decide(&spec, &clusters, &replica_state(&rollout), "ns/web"),
+        six_four
+    );
+    // KubeFed's current counts give the skew this avoids.
+    let running_only = ReplicaState {
+        current: BTreeMap::from([("member1".into(), 3), ("member2".into(), 0)]),
+        ..ReplicaState::default()
+    };
+    assert_eq!(
+        decide(&spec, &clusters, &running_only, "ns/web"),
+        BTreeMap::from([("member1".into(), 7), ("member2".into(), 3)])
+    );
 }
 
 #[test]

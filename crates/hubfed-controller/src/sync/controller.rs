@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::members::MemberWatches;
-use super::memory::{AppliedMap, LatencyTracker, shrink_when_sparse};
+use super::memory::{AppliedMap, LatencyTracker, prune, shrink_when_sparse};
 use super::{
     LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, queue, reconcile,
 };
@@ -517,13 +517,11 @@ fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize 
             .unwrap_or_else(|e| e.into_inner()),
     );
     super::hub_writes::prune_written_status(ctx, federated);
-    shrink_when_sparse(&mut ctx.written_status.lock().unwrap_or_else(|e| e.into_inner()));
     ctx.latency
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .shrink();
-    let mut drift_reported = ctx.drift_reported.lock().unwrap_or_else(|e| e.into_inner());
-    drift_reported.retain(|copy, _| {
+    prune(&ctx.drift_reported, |copy, _| {
         let object = copy.rsplit_once('@').map_or(copy.as_str(), |(o, _)| o);
         let (ns, name) = object.split_once('/').unwrap_or(("", object));
         let reference = ObjectRef::new_with(name, ctx.federated.clone());
@@ -534,20 +532,11 @@ fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize 
         };
         federated.get(&reference).is_some()
     });
-    shrink_when_sparse(&mut drift_reported);
-    drop(drift_reported);
-    let mut pull_pending = ctx
-        .pull_pending_since
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    pull_pending.retain(|object, _| federated.get(object).is_some());
-    shrink_when_sparse(&mut pull_pending);
-    drop(pull_pending);
+    prune(&ctx.pull_pending_since, |object, _| {
+        federated.get(object).is_some()
+    });
     super::detach::forget(ctx, |object| federated.get(object).is_some());
-    let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
-    backoff.retain(|object, _| federated.get(object).is_some());
-    shrink_when_sparse(&mut backoff);
-    backoff.len()
+    prune(&ctx.backoff, |object, _| federated.get(object).is_some())
 }
 
 /// What [`propagation_counts`] reads of a status.

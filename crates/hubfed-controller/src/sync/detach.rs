@@ -100,7 +100,5 @@ pub(super) async fn write_or_leave(
 /// Forgets the writes of objects no longer in the hub, and gives back the room of those taken
 /// (a cold start on slow members leaves nearly every copy's write running at some point).
 pub(super) fn forget(ctx: &TypeContext, exists: impl Fn(&ObjectRef<DynamicObject>) -> bool) {
-    let mut writes = ctx.detached.lock().unwrap_or_else(|e| e.into_inner());
-    writes.retain(|(object, _), _| exists(object));
-    super::memory::shrink_when_sparse(&mut writes);
+    super::memory::prune(&ctx.detached, |(object, _), _| exists(object));
 }

@@ -169,17 +169,14 @@ pub(crate) fn prune_written_status(
     ctx: &TypeContext,
     federated: &kube::runtime::reflector::Store<DynamicObject>,
 ) {
-    ctx.written_status
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|key, written| {
-            federated.get(key).is_some_and(|cached| {
-                super::memory::store_is_behind(
-                    cached.resource_version().as_deref(),
-                    &written.resource_version,
-                )
-            })
-        });
+    super::memory::prune(&ctx.written_status, |key, written| {
+        federated.get(key).is_some_and(|cached| {
+            super::memory::store_is_behind(
+                cached.resource_version().as_deref(),
+                &written.resource_version,
+            )
+        })
+    });
 }
 
 /// The object's status as this controller last wrote it, when the cached `obj` predates that

@@ -145,6 +145,19 @@ pub(crate) fn shrink_when_sparse<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K
     map.shrink_to((map.len() * 2).max(KEEP));
 }
 
+/// Keeps the entries of the map behind `map` that `keep` accepts, gives back the room of
+/// the others ([`shrink_when_sparse`]) and returns how many are left. A poisoned lock is taken
+/// over: the maps hold what the controller remembers between reconciles, never half-written.
+pub(crate) fn prune<K: Eq + std::hash::Hash, V>(
+    map: &std::sync::Mutex<HashMap<K, V>>,
+    mut keep: impl FnMut(&K, &V) -> bool,
+) -> usize {
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    map.retain(|key, value| keep(key, value));
+    shrink_when_sparse(&mut map);
+    map.len()
+}
+
 /// Whether a cached copy at `cached` predates the write that returned `written`. Kubernetes
 /// resourceVersions are comparable decimal numbers (KEP-5504); anything else counts as
 /// caught up, which at worst costs one redundant write.
@@ -253,6 +266,14 @@ mod tests {
         );
         assert_eq!(map.len(), 10);
         assert!(map.contains_key(&9));
+        let locked = std::sync::Mutex::new(map);
+        assert_eq!(
+            prune(&locked, |i, _| i % 2 == 0),
+            5,
+            "prune keeps what it is told to"
+        );
+        let mut map = locked.into_inner().unwrap();
+        assert!(map.contains_key(&8) && !map.contains_key(&9));
         map.clear();
         shrink_when_sparse(&mut map);
         assert!(map.capacity() >= 64, "a small table is kept");

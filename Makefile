@@ -40,16 +40,13 @@ unit:
 ## alone keeps the 2 cores 20-47 % busy), so they run in three lanes side by side
 ## (hack/e2e-lanes.sh): E2E_BESIDE (grace periods, soaks, outages), E2E_SECOND (staged rollouts,
 ## pods, pull mode, shutdown) and the rest; the two lanes' output follows the rest's.
-## E2E_BESIDE= E2E_SECOND= runs everything in one sequence. The container image (a release
-## build, ~11 min of CPU) is built in a fourth lane at idle CPU priority, in the time the tests
-## leave; then it is checked (hack/test-image.sh) and E2E_IMAGE (the tests that run it) run.
+## E2E_BESIDE= E2E_SECOND= runs everything in one sequence.
 E2E_BESIDE ?= placement_policy hub_identity faults backoff partition
 E2E_SECOND ?= rollout_state rollout scheduling pull pull_agent rollout_restart shutdown hub_member
-E2E_IMAGE ?= image_pod
-e2e: tools
+e2e: tools image
 	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
 	$(CARGO) test -p hubfed-e2e --no-run
-	CARGO="$(CARGO)" hack/e2e-lanes.sh --image "$(E2E_IMAGE)" "$(E2E_BESIDE)" "$(E2E_SECOND)"
+	CARGO="$(CARGO)" hack/e2e-lanes.sh "$(E2E_BESIDE)" "$(E2E_SECOND)"
 
 ## monitoring: promtool checks of the alert rules and their unit tests, dashboard queries
 monitoring:
@@ -63,8 +60,7 @@ image:
 image-check: image
 	hack/test-image.sh
 
-## test: what CI runs; the image is built and checked inside e2e (beside the tests)
-test: fmt-check lint unit monitoring e2e
+test: fmt-check lint unit monitoring image-check e2e
 
 ## generate: regenerate the CRDs in crds/ from the Rust types, the chart's copies, and the
 ## override golden file (KubeFed's own override code run by hack/overrides-golden; needs Go)

@@ -14,6 +14,7 @@ use hubfed_core::status::{ClusterOutcome, PropagationStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
+use tokio::sync::OwnedSemaphorePermit;
 
 use hubfed_core::burst::Admit;
 use hubfed_core::detach::{Resume, detachable};
@@ -124,12 +125,20 @@ pub async fn execute(
                 Resume::Write => {}
             }
             let Some(apply) = detachable(plan.disposition, &cp.action) else {
-                return (write_one(ctx, object, cp, cluster).await, false);
+                return (write_one(ctx, object, cp, cluster, None).await, false);
             };
             let write = {
                 let (ctx, object) = (Arc::clone(ctx), Arc::clone(shared_object));
                 let (cp, cluster) = (cp.clone(), cluster.cloned());
-                async move { write_one(&ctx, &object, &cp, cluster.as_ref()).await }
+                async move {
+                    // The member's permit first, holding nothing more than this: a cold start
+                    // on members slower than the controller leaves nearly every copy's write
+                    // waiting here at some point (50,000 at 50 × 1,000), and a task is the
+                    // size of its largest state — 12 KB with the request inline, 1 KB so
+                    // (debug build).
+                    let permit = write_permit(cluster.as_ref()).await;
+                    Box::pin(write_one(&ctx, &object, &cp, cluster.as_ref(), permit)).await
+                }
             };
             let key = (target.object_ref.clone(), cp.cluster.clone());
             match write_or_leave(ctx, key, apply.desired_hash.clone(), write).await {
@@ -259,6 +268,7 @@ async fn write_one(
     object: &FederatedObject,
     cp: &ClusterPlan,
     cluster: Option<&Arc<MemberCluster>>,
+    permit: Option<OwnedSemaphorePermit>,
 ) -> ClusterResult {
     let events = HubEvents {
         ctx,
@@ -278,17 +288,27 @@ async fn write_one(
         unmanaged: &unmanaged,
         events: &events,
     };
-    dispatch_one(ctx, &env, object, cp, cluster).await
+    dispatch_one(ctx, &env, object, cp, cluster, permit).await
 }
 
-/// The member's write permit is waited for without a deadline (writes queue behind a slow
-/// member's); the request itself has [`DISPATCH_TIMEOUT`].
+/// A member's write permit, waited for without a deadline (writes queue behind a slow
+/// member's).
+async fn write_permit(cluster: Option<&Arc<MemberCluster>>) -> Option<OwnedSemaphorePermit> {
+    match cluster {
+        Some(c) => Arc::clone(&c.writes).acquire_owned().await.ok(),
+        None => None,
+    }
+}
+
+/// Carries out `cp` in its cluster with the member's write permit — `permit` when the caller
+/// waited for it already ([`write_permit`]); the request itself has [`DISPATCH_TIMEOUT`].
 async fn dispatch_one(
     ctx: &TypeContext,
     env: &ExecEnv<'_>,
     object: &FederatedObject,
     cp: &ClusterPlan,
     cluster: Option<&Arc<MemberCluster>>,
+    permit: Option<OwnedSemaphorePermit>,
 ) -> ClusterResult {
     let name = cp.cluster.as_str();
     let needs_io = matches!(
@@ -305,9 +325,9 @@ async fn dispatch_one(
             Some("no client for cluster".into()),
         ));
     };
-    let _permit = match cluster {
-        Some(c) => Arc::clone(&c.writes).acquire_owned().await.ok(),
-        None => None,
+    let _permit = match permit {
+        Some(permit) => Some(permit),
+        None => write_permit(cluster).await,
     };
     let api = member_api(ctx, client, object.namespace.as_deref());
     // The member's answer time, its permit not included: what says a member is slow

@@ -41,7 +41,8 @@ if [ -z "${HUBFED_IMAGE_BINARIES:-}" ]; then
   echo "image: cargo build --release, static (hubfed-controller, hubfed-agent, hubfedctl)" >&2
   # An explicit --target keeps the static flags off build scripts and proc macros, and the
   # output apart from target/release (the benchmark's binaries).
-  RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+  # Without `make test`'s clippy-driver (it compiles with fewer optimizations): rustc alone.
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
     cargo build --release --locked --target "$TARGET" -p hubfed-controller -p hubfedctl --bins
   echo "image: binaries built in $(( $(date +%s) - step_start ))s" >&2
 fi

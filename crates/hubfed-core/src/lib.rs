@@ -8,6 +8,7 @@
 //! type's template schema from [`openapi::kind_schema`].
 
 pub mod admission;
+pub mod bookkeeping;
 pub mod burst;
 pub mod conclude;
 pub mod desired;

@@ -339,6 +339,7 @@ pub async fn run_type(
         collect_status,
         status_written: std::sync::Mutex::new(HashMap::new()),
         detached: std::sync::Mutex::new(HashMap::new()),
+        bookkeeping: super::bookkeeping::Bookkeeping::new(shared.reconcile_concurrency),
         write_times: std::sync::Mutex::new(HashMap::new()),
         event_budget,
     });
@@ -413,7 +414,11 @@ async fn serve(
         .reconcile_on(triggers)
         .reconcile_all_on(futures::stream::select(registry_changes, settings_changes))
         .graceful_shutdown_on(async move { stop_signal.cancelled().await })
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .run(
+            reconcile::reconcile,
+            reconcile::error_policy,
+            Arc::clone(&ctx),
+        )
         .for_each(|_| async {});
     // Stopped before the first list completed: nothing can be in flight; do not wait.
     let stopped_unlisted = async {
@@ -426,6 +431,8 @@ async fn serve(
         () = running => {}
         () = stopped_unlisted => {}
     }
+    // The status and version writes of the last reconciles are work in flight too.
+    ctx.bookkeeping.drain().await;
     info!(kind = %kind, "sync controller stopped");
     Ok(())
 }

@@ -236,14 +236,24 @@ pub enum StatusWrite {
 /// At most one status write per object in this interval when only remote status changed.
 pub const REMOTE_STATUS_WRITE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// What a status computed from a reconcile's input comes to ([`status_to_write`]).
+#[derive(Debug)]
+pub enum StatusDecision {
+    Write(Box<FederatedStatus>),
+    Unchanged,
+    /// Only remote status changed, and this object's status was written less than
+    /// [`REMOTE_STATUS_WRITE_INTERVAL`] ago: write after this long (reconcile again then).
+    Deferred(std::time::Duration),
+}
+
 /// Computes the status from `input` (its `generation` and `now` are filled in here) and
-/// writes it when it differs from the object's — unless only remote status changed and the
-/// object's status was written moments ago ([`StatusWrite::Deferred`]).
-pub async fn write_status_if_changed(
+/// decides whether to write it: when it differs from the object's — unless only remote
+/// status changed and the object's status was written moments ago.
+pub fn status_to_write(
     ctx: &TypeContext,
     obj: &DynamicObject,
     input: StatusInput<'_>,
-) -> Result<StatusWrite, Error> {
+) -> StatusDecision {
     let previous = previous_status(ctx, obj);
     let now = now_rfc3339();
     let input = StatusInput {
@@ -253,7 +263,7 @@ pub async fn write_status_if_changed(
     };
     let update = compute_status(previous.as_ref(), &input);
     if !update.changed {
-        return Ok(StatusWrite::Unchanged);
+        return StatusDecision::Unchanged;
     }
     if ctx.collect_status {
         let key = kube::runtime::reflector::ObjectRef::from_obj_with(obj, ctx.federated.clone());
@@ -267,14 +277,29 @@ pub async fn write_status_if_changed(
                 .status_writes_deferred
                 .with_label_values(&[&ctx.federated.kind.to_lowercase()])
                 .inc();
-            return Ok(StatusWrite::Deferred(
+            return StatusDecision::Deferred(
                 REMOTE_STATUS_WRITE_INTERVAL - now.duration_since(*at),
-            ));
+            );
         }
         last.insert(key, now);
     }
-    write_status(ctx, obj, &update.status).await?;
-    Ok(StatusWrite::Written)
+    StatusDecision::Write(Box::new(update.status))
+}
+
+/// [`status_to_write`], and the write when it decides so.
+pub async fn write_status_if_changed(
+    ctx: &TypeContext,
+    obj: &DynamicObject,
+    input: StatusInput<'_>,
+) -> Result<StatusWrite, Error> {
+    match status_to_write(ctx, obj, input) {
+        StatusDecision::Write(status) => {
+            write_status(ctx, obj, &status).await?;
+            Ok(StatusWrite::Written)
+        }
+        StatusDecision::Unchanged => Ok(StatusWrite::Unchanged),
+        StatusDecision::Deferred(after) => Ok(StatusWrite::Deferred(after)),
+    }
 }
 
 /// Writes the (Cluster)PropagatedVersion's status, creating it unless it `exists`: in one

@@ -7,6 +7,7 @@
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
 mod apply;
+mod bookkeeping;
 mod controller;
 mod create_only;
 mod deletions;
@@ -320,6 +321,9 @@ pub struct TypeContext {
     pub status_written: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
     /// Member applies left running past their reconcile ([`detach`]).
     pub(crate) detached: detach::DetachedWrites,
+    /// Status and PropagatedVersion writes left running past their reconcile
+    /// ([`bookkeeping`]).
+    pub(crate) bookkeeping: bookkeeping::Bookkeeping,
     /// Each member's recent apply times, by cluster: how long a reconcile waits for its
     /// writes before leaving them running ([`hubfed_core::detach::WriteTimes`]).
     pub(crate) write_times: std::sync::Mutex<HashMap<String, hubfed_core::detach::WriteTimes>>,

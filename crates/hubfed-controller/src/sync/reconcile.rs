@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::placed_readiness;
 use hubfed_core::conclude::{
     Carried, PULL_REPORT_GRACE, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining,
@@ -15,7 +16,7 @@ use hubfed_core::plan::{
 };
 use hubfed_core::readiness::needs_status;
 use hubfed_core::status::{ClusterOutcome, StatusInput};
-use hubfed_core::version::update_propagated_version;
+use hubfed_core::version::{PropagatedVersionStatus, update_propagated_version};
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -24,11 +25,12 @@ use kube::{Resource, ResourceExt};
 use std::time::Duration;
 use tracing::{debug, warn};
 
+use super::bookkeeping::{self, Books, StatusNews};
 use super::dispatch::{self, DispatchResult};
 use super::gc;
-use super::hub_writes::{self, Error, StatusWrite, publish};
+use super::hub_writes::{self, Error, StatusDecision, publish};
 use super::observe::{self, Observed};
-use super::{Failing, TypeContext, WrittenVersions};
+use super::{Failing, TypeContext};
 use crate::metrics::METRICS;
 
 pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, _ctx: Arc<TypeContext>) -> Action {
@@ -101,7 +103,18 @@ fn caught_up(ctx: &Arc<TypeContext>, obj: &DynamicObject) {
     }
 }
 
-async fn reconcile_object(obj: &DynamicObject, ctx: &Arc<TypeContext>) -> Result<Action, Error> {
+async fn reconcile_object(
+    obj: &Arc<DynamicObject>,
+    ctx: &Arc<TypeContext>,
+) -> Result<Action, Error> {
+    // The object's hub bookkeeping of its last reconcile still runs: this one comes when it
+    // ends ([`super::bookkeeping`]).
+    let object_ref = ObjectRef::from_obj_with(obj.as_ref(), ctx.federated.clone());
+    if ctx.bookkeeping.put_off(&object_ref) {
+        debug!(name = %object_ref.name, namespace = ?object_ref.namespace,
+            "put off until the object's status and versions are written");
+        return Ok(Action::await_change());
+    }
     let federated = match observe::federated_object(obj) {
         Ok(federated) => federated,
         Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
@@ -168,8 +181,8 @@ fn publish_warnings(ctx: &TypeContext, observed: &Observed, plan: &Plan) {
 /// *Conclude* and *write*: whether the finalizer was released, and how soon a status write
 /// put off (pull members' reports, remote status coalescing) is to be made.
 async fn conclude(
-    ctx: &TypeContext,
-    obj: &DynamicObject,
+    ctx: &Arc<TypeContext>,
+    obj: &Arc<DynamicObject>,
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
@@ -454,11 +467,12 @@ async fn record_leftovers(ctx: &TypeContext, observed: &Observed, plan: &Plan) -
     true
 }
 
-/// Sync: status and PropagatedVersion, each written only when it changed; the propagation
-/// latency once the object has converged.
+/// Sync: status and PropagatedVersion, each written only when it changed — decided here,
+/// written after the reconcile ([`bookkeeping`]); the propagation latency once the object has
+/// converged.
 async fn conclude_sync(
-    ctx: &TypeContext,
-    obj: &DynamicObject,
+    ctx: &Arc<TypeContext>,
+    obj: &Arc<DynamicObject>,
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
@@ -468,8 +482,14 @@ async fn conclude_sync(
         // Pull members' agents have yet to report: one write once they have.
         Some(hold) => Some(hold),
         None => {
-            let deferred = write_status(ctx, obj, observed, plan, result).await?;
-            write_versions(ctx, obj, observed, plan, result).await;
+            let (status, deferred) = status_books(ctx, obj, observed, plan, result);
+            let books = Books {
+                object: Arc::clone(obj),
+                object_ref: observed.object_ref.clone(),
+                status,
+                versions: version_books(observed, plan, result),
+            };
+            bookkeeping::spawn(ctx, books);
             deferred
         }
     };
@@ -488,15 +508,18 @@ async fn conclude_sync(
     Ok(deferred)
 }
 
-async fn write_status(
+/// The status this reconcile's outcome comes to, when it is to be written, and what it says;
+/// or how long a status write is put off (remote-status coalescing).
+#[allow(clippy::type_complexity)]
+fn status_books(
     ctx: &TypeContext,
     obj: &DynamicObject,
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
-) -> Result<Option<Duration>, Error> {
+) -> (Option<(Box<FederatedStatus>, StatusNews)>, Option<Duration>) {
     if observed.cache_warming {
-        return Ok(None);
+        return (None, None);
     }
     let readiness = (plan.disposition == Disposition::Sync).then(|| {
         let written = result
@@ -524,78 +547,37 @@ async fn write_status(
         now: "",
         readiness: readiness.as_deref(),
     };
-    match hub_writes::write_status_if_changed(ctx, obj, input).await? {
-        StatusWrite::Written => {}
-        StatusWrite::Unchanged => return Ok(None),
-        StatusWrite::Deferred(after) => return Ok(Some(after)),
-    }
-    publish_status_news(ctx, observed, plan, &outcomes);
-    Ok(None)
+    let status = match hub_writes::status_to_write(ctx, obj, input) {
+        StatusDecision::Write(status) => status,
+        StatusDecision::Unchanged => return (None, None),
+        StatusDecision::Deferred(after) => return (None, Some(after)),
+    };
+    let news = StatusNews {
+        reference: observed.reference.clone(),
+        deleting: plan.disposition == Disposition::Delete,
+        reason: plan.reason,
+        reason_message: plan.reason_message.clone(),
+        unknown_clusters: plan.placement.unknown_clusters.clone(),
+        outcomes,
+    };
+    (Some((status, news)), None)
 }
 
-/// What a new status says that is the user's to know, as Warnings once per change: what a
-/// deletion waits on, placement problems, clusters placed but not joined.
-fn publish_status_news(
+/// The status written in the reconcile itself (a deletion's); how long a status write is put
+/// off, if it is.
+async fn write_status(
     ctx: &TypeContext,
+    obj: &DynamicObject,
     observed: &Observed,
     plan: &Plan,
-    outcomes: &[ClusterOutcome],
-) {
-    let reference = &observed.reference;
-    if plan.disposition == Disposition::Delete
-        && let Some(message) = deletion_waiting(outcomes)
-    {
-        publish(
-            ctx,
-            reference,
-            EventType::Warning,
-            "DeletionWaiting",
-            &message,
-        );
+    result: &DispatchResult,
+) -> Result<Option<Duration>, Error> {
+    let (status, deferred) = status_books(ctx, obj, observed, plan, result);
+    if let Some((status, news)) = status {
+        hub_writes::write_status(ctx, obj, &status).await?;
+        news.publish(ctx);
     }
-    // Placement problems are the user's to fix: say so once per change, as an Event.
-    if let Some(message) = &plan.reason_message {
-        publish(
-            ctx,
-            reference,
-            EventType::Warning,
-            plan.reason.as_str(),
-            message,
-        );
-    }
-    let unknown = &plan.placement.unknown_clusters;
-    if !unknown.is_empty() {
-        let message = format!(
-            "placement names clusters that are not joined: {}",
-            unknown.join(", ")
-        );
-        publish(
-            ctx,
-            reference,
-            EventType::Warning,
-            "UnknownClusters",
-            &message,
-        );
-    }
-}
-
-/// What a deletion waits on: the clusters whose copies are not gone yet, and why; none when
-/// it waits on nothing.
-fn deletion_waiting(outcomes: &[ClusterOutcome]) -> Option<String> {
-    let waiting: Vec<String> = outcomes
-        .iter()
-        .filter(|o| o.status != hubfed_core::status::PropagationStatus::Ok)
-        .map(|o| match &o.message {
-            Some(message) => format!("{} ({}: {message})", o.cluster, o.status.as_str()),
-            None => format!("{} ({})", o.cluster, o.status.as_str()),
-        })
-        .collect();
-    (!waiting.is_empty()).then(|| {
-        format!(
-            "deletion waits for the copies in {} before its finalizer is removed",
-            waiting.join(", ")
-        )
-    })
+    Ok(deferred)
 }
 
 /// With remote status collection, each cluster's outcome carries its copy's `.status` from
@@ -616,14 +598,12 @@ fn with_remote_status(
     outcomes
 }
 
-/// A failed PropagatedVersion write is logged, not retried: the next reconcile writes again.
-async fn write_versions(
-    ctx: &TypeContext,
-    obj: &DynamicObject,
+/// The PropagatedVersion's new status when it changed, and whether the object exists.
+fn version_books(
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
-) {
+) -> Option<(PropagatedVersionStatus, bool)> {
     // A copy found up to date keeps the version recorded for it: a pull member's is known
     // only from its agent's report, after the write that a held status left unrecorded.
     let mut new_versions = result.new_versions.clone();
@@ -638,29 +618,12 @@ async fn write_versions(
                 .or_insert_with(|| recorded.version.clone());
         }
     }
-    let Some(versions) = update_propagated_version(
+    let versions = update_propagated_version(
         observed.stored_versions.as_ref(),
         &observed.template_version,
         &observed.overrides_version,
         &plan.placement.clusters,
         &new_versions,
-    ) else {
-        return;
-    };
-    match hub_writes::write_versions(ctx, obj, observed.versions_stored, &versions).await {
-        Ok(resource_version) => {
-            let written = WrittenVersions {
-                resource_version,
-                status: versions,
-            };
-            ctx.written_versions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(observed.object_ref.clone(), written);
-        }
-        Err(e) => {
-            let name = &observed.federated.name;
-            warn!(name = %name, error = %e, "writing the propagated version failed");
-        }
-    }
+    )?;
+    Some((versions, observed.versions_stored))
 }

@@ -79,6 +79,7 @@ pub(super) struct StatusNews {
     pub reason: AggregateReason,
     pub reason_message: Option<String>,
     pub unknown_clusters: Vec<String>,
+    /// The clusters' outcomes, for what a deletion waits on (empty otherwise).
     pub outcomes: Vec<ClusterOutcome>,
 }
 

@@ -40,6 +40,14 @@ pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, _ctx: Arc<TypeContex
 
 /// Reconciles one federated object, recording duration and outcome.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result<Action, Error> {
+    // The object's hub bookkeeping of its last reconcile still runs: this one comes when it
+    // ends ([`super::bookkeeping`]). Not a reconcile: neither counted nor timed.
+    let object_ref = ObjectRef::from_obj_with(obj.as_ref(), ctx.federated.clone());
+    if ctx.bookkeeping.put_off(&object_ref) {
+        debug!(name = %object_ref.name, namespace = ?object_ref.namespace,
+            "put off until the object's status and versions are written");
+        return Ok(Action::await_change());
+    }
     let controller = ctx.federated.kind.to_lowercase();
     let started = std::time::Instant::now();
     let depth = METRICS.workqueue_depth.with_label_values(&[&controller]);
@@ -107,14 +115,6 @@ async fn reconcile_object(
     obj: &Arc<DynamicObject>,
     ctx: &Arc<TypeContext>,
 ) -> Result<Action, Error> {
-    // The object's hub bookkeeping of its last reconcile still runs: this one comes when it
-    // ends ([`super::bookkeeping`]).
-    let object_ref = ObjectRef::from_obj_with(obj.as_ref(), ctx.federated.clone());
-    if ctx.bookkeeping.put_off(&object_ref) {
-        debug!(name = %object_ref.name, namespace = ?object_ref.namespace,
-            "put off until the object's status and versions are written");
-        return Ok(Action::await_change());
-    }
     let federated = match observe::federated_object(obj) {
         Ok(federated) => federated,
         Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
@@ -552,13 +552,15 @@ fn status_books(
         StatusDecision::Unchanged => return (None, None),
         StatusDecision::Deferred(after) => return (None, Some(after)),
     };
+    let deleting = plan.disposition == Disposition::Delete;
     let news = StatusNews {
         reference: observed.reference.clone(),
-        deleting: plan.disposition == Disposition::Delete,
+        deleting,
         reason: plan.reason,
         reason_message: plan.reason_message.clone(),
         unknown_clusters: plan.placement.unknown_clusters.clone(),
-        outcomes,
+        // Only what a deletion waits on is told from them.
+        outcomes: if deleting { outcomes } else { Vec::new() },
     };
     (Some((status, news)), None)
 }

@@ -220,17 +220,11 @@ pub async fn write_invalid_status(
         now: "",
         readiness: None,
     };
-    write_status_if_changed(ctx, obj, input).await.map(drop)
-}
-
-/// What [`write_status_if_changed`] did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum StatusWrite {
-    Written,
-    Unchanged,
-    /// Only remote status changed, and this object's status was written less than
-    /// [`REMOTE_STATUS_WRITE_INTERVAL`] ago: write after this long (reconcile again then).
-    Deferred(std::time::Duration),
+    match status_to_write(ctx, obj, input) {
+        StatusDecision::Write(status) => write_status(ctx, obj, &status).await,
+        // No remote status for an invalid spec: a deferral never comes here.
+        StatusDecision::Unchanged | StatusDecision::Deferred(_) => Ok(()),
+    }
 }
 
 /// At most one status write per object in this interval when only remote status changed.
@@ -284,22 +278,6 @@ pub fn status_to_write(
         last.insert(key, now);
     }
     StatusDecision::Write(Box::new(update.status))
-}
-
-/// [`status_to_write`], and the write when it decides so.
-pub async fn write_status_if_changed(
-    ctx: &TypeContext,
-    obj: &DynamicObject,
-    input: StatusInput<'_>,
-) -> Result<StatusWrite, Error> {
-    match status_to_write(ctx, obj, input) {
-        StatusDecision::Write(status) => {
-            write_status(ctx, obj, &status).await?;
-            Ok(StatusWrite::Written)
-        }
-        StatusDecision::Unchanged => Ok(StatusWrite::Unchanged),
-        StatusDecision::Deferred(after) => Ok(StatusWrite::Deferred(after)),
-    }
 }
 
 /// Writes the (Cluster)PropagatedVersion's status, creating it unless it `exists`: in one

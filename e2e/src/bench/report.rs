@@ -125,6 +125,13 @@ pub struct Latency {
     pub propagation: Percentiles,
     /// Duration of the hub write itself (the PATCH request).
     pub hub_write: Percentiles,
+    /// Hub write sent → a metadata watch of the hub's federated objects gets the change.
+    pub hub_watch: Percentiles,
+    /// Hub write sent → the first placed member shows the new revision.
+    pub first_member: Percentiles,
+    /// Mean duration of one member update (apply) as the controller timed it (its
+    /// histogram), without the wait for the member's write permit; `None` for KubeFed.
+    pub member_update_mean_ms: Option<f64>,
     pub member_operations: BTreeMap<String, f64>,
     pub cpu: CpuUsage,
 }
@@ -741,6 +748,7 @@ impl BenchResult {
                     l.hub_write.p99_ms
                 ),
             );
+            row("where an update's time goes", breakdown(l));
             row("update member requests", ops(&l.member_operations));
         }
         for l in self.latencies.iter().skip(1) {
@@ -758,6 +766,10 @@ impl BenchResult {
                     l.hub_write.p99_ms,
                     ops(&l.member_operations)
                 ),
+            );
+            row(
+                &format!("where an update's time goes at {}/s", l.rate),
+                breakdown(l),
             );
         }
         let r = &self.resources;
@@ -1112,6 +1124,24 @@ fn not_run(name: &str) -> Target {
 }
 
 /// `create/success 20,000, get/success 20,000`.
+/// An update's path in p50s, each from the benchmark's hub PATCH being sent: the PATCH
+/// answered, a hub watcher told, the first and the last placed member showing the revision;
+/// and the controller's mean member apply.
+fn breakdown(l: &Latency) -> String {
+    let apply = l.member_update_mean_ms.map_or_else(String::new, |ms| {
+        format!("; a member apply {ms:.1} ms on average (controller's histogram)")
+    });
+    format!(
+        "p50 from the hub PATCH sent: answered {:.1} ms, hub watch event {:.1} ms, first member {:.1} ms, last member {:.1} ms ({} of {} updates seen by the hub watch){apply}",
+        l.hub_write.p50_ms,
+        l.hub_watch.p50_ms,
+        l.first_member.p50_ms,
+        l.propagation.p50_ms,
+        l.hub_watch.count,
+        l.updates,
+    )
+}
+
 fn ops(operations: &BTreeMap<String, f64>) -> String {
     if operations.is_empty() {
         return "none".into();

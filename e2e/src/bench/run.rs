@@ -445,6 +445,7 @@ async fn phases(
     tracker
         .watch_members(&fed.members, &stop_watches, timeout)
         .await?;
+    tracker.watch_hub(&fed.hub, &stop_watches, timeout).await?;
     let pairs = args.objects * args.members;
     progress(format_args!(
         "cold start: starting the controller; waiting for {pairs} member objects"
@@ -851,12 +852,14 @@ async fn latency_phase(
         objects.len(),
     ));
     // The tracker keeps every phase's latencies: this phase's are those after these.
-    let (offset, offset_healthy, offset_slow) = {
+    let (offset, offset_healthy, offset_slow, offset_hub, offset_first) = {
         let state = tracker.state();
         (
             state.latencies.len(),
             state.latencies_healthy.len(),
             state.latencies_slow.len(),
+            state.hub_watch.len(),
+            state.first_member.len(),
         )
     };
     let slow = fed.slow_proxy.is_some();
@@ -937,13 +940,15 @@ async fn latency_phase(
     let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(groups));
     wait_settled(controller, agents, timeout).await?;
     let after = member_metrics(controller, agents).await?;
-    let (latencies, missing, healthy, slow_latencies) = {
+    let (latencies, missing, healthy, slow_latencies, hub_watch, first_member) = {
         let state = tracker.state();
         (
             state.latencies[offset..].to_vec(),
             state.in_flight(),
             state.latencies_healthy[offset_healthy..].to_vec(),
             state.latencies_slow[offset_slow..].to_vec(),
+            state.hub_watch[offset_hub..].to_vec(),
+            state.first_member[offset_first..].to_vec(),
         )
     };
     let propagation = Percentiles::of(&latencies);
@@ -990,6 +995,14 @@ async fn latency_phase(
         missing,
         propagation,
         hub_write: Percentiles::of(&hub_writes),
+        hub_watch: Percentiles::of(&hub_watch),
+        first_member: Percentiles::of(&first_member),
+        member_update_mean_ms: Some(after.mean_ms_since(
+            &before,
+            "hubfed_member_operation_duration_seconds",
+            &[("operation", "update")],
+        ))
+        .filter(|ms| *ms > 0.0),
         member_operations: operations_delta(
             &before.member_operations(),
             &after.member_operations(),

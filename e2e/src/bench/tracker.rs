@@ -21,6 +21,9 @@ use super::workload::{KINDS, Kind, Workload, revision_of};
 struct InFlight {
     rev: u32,
     sent: Instant,
+    /// Nothing of this update seen yet: neither the hub's watch event nor any member's copy.
+    hub_seen: bool,
+    first_seen: bool,
     missing: usize,
     missing_healthy: usize,
     missing_slow: usize,
@@ -37,6 +40,13 @@ pub struct State {
     in_flight: HashMap<usize, InFlight>,
     /// Hub write → last placed member shows the revision.
     pub latencies: Vec<Duration>,
+    /// Hub write → a watch of the federated objects in the hub (as the controller's) gets
+    /// the change (`generation` moved), and → the first placed member shows the revision:
+    /// where an update's time goes ([`Self::latencies`] is the last member).
+    pub hub_watch: Vec<Duration>,
+    pub first_member: Vec<Duration>,
+    /// `hub_generation[object]` last seen by the hub watch.
+    hub_generation: Vec<i64>,
     /// With a slow member (`--slow-member-ms`): hub write → the last healthy member shows the
     /// revision, and → the last slow member shows it.
     pub latencies_healthy: Vec<Duration>,
@@ -82,6 +92,7 @@ impl Tracker {
         let state = State {
             seen: vec![vec![None; workload.objects]; clusters],
             generation: vec![vec![0; workload.objects]; clusters],
+            hub_generation: vec![0; workload.objects],
             ..Default::default()
         };
         Arc::new(Self {
@@ -112,6 +123,8 @@ impl Tracker {
             InFlight {
                 rev,
                 sent,
+                hub_seen: false,
+                first_seen: false,
                 missing: missing_healthy + missing_slow,
                 missing_healthy,
                 missing_slow,
@@ -205,6 +218,7 @@ impl Tracker {
         {
             flight.missing = flight.missing.saturating_sub(1);
             let latency = now.duration_since(flight.sent);
+            let first = !std::mem::replace(&mut flight.first_seen, true);
             let (healthy_done, slow_done) = if healthy {
                 flight.missing_healthy = flight.missing_healthy.saturating_sub(1);
                 (flight.missing_healthy == 0, false)
@@ -216,6 +230,9 @@ impl Tracker {
                 state.in_flight.remove(&index);
                 state.latencies.push(latency);
             }
+            if first {
+                state.first_member.push(latency);
+            }
             if healthy_done {
                 state.latencies_healthy.push(latency);
             }
@@ -225,6 +242,87 @@ impl Tracker {
         }
         drop(state);
         self.changed.notify_waiters();
+    }
+
+    /// A hub watch event of federated object `meta`: an update in flight is seen by the hub's
+    /// watchers when its `generation` moves (status writes leave it).
+    fn observe_hub(&self, kind: Kind, meta: &PartialObjectMeta<DynamicObject>, listed: bool) {
+        let Some(name) = meta.metadata.name.as_deref() else {
+            return;
+        };
+        let Some(index) = self
+            .workload
+            .index_of(kind, meta.metadata.namespace.as_deref(), name)
+        else {
+            return;
+        };
+        let generation = meta.metadata.generation.unwrap_or(0);
+        let now = Instant::now();
+        let mut state = self.state();
+        let previous = std::mem::replace(&mut state.hub_generation[index], generation);
+        if listed || generation <= previous {
+            return;
+        }
+        if let Some(flight) = state.in_flight.get_mut(&index)
+            && !std::mem::replace(&mut flight.hub_seen, true)
+        {
+            let latency = now.duration_since(flight.sent);
+            state.hub_watch.push(latency);
+        }
+    }
+
+    /// Starts one metadata-only watch per federated kind in the hub (the controller's are
+    /// whole-object watches of the same objects) and waits until their initial lists are in.
+    pub async fn watch_hub(
+        self: &Arc<Self>,
+        hub: &kube::Client,
+        stop: &CancellationToken,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let (ready, mut listed) = tokio::sync::mpsc::channel(KINDS.len());
+        for kind in KINDS {
+            let api: Api<PartialObjectMeta<DynamicObject>> =
+                Api::all_with(hub.clone(), &kind.federated());
+            let (this, stop, ready) = (Arc::clone(self), stop.clone(), ready.clone());
+            tokio::spawn(async move {
+                let stream = watcher::watcher(api, watcher::Config::default());
+                let mut stream = std::pin::pin!(stream);
+                loop {
+                    let event = tokio::select! {
+                        () = stop.cancelled() => break,
+                        event = stream.next() => event,
+                    };
+                    match event {
+                        Some(Ok(watcher::Event::InitApply(meta))) => {
+                            this.observe_hub(kind, &meta, true);
+                        }
+                        Some(Ok(watcher::Event::Apply(meta))) => {
+                            this.observe_hub(kind, &meta, false);
+                        }
+                        Some(Ok(watcher::Event::InitDone)) => {
+                            let _ = ready.try_send(());
+                        }
+                        Some(Ok(watcher::Event::Init | watcher::Event::Delete(_))) => {}
+                        Some(Err(e)) => {
+                            super::progress(format_args!(
+                                "hub {} watch error (retrying): {e}",
+                                kind.name()
+                            ));
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                        None => break,
+                    }
+                }
+            });
+        }
+        for _ in KINDS {
+            tokio::time::timeout(timeout, listed.recv())
+                .await
+                .map_err(|_| {
+                    anyhow::anyhow!("hub watches not started within {}s", timeout.as_secs())
+                })?;
+        }
+        Ok(())
     }
 
     fn forget(&self, cluster: usize, kind: Kind, meta: &PartialObjectMeta<DynamicObject>) {
@@ -383,5 +481,40 @@ mod tests {
             ),
             (1, 1, 1, 0)
         );
+    }
+
+    #[test]
+    fn an_update_is_timed_at_the_hub_watch_and_at_its_first_and_last_member() {
+        let workload = Workload {
+            objects: 2,
+            namespaces: 1,
+        };
+        let kind = workload.id(0).kind;
+        let tracker = Tracker::with_healthy(workload.clone(), 2, 2);
+        let hub = |generation: i64| {
+            let mut m = meta(&workload, 0, 0);
+            m.metadata.generation = Some(generation);
+            m
+        };
+        tracker.observe_hub(kind, &hub(1), true);
+        for cluster in 0..2 {
+            tracker.observe(cluster, kind, &meta(&workload, 0, 0), true);
+        }
+        tracker.expect(0, 1, Instant::now());
+        // A status write (generation unchanged) is not the update.
+        tracker.observe_hub(kind, &hub(1), false);
+        assert!(tracker.state().hub_watch.is_empty());
+        tracker.observe_hub(kind, &hub(2), false);
+        tracker.observe_hub(kind, &hub(3), false);
+        tracker.observe(1, kind, &meta(&workload, 0, 1), false);
+        {
+            let state = tracker.state();
+            assert_eq!(state.hub_watch.len(), 1, "once per update");
+            assert_eq!((state.first_member.len(), state.latencies.len()), (1, 0));
+        }
+        tracker.observe(0, kind, &meta(&workload, 0, 1), false);
+        let state = tracker.state();
+        assert_eq!((state.first_member.len(), state.latencies.len()), (1, 1));
+        assert!(state.first_member[0] <= state.latencies[0]);
     }
 }

@@ -132,6 +132,9 @@ pub struct Latency {
     /// Mean duration of one member update (apply) as the controller timed it (its
     /// histogram), without the wait for the member's write permit; `None` for KubeFed.
     pub member_update_mean_ms: Option<f64>,
+    /// Mean of the controller's `hubfed_propagation_latency_seconds` (its reconcile planned
+    /// → the last placed member's write answered); `None` for KubeFed.
+    pub controller_propagation_mean_ms: Option<f64>,
     pub member_operations: BTreeMap<String, f64>,
     pub cpu: CpuUsage,
 }
@@ -1128,9 +1131,12 @@ fn not_run(name: &str) -> Target {
 /// answered, a hub watcher told, the first and the last placed member showing the revision;
 /// and the controller's mean member apply.
 fn breakdown(l: &Latency) -> String {
-    let apply = l.member_update_mean_ms.map_or_else(String::new, |ms| {
+    let mut apply = l.member_update_mean_ms.map_or_else(String::new, |ms| {
         format!("; a member apply {ms:.1} ms on average (controller's histogram)")
     });
+    if let Some(ms) = l.controller_propagation_mean_ms {
+        apply += &format!(", planned → last apply answered {ms:.1} ms on average");
+    }
     format!(
         "p50 from the hub PATCH sent: answered {:.1} ms, hub watch event {:.1} ms, first member {:.1} ms, last member {:.1} ms ({} of {} updates seen by the hub watch){apply}",
         l.hub_write.p50_ms,

@@ -1003,6 +1003,12 @@ async fn latency_phase(
             &[("operation", "update")],
         ))
         .filter(|ms| *ms > 0.0),
+        controller_propagation_mean_ms: Some(after.mean_ms_since(
+            &before,
+            "hubfed_propagation_latency_seconds",
+            &[],
+        ))
+        .filter(|ms| *ms > 0.0),
         member_operations: operations_delta(
             &before.member_operations(),
             &after.member_operations(),

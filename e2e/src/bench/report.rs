@@ -1138,7 +1138,7 @@ fn breakdown(l: &Latency) -> String {
         apply += &format!(", planned → last apply answered {ms:.1} ms on average");
     }
     format!(
-        "p50 from the hub PATCH sent: answered {:.1} ms, hub watch event {:.1} ms, first member {:.1} ms, last member {:.1} ms ({} of {} updates seen by the hub watch){apply}",
+        "p50 from the hub PATCH sent: answered {:.1} ms, hub watch event {:.1} ms, first member {:.1} ms, last member {:.1} ms ({} of {} updates seen by the hub watch before their last member){apply}",
         l.hub_write.p50_ms,
         l.hub_watch.p50_ms,
         l.first_member.p50_ms,

@@ -62,10 +62,7 @@ impl EtcdLaunch {
             name: "etcd",
             program: &self.program,
             args: self.args.clone(),
-            env: memory_limit()
-                .map(|l| ("GOMEMLIMIT", l))
-                .into_iter()
-                .collect(),
+            env: vec![],
             pid_dir: &dir.join("pids"),
             log_file: dir.join("logs").join(log_name),
             grace_seconds: 10,
@@ -138,17 +135,6 @@ fn snapshot_count() -> u64 {
         .and_then(|v| v.trim().parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(10_000)
-}
-
-/// etcd's Go memory limit (`GOMEMLIMIT`, e.g. `8GiB`): `HUBFED_ETCD_MEMORY_LIMIT` when set.
-/// Go's collector lets the heap grow to twice what is live before it collects; with ~1 MB
-/// objects etcd's raft log alone is gigabytes of live heap (benchmarks with large objects),
-/// and the limit makes it collect before it doubles. None by default.
-fn memory_limit() -> Option<String> {
-    std::env::var("HUBFED_ETCD_MEMORY_LIMIT")
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
 }
 
 fn etcd_supports_no_fsync(etcd: &Path) -> bool {

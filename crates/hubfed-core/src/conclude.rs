@@ -42,55 +42,22 @@ pub struct Carried {
     pub cache_pending: bool,
     /// Some cache started listing only moments ago.
     pub cache_warming: bool,
-    /// A pull member's agent has not reported on this object's current request yet, or a
-    /// push member's apply is still running.
+    /// A pull member's agent has not reported on this object's current request yet.
     pub pull_pending: bool,
-    /// Every cluster still pending is a push member whose writes are moving: it answered a
-    /// write of this type successfully moments ago ([`crate::detach::WriteTimes::moving`]).
-    /// The object's write waits in this controller's queue behind others (a cold start), not
-    /// on a member that stopped answering.
-    pub pending_moving: bool,
 }
 
 /// How long the status and versions of an object may wait for pull members' agents to
 /// report before they are written anyway (showing each such cluster's last report).
 pub const PULL_REPORT_GRACE: Duration = Duration::from_secs(30);
 
-/// How long the status and versions may wait, past [`PULL_REPORT_GRACE`], for push writes
-/// still queued for members that are moving (`Carried::pending_moving`): in a cold start that
-/// outlasts the grace, an object's last copies are written after it, and a status written at
-/// the grace would be written again moments later (a second status and PropagatedVersion
-/// write for a sixth of the objects at 10 × 2,000). A member that stops answering is not
-/// moving: its objects get their status at the grace, as before.
-pub const QUEUED_WRITE_GRACE: Duration = Duration::from_secs(300);
-/// How often an object whose status waits for queued writes past [`PULL_REPORT_GRACE`] is
-/// looked at again (whether its members still move).
-pub const QUEUED_WRITE_RECHECK: Duration = Duration::from_secs(5);
-
-/// How much longer this reconcile's status and versions wait, `None` when they are written
-/// now: not while pull members' agents have yet to report — each report queues the object
-/// again, and writing a status per report would multiply the hub's writes by the number of
-/// pull members — or push members' applies still run, unless they have been pending for
-/// [`PULL_REPORT_GRACE`] (an agent that stays silent must not hide what the other clusters
-/// did; the controller then counts the period again from that write, so a slow hub gets one
-/// status write per period, not one per report). Writes queued for members that are moving
-/// are waited for up to [`QUEUED_WRITE_GRACE`], looked at every [`QUEUED_WRITE_RECHECK`].
-pub fn report_hold(carried: Carried, pending_for: Duration) -> Option<Duration> {
-    if !carried.pull_pending {
-        return None;
-    }
-    if pending_for < PULL_REPORT_GRACE {
-        return Some(PULL_REPORT_GRACE - pending_for);
-    }
-    if carried.pending_moving && pending_for < QUEUED_WRITE_GRACE {
-        return Some(QUEUED_WRITE_RECHECK.min(QUEUED_WRITE_GRACE - pending_for));
-    }
-    None
-}
-
-/// Whether this reconcile writes the object's status and versions ([`report_hold`]).
+/// Whether this reconcile writes the object's status and versions: not while pull members'
+/// agents have yet to report — each report queues the object again, and writing a status per
+/// report would multiply the hub's writes by the number of pull members — unless they have
+/// been pending for [`PULL_REPORT_GRACE`] (an agent that stays silent must not hide what the
+/// other clusters did; the controller then counts the period again from that write, so a
+/// slow hub gets one status write per period, not one per report).
 pub fn writes_status(carried: Carried, pending_for: Duration) -> bool {
-    report_hold(carried, pending_for).is_none()
+    !carried.pull_pending || pending_for >= PULL_REPORT_GRACE
 }
 
 /// The delay before the next attempt after `failures` failed attempts in a row: 5 s doubling
@@ -275,7 +242,6 @@ mod tests {
             cache_pending: false,
             cache_warming: false,
             pull_pending: false,
-            pending_moving: false,
         };
         assert!(writes_status(quiet, Duration::ZERO));
         let pending = Carried {
@@ -283,50 +249,7 @@ mod tests {
             ..quiet
         };
         assert!(!writes_status(pending, Duration::from_secs(1)));
-        assert_eq!(
-            report_hold(pending, Duration::from_secs(1)),
-            Some(PULL_REPORT_GRACE - Duration::from_secs(1))
-        );
         assert!(writes_status(pending, PULL_REPORT_GRACE));
-    }
-
-    #[test]
-    fn status_waits_longer_for_writes_queued_behind_members_that_move() {
-        let moving = Carried {
-            pull_pending: true,
-            pending_moving: true,
-            ..Carried::default()
-        };
-        assert_eq!(
-            report_hold(moving, Duration::from_secs(10)),
-            Some(Duration::from_secs(20)),
-            "the usual grace first"
-        );
-        assert_eq!(
-            report_hold(moving, PULL_REPORT_GRACE),
-            Some(QUEUED_WRITE_RECHECK),
-            "past it, looked at again while the members move"
-        );
-        assert_eq!(
-            report_hold(moving, QUEUED_WRITE_GRACE - Duration::from_secs(2)),
-            Some(Duration::from_secs(2))
-        );
-        assert!(
-            writes_status(moving, QUEUED_WRITE_GRACE),
-            "but not for ever"
-        );
-        // A member that stopped answering: the status at the grace.
-        let stuck = Carried {
-            pending_moving: false,
-            ..moving
-        };
-        assert!(writes_status(stuck, PULL_REPORT_GRACE));
-        // Nothing pending: written at once, moving or not.
-        let settled = Carried {
-            pull_pending: false,
-            ..moving
-        };
-        assert!(writes_status(settled, Duration::ZERO));
     }
     use crate::plan::{IgnoreReason, MemberObject};
 
@@ -337,7 +260,6 @@ mod tests {
         cache_pending: false,
         cache_warming: false,
         pull_pending: false,
-        pending_moving: false,
     };
 
     #[test]

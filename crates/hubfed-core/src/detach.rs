@@ -4,7 +4,7 @@
 //! a member that answers late holds no reconcile slot and delays no other member. When the
 //! write ends, the object is reconciled again and takes the result ([`resume`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::plan::{ApplyAction, ClusterAction, Disposition};
 
@@ -14,15 +14,11 @@ use crate::plan::{ApplyAction, ClusterAction, Disposition};
 pub const DETACH_AFTER: Duration = Duration::from_millis(200);
 
 /// A member's recent write times, as far as waiting for its writes goes: their exponentially
-/// weighted mean (each write weighs a fifth), and when it last answered a write successfully.
+/// weighted mean (each write weighs a fifth).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteTimes {
     mean: Option<Duration>,
-    last_success: Option<Instant>,
 }
-
-/// A member that answered a write successfully this recently is moving ([`WriteTimes::moving`]).
-pub const MOVING_WINDOW: Duration = Duration::from_secs(5);
 
 impl WriteTimes {
     /// Notes a write that took `took`, from its start (member permit included) to its end.
@@ -31,18 +27,6 @@ impl WriteTimes {
             None => took,
             Some(mean) => mean.mul_f64(0.8) + took.mul_f64(0.2),
         });
-    }
-
-    /// Notes a write the member carried out, answered at `at`.
-    pub fn succeeded(&mut self, at: Instant) {
-        self.last_success = Some(self.last_success.map_or(at, |last| last.max(at)));
-    }
-
-    /// Whether the member answered a write successfully within [`MOVING_WINDOW`] before
-    /// `now`: writes queued for it are on their way, however long its queue.
-    pub fn moving(&self, now: Instant) -> bool {
-        self.last_success
-            .is_some_and(|last| now.saturating_duration_since(last) < MOVING_WINDOW)
     }
 
     /// How long a reconcile waits for a write to this member before leaving it running
@@ -176,22 +160,6 @@ mod tests {
             times.record(Duration::from_millis(20));
         }
         assert_eq!(times.wait(), DETACH_AFTER, "fast again");
-    }
-
-    #[test]
-    fn a_member_moves_while_it_answers_writes_successfully() {
-        let start = Instant::now();
-        let mut times = WriteTimes::default();
-        assert!(!times.moving(start), "nothing answered yet");
-        // Slow answers that time out are recorded, but are no success.
-        times.record(Duration::from_secs(30));
-        assert!(!times.moving(start));
-        times.succeeded(start);
-        assert!(times.moving(start + Duration::from_secs(1)));
-        // An answer noted late (an older one) does not move the last success back.
-        times.succeeded(start - Duration::from_secs(10));
-        assert!(times.moving(start + MOVING_WINDOW - Duration::from_millis(1)));
-        assert!(!times.moving(start + MOVING_WINDOW), "silent since");
     }
 
     #[test]

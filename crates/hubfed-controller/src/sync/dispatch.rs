@@ -48,9 +48,6 @@ pub struct DispatchResult {
     /// Some pull member's agent has yet to report on its request, or some push member's
     /// apply is still running ([`super::detach`]).
     pub pending: bool,
-    /// Every pending cluster is a push member whose writes are moving
-    /// ([`hubfed_core::detach::WriteTimes::moving`]): see `Carried::pending_moving`.
-    pub pending_moving: bool,
     /// The clusters whose write failed without the member refusing the object
     /// (`ClusterResult::transient`): such a failure never halts a rollout.
     pub transient: std::collections::BTreeSet<String>,
@@ -152,12 +149,8 @@ pub async fn execute(
     });
     let mut result = DispatchResult::default();
     let mut done: BTreeMap<(&'static str, &'static str), Vec<&str>> = BTreeMap::new();
-    let mut pending_in = Vec::new();
     for (cp, (r, pending)) in plan.clusters.iter().zip(join_all(tasks).await) {
         result.pending |= pending;
-        if pending {
-            pending_in.push(cp.cluster.as_str());
-        }
         if let Some(key) = r.done {
             done.entry(key).or_default().push(&cp.cluster);
         }
@@ -182,14 +175,6 @@ pub async fn execute(
         result.outcomes.extend(r.outcome);
     }
     summarize(ctx, target.object, done);
-    result.pending_moving = !pending_in.is_empty() && {
-        let now = std::time::Instant::now();
-        let times = ctx.write_times.lock().unwrap_or_else(|e| e.into_inner());
-        pending_in.iter().all(|cluster| {
-            by_name.get(cluster).is_some_and(|c| !c.pull)
-                && times.get(*cluster).is_some_and(|t| t.moving(now))
-        })
-    };
     result
 }
 
@@ -353,12 +338,12 @@ async fn dispatch_one(
             Ok(result) => result,
             Err(_) => timed_out(cp),
         };
-    let mut times = ctx.write_times.lock().unwrap_or_else(|e| e.into_inner());
-    let times = times.entry(name.to_owned()).or_default();
-    times.record(started.elapsed());
-    if result.version.is_some() {
-        times.succeeded(std::time::Instant::now());
-    }
+    ctx.write_times
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(name.to_owned())
+        .or_default()
+        .record(started.elapsed());
     result
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::placed_readiness;
 use hubfed_core::conclude::{
-    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining, converged,
-    failures_after, finalizer_release, report_hold, requeue,
+    Carried, PULL_REPORT_GRACE, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining,
+    converged, failures_after, finalizer_release, requeue, writes_status,
 };
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
@@ -158,7 +158,6 @@ async fn reconcile_object(
         cache_pending: awaits_cache(&plan),
         cache_warming: observed.cache_warming,
         pull_pending: result.pending,
-        pending_moving: result.pending_moving,
     };
     let (released, deferred) = conclude(ctx, obj, &observed, &plan, &result, carried).await?;
     let requeue = requeue(plan.disposition, carried, released);
@@ -247,13 +246,14 @@ fn pull_hold(
     let first = since
         .entry(object_ref.clone())
         .or_insert_with(std::time::Instant::now);
-    let hold = report_hold(carried, first.elapsed());
-    if hold.is_none() {
+    let pending_for = first.elapsed();
+    if writes_status(carried, pending_for) {
         // Written now with what is known; the next write waits for the reports again (or
         // another grace period): under load, at most one write per period, not one per report.
         *first = std::time::Instant::now();
+        return None;
     }
-    hold
+    Some(PULL_REPORT_GRACE.saturating_sub(pending_for))
 }
 
 /// *Execute*: every cluster's action (a pull member's as its work), the works the plan no

@@ -142,6 +142,13 @@ impl Tracker {
         let _ = tokio::time::timeout(timeout, self.changed.notified()).await;
     }
 
+    /// The benchmark object `meta` is a copy of (or, in the hub, the federated object of).
+    fn index(&self, kind: Kind, meta: &PartialObjectMeta<DynamicObject>) -> Option<usize> {
+        let name = meta.metadata.name.as_deref()?;
+        self.workload
+            .index_of(kind, meta.metadata.namespace.as_deref(), name)
+    }
+
     fn observe(
         &self,
         cluster: usize,
@@ -149,13 +156,7 @@ impl Tracker {
         meta: &PartialObjectMeta<DynamicObject>,
         listed: bool,
     ) {
-        let Some(name) = meta.metadata.name.as_deref() else {
-            return;
-        };
-        let Some(index) = self
-            .workload
-            .index_of(kind, meta.metadata.namespace.as_deref(), name)
-        else {
+        let Some(index) = self.index(kind, meta) else {
             return;
         };
         let rev = revision_of(
@@ -247,13 +248,7 @@ impl Tracker {
     /// A hub watch event of federated object `meta`: an update in flight is seen by the hub's
     /// watchers when its `generation` moves (status writes leave it).
     fn observe_hub(&self, kind: Kind, meta: &PartialObjectMeta<DynamicObject>, listed: bool) {
-        let Some(name) = meta.metadata.name.as_deref() else {
-            return;
-        };
-        let Some(index) = self
-            .workload
-            .index_of(kind, meta.metadata.namespace.as_deref(), name)
-        else {
+        let Some(index) = self.index(kind, meta) else {
             return;
         };
         let generation = meta.metadata.generation.unwrap_or(0);
@@ -326,13 +321,7 @@ impl Tracker {
     }
 
     fn forget(&self, cluster: usize, kind: Kind, meta: &PartialObjectMeta<DynamicObject>) {
-        let Some(name) = meta.metadata.name.as_deref() else {
-            return;
-        };
-        if let Some(index) = self
-            .workload
-            .index_of(kind, meta.metadata.namespace.as_deref(), name)
-        {
+        if let Some(index) = self.index(kind, meta) {
             let mut state = self.state();
             state.events += 1;
             state.deletions += 1;

@@ -435,13 +435,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn latencies_split_between_healthy_and_slow_members() {
+    /// A workload of two objects in one namespace, and the kind of the first.
+    fn two_objects() -> (Workload, Kind) {
         let workload = Workload {
             objects: 2,
             namespaces: 1,
         };
         let kind = workload.id(0).kind;
+        (workload, kind)
+    }
+
+    #[test]
+    fn latencies_split_between_healthy_and_slow_members() {
+        let (workload, kind) = two_objects();
         // Three members, the third slow.
         let tracker = Tracker::with_healthy(workload.clone(), 3, 2);
         for cluster in 0..3 {
@@ -474,11 +480,7 @@ mod tests {
 
     #[test]
     fn an_update_is_timed_at_the_hub_watch_and_at_its_first_and_last_member() {
-        let workload = Workload {
-            objects: 2,
-            namespaces: 1,
-        };
-        let kind = workload.id(0).kind;
+        let (workload, kind) = two_objects();
         let tracker = Tracker::with_healthy(workload.clone(), 2, 2);
         let hub = |generation: i64| {
             let mut m = meta(&workload, 0, 0);

@@ -275,9 +275,12 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 const SERVER_PORTS: std::ops::Range<u16> = 20_000..32_000;
 static PORT_CURSOR: AtomicU32 = AtomicU32::new(0);
 
-/// A loopback port nobody listens on now, outside the ephemeral range (see [`SERVER_PORTS`]).
-/// Different processes start at different points of the range, so parallel test binaries
-/// rarely try the same ports.
+/// A loopback port nobody listens on now and no other test process holds, outside the
+/// ephemeral range (see [`SERVER_PORTS`]). Different processes start at different points of the
+/// range, and each port handed out stays reserved to this process until it exits
+/// ([`reserve_port`]): a server stopped for a restart test keeps its port even when test
+/// binaries run side by side (the e2e lanes), where another process could otherwise bind it
+/// while it is down.
 pub fn free_port() -> Result<u16, Error> {
     let span = u32::from(SERVER_PORTS.end - SERVER_PORTS.start);
     let start = std::process::id().wrapping_mul(7919) % span;
@@ -285,7 +288,7 @@ pub fn free_port() -> Result<u16, Error> {
         let step = PORT_CURSOR.fetch_add(1, Ordering::Relaxed);
         let offset = start.wrapping_add(step.wrapping_mul(7)) % span;
         let port = SERVER_PORTS.start + u16::try_from(offset).unwrap_or(0);
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() && reserve_port(port)? {
             return Ok(port);
         }
     }
@@ -296,6 +299,38 @@ pub fn free_port() -> Result<u16, Error> {
         .map_err(io_err("finding a free port"))?
         .port();
     Ok(port)
+}
+
+/// Lock files of the ports this process holds; their locks go with the process.
+static HELD_PORTS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+
+/// Reserves `port` for this process: an exclusive `flock` on `<tmp>/hubfed-ports/<port>`,
+/// held until the process exits (the kernel drops it then, however the process ends, so no
+/// stale reservation outlives a crash). `Ok(false)` when another process holds it.
+fn reserve_port(port: u16) -> Result<bool, Error> {
+    let dir = std::env::temp_dir().join("hubfed-ports");
+    std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    let path = dir.join(port.to_string());
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(format!("opening {}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => {
+            HELD_PORTS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(file);
+            Ok(true)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(source)) => Err(Error::Io {
+            what: format!("locking {}", path.display()),
+            source,
+        }),
+    }
 }
 
 fn write(path: &Path, contents: &str) -> Result<(), Error> {
@@ -672,4 +707,23 @@ pub fn shared() -> &'static TestEnv {
             Err(e) => panic!("cannot start the test clusters: {e}"),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_handed_out_stays_reserved_while_the_process_lives() {
+        let port = free_port().expect("a free port");
+        assert!(
+            SERVER_PORTS.contains(&port),
+            "{port} outside the server range"
+        );
+        // Nobody listens on it (a stopped server), yet a second reservation fails: the lock
+        // file's lock conflicts across open files, as it would in another process.
+        assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
+        assert!(!reserve_port(port).expect("the lock file opens"));
+        assert_ne!(free_port().expect("another free port"), port);
+    }
 }

@@ -40,6 +40,10 @@ impl EtcdLaunch {
             // HUBFED_ETCD_SNAPSHOT_COUNT lowers it (benchmarks with large objects).
             format!("--snapshot-count={}", snapshot_count()),
         ];
+        if let Some(entries) = catchup_entries() {
+            // 3.6 and later only (hack/build-etcd.sh): the entries kept after each snapshot.
+            args.push(format!("--snapshot-catchup-entries={entries}"));
+        }
         if etcd_supports_no_fsync(program) {
             args.push("--unsafe-no-fsync=true".to_string());
         }
@@ -135,6 +139,15 @@ fn snapshot_count() -> u64 {
         .and_then(|v| v.trim().parse().ok())
         .filter(|&n| n > 0)
         .unwrap_or(10_000)
+}
+
+/// etcd's `--snapshot-catchup-entries` (the raft entries it keeps in memory after each
+/// snapshot, 5,000 by default and fixed in 3.5): `HUBFED_ETCD_CATCHUP_ENTRIES` when set to a
+/// number, for the large-object benchmark on an etcd ≥ 3.6 built by `hack/build-etcd.sh`.
+fn catchup_entries() -> Option<u64> {
+    std::env::var("HUBFED_ETCD_CATCHUP_ENTRIES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
 }
 
 fn etcd_supports_no_fsync(etcd: &Path) -> bool {

@@ -150,16 +150,37 @@ fn catchup_entries() -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn etcd_supports_no_fsync(etcd: &Path) -> bool {
-    std::process::Command::new(etcd)
+/// etcd's version `(major, minor, patch)` from `etcd --version`.
+fn etcd_version(etcd: &Path) -> Option<(u32, u32, u32)> {
+    let out = std::process::Command::new(etcd)
         .arg("--version")
         .output()
-        .ok()
-        .and_then(|o| {
-            let text = String::from_utf8_lossy(&o.stdout).into_owned();
-            let v = text.lines().next()?.rsplit(' ').next()?.to_string();
-            let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-            Some((parts.next()?, parts.next()?))
-        })
-        .is_some_and(|(major, minor)| (major, minor) >= (3, 5))
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let v = text.lines().next()?.rsplit(' ').next()?.to_string();
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    Some((parts.next()?, parts.next()?, parts.next().unwrap_or(0)))
+}
+
+fn etcd_supports_no_fsync(etcd: &Path) -> bool {
+    etcd_version(etcd).is_some_and(|(major, minor, _)| (major, minor) >= (3, 5))
+}
+
+/// What etcd a test environment runs, for reports: its version and the settings the
+/// `HUBFED_ETCD_*` variables change, e.g. `etcd 3.6.16, snapshot every 1000 writes, 100
+/// catch-up entries, quota 32 GiB`.
+pub fn etcd_description(etcd: &Path) -> String {
+    let version = etcd_version(etcd).map_or_else(
+        || "etcd of unknown version".to_owned(),
+        |(major, minor, patch)| format!("etcd {major}.{minor}.{patch}"),
+    );
+    let catchup = catchup_entries().map_or_else(
+        || "5000 catch-up entries".to_owned(),
+        |n| format!("{n} catch-up entries"),
+    );
+    format!(
+        "{version}, snapshot every {} writes, {catchup}, quota {} GiB",
+        snapshot_count(),
+        quota_bytes() >> 30
+    )
 }

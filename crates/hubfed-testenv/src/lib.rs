@@ -37,6 +37,7 @@ pub use apiserver::{LIGHT_MEMBER_FLAGS, NO_WATCH_CACHE_FLAG};
 pub use bins::{Binaries, kube_version};
 pub use delay::DelayProxy;
 use etcd::EtcdLaunch;
+pub use etcd::etcd_description;
 use kubeconfig::kubeconfig_yaml;
 use kubelet::FakeKubelet;
 use pki::ClusterPki;

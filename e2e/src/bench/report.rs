@@ -47,6 +47,8 @@ pub struct Parameters {
     /// The agents' heartbeat interval (pull mode).
     pub agent_heartbeat_seconds: Option<u64>,
     pub kube_version: String,
+    /// The environment's etcd: version and the settings `HUBFED_ETCD_*` change.
+    pub etcd: String,
     /// `--slow-member-ms`: the last member is joined through a proxy delaying what it sends.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slow_member_ms: Option<u64>,
@@ -591,7 +593,7 @@ impl BenchResult {
         );
         let _ = writeln!(
             md,
-            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd ({}), {}\n- remote status collection: {}\n- mode: {}\n",
+            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd ({}; {}), {}\n- remote status collection: {}\n- mode: {}\n",
             self.date,
             self.machine.cores,
             self.machine.cpu_model,
@@ -605,6 +607,7 @@ impl BenchResult {
             } else {
                 "tmpfs"
             },
+            p.etcd,
             if p.controller_manager {
                 "kube-controller-manager per cluster"
             } else {

@@ -55,6 +55,9 @@ fn parameters(args: &Args) -> Parameters {
         pull: args.pull,
         agent_heartbeat_seconds: args.pull.then_some(args.agent_heartbeat_seconds),
         kube_version: hubfed_testenv::kube_version().to_owned(),
+        etcd: hubfed_testenv::Binaries::locate()
+            .map(|b| hubfed_testenv::etcd_description(&b.etcd))
+            .unwrap_or_else(|e| format!("etcd not found: {e}")),
         slow_member_ms: (args.slow_member_ms > 0).then_some(args.slow_member_ms),
         unmanaged: (args.unmanaged > 0).then_some(args.unmanaged),
         object_bytes: (args.object_bytes > 0).then_some(args.object_bytes),

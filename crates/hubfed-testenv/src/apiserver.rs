@@ -103,7 +103,12 @@ pub(crate) fn apiserver_args(cdir: &Path, name: &str, etcd_url: &str, port: u16)
         format!("--service-account-signing-key-file={}", d("sa.key")),
         "--service-cluster-ip-range=10.0.0.0/24".into(),
         "--allow-privileged=true".into(),
-        "--profiling=false".into(),
+        // `/debug/pprof` only when asked for (`HUBFED_APISERVER_PROFILING=1`: profiling a
+        // benchmark's API servers, e.g. `kubectl get --raw /debug/pprof/profile?seconds=30`).
+        format!(
+            "--profiling={}",
+            std::env::var("HUBFED_APISERVER_PROFILING").is_ok_and(|v| v == "1")
+        ),
         "--v=0".into(),
     ]
 }

@@ -20,18 +20,12 @@ if [ -x "$OUT/etcd" ]; then
   echo "$OUT/etcd"
   exit 0
 fi
-command -v go >/dev/null || { echo "go is needed to build etcd $V (https://go.dev)" >&2; exit 1; }
-
-W=$(mktemp -d)
-trap 'rm -rf "$W" "$OUT.tmp"' EXIT
-cd "$W"
-# GOTOOLCHAIN=local: never try to download another Go toolchain.
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+. "$(dirname "$0")/go-module-build.sh"
+go_module_workdir "etcd $V" etcdbin "$OUT.tmp"
 
 # etcd's own main.go (in the repository's root module) only calls etcdmain.Main; the server
 # module, which carries etcdmain, is what the module proxy serves.
 echo "building etcd $V into $OUT (first time only, a few minutes)" >&2
-go mod init hubfed.local/etcdbin >/dev/null 2>&1
 cat > main.go <<'GO'
 package main
 

@@ -22,19 +22,13 @@ if [ -n "${HUBFED_KUBEFED_BIN_DIR:-}" ]; then
   echo "HUBFED_KUBEFED_BIN_DIR=$HUBFED_KUBEFED_BIN_DIR does not hold controller-manager" >&2
   exit 1
 fi
-command -v go >/dev/null || { echo "go is needed to build KubeFed's controller-manager (https://go.dev)" >&2; exit 1; }
-
-W=$(mktemp -d)
-trap 'rm -rf "$W" "$OUT.tmp"' EXIT
-cd "$W"
-# GOTOOLCHAIN=local: never try to download another Go toolchain.
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+. "$(dirname "$0")/go-module-build.sh"
+go_module_workdir "KubeFed's controller-manager" kubefedbins "$OUT.tmp"
 
 # `go install sigs.k8s.io/kubefed/cmd/controller-manager@$V` does not work through every
 # module proxy (it lists the module's versions first); a throwaway module that requires the
 # release does.
 echo "building KubeFed's controller-manager $V into $OUT (first time only, ~1 min)" >&2
-go mod init hubfed.local/kubefedbins >/dev/null 2>&1
 go get "sigs.k8s.io/kubefed/cmd/controller-manager@$V" >&2
 mkdir -p "$OUT.tmp"
 go build -trimpath -ldflags "-s -w -X sigs.k8s.io/kubefed/pkg/version.version=$V" \

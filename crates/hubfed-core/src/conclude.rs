@@ -42,22 +42,45 @@ pub struct Carried {
     pub cache_pending: bool,
     /// Some cache started listing only moments ago.
     pub cache_warming: bool,
-    /// A pull member's agent has not reported on this object's current request yet.
-    pub pull_pending: bool,
+    /// Some cluster is pending: a pull member's agent has not reported on this object's
+    /// current request yet, or a push member's apply is still running (queued for the
+    /// member's write permit or waiting for its answer).
+    pub pending: bool,
+    /// Every pending cluster is a push member's apply still running: each ends by itself
+    /// (within the dispatch deadline once the member takes it) and queues the object then.
+    pub pending_writes_only: bool,
 }
 
 /// How long the status and versions of an object may wait for pull members' agents to
 /// report before they are written anyway (showing each such cluster's last report).
 pub const PULL_REPORT_GRACE: Duration = Duration::from_secs(30);
 
-/// Whether this reconcile writes the object's status and versions: not while pull members'
-/// agents have yet to report — each report queues the object again, and writing a status per
-/// report would multiply the hub's writes by the number of pull members — unless they have
-/// been pending for [`PULL_REPORT_GRACE`] (an agent that stays silent must not hide what the
-/// other clusters did; the controller then counts the period again from that write, so a
-/// slow hub gets one status write per period, not one per report).
-pub fn writes_status(carried: Carried, pending_for: Duration) -> bool {
-    !carried.pull_pending || pending_for >= PULL_REPORT_GRACE
+/// How long they may wait for push members' applies still running. Longer: such an apply
+/// ends by itself, and a cold start that outlasts [`PULL_REPORT_GRACE`] (tens of seconds at
+/// 10 members × 2,000 objects) left the objects written last with a status at the grace and
+/// a second one moments later. Bounded all the same: writes queued behind a member that
+/// stopped answering drain one dispatch deadline per write permit.
+pub const PENDING_WRITES_HOLD: Duration = Duration::from_secs(120);
+
+/// Whether this reconcile writes the object's status and versions (`None`), or how long they
+/// may still wait: not while clusters are pending — each report or finished apply queues the
+/// object again, and writing a status per report would multiply the hub's writes by the
+/// number of pending clusters — unless they have been pending for [`PULL_REPORT_GRACE`]
+/// ([`PENDING_WRITES_HOLD`] when only push applies are pending): a cluster that stays silent
+/// must not hide what the other clusters did. The controller then counts the period again
+/// from that write, so a slow hub gets one status write per period, not one per report.
+pub fn status_hold(carried: Carried, pending_for: Duration) -> Option<Duration> {
+    if !carried.pending {
+        return None;
+    }
+    let limit = if carried.pending_writes_only {
+        PENDING_WRITES_HOLD
+    } else {
+        PULL_REPORT_GRACE
+    };
+    limit
+        .checked_sub(pending_for)
+        .filter(|left| !left.is_zero())
 }
 
 /// The delay before the next attempt after `failures` failed attempts in a row: 5 s doubling
@@ -170,7 +193,7 @@ pub fn requeue(disposition: Disposition, carried: Carried, released: bool) -> Re
 /// Every placed cluster holds the current object: the end of a propagation.
 pub fn converged(carried: Carried, reason: AggregateReason, outcomes: &[ClusterOutcome]) -> bool {
     !carried.cache_pending
-        && !carried.pull_pending
+        && !carried.pending
         && reason == AggregateReason::Success
         && outcomes.iter().all(|o| o.status == PropagationStatus::Ok)
 }
@@ -241,15 +264,44 @@ mod tests {
             waiting: false,
             cache_pending: false,
             cache_warming: false,
-            pull_pending: false,
+            pending: false,
+            pending_writes_only: false,
         };
-        assert!(writes_status(quiet, Duration::ZERO));
+        assert_eq!(status_hold(quiet, Duration::ZERO), None);
         let pending = Carried {
-            pull_pending: true,
+            pending: true,
             ..quiet
         };
-        assert!(!writes_status(pending, Duration::from_secs(1)));
-        assert!(writes_status(pending, PULL_REPORT_GRACE));
+        assert_eq!(
+            status_hold(pending, Duration::from_secs(1)),
+            Some(PULL_REPORT_GRACE - Duration::from_secs(1))
+        );
+        assert_eq!(status_hold(pending, PULL_REPORT_GRACE), None);
+    }
+
+    #[test]
+    fn status_waits_longer_for_push_writes_still_running_but_not_for_ever() {
+        let running = Carried {
+            pending: true,
+            pending_writes_only: true,
+            ..Carried::default()
+        };
+        // Past the pull members' grace: a cold start's last objects get one status, not two.
+        assert_eq!(
+            status_hold(running, PULL_REPORT_GRACE),
+            Some(PENDING_WRITES_HOLD - PULL_REPORT_GRACE)
+        );
+        assert_eq!(status_hold(running, PENDING_WRITES_HOLD), None);
+        assert_eq!(
+            status_hold(running, PENDING_WRITES_HOLD + Duration::from_secs(1)),
+            None
+        );
+        // A pull member's report pending beside them: the pull grace.
+        let mixed = Carried {
+            pending_writes_only: false,
+            ..running
+        };
+        assert_eq!(status_hold(mixed, PULL_REPORT_GRACE), None);
     }
     use crate::plan::{IgnoreReason, MemberObject};
 
@@ -259,7 +311,8 @@ mod tests {
         waiting: false,
         cache_pending: false,
         cache_warming: false,
-        pull_pending: false,
+        pending: false,
+        pending_writes_only: false,
     };
 
     #[test]
@@ -392,7 +445,7 @@ mod tests {
         };
         assert!(!converged(pending, AggregateReason::Success, &ok));
         let agents_pending = Carried {
-            pull_pending: true,
+            pending: true,
             ..carried
         };
         assert!(

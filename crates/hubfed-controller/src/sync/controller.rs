@@ -335,7 +335,7 @@ pub async fn run_type(
         written_status: std::sync::Mutex::new(HashMap::new()),
         backoff: std::sync::Mutex::new(HashMap::new()),
         drift_reported: std::sync::Mutex::new(HashMap::new()),
-        pull_pending_since: std::sync::Mutex::new(HashMap::new()),
+        pending_since: std::sync::Mutex::new(HashMap::new()),
         collect_status,
         status_written: std::sync::Mutex::new(HashMap::new()),
         detached: std::sync::Mutex::new(HashMap::new()),
@@ -539,7 +539,7 @@ fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize 
         };
         federated.get(&reference).is_some()
     });
-    prune(&ctx.pull_pending_since, |object, _| {
+    prune(&ctx.pending_since, |object, _| {
         federated.get(object).is_some()
     });
     super::detach::forget(ctx, |object| federated.get(object).is_some());

@@ -48,6 +48,9 @@ pub struct DispatchResult {
     /// Some pull member's agent has yet to report on its request, or some push member's
     /// apply is still running ([`super::detach`]).
     pub pending: bool,
+    /// Every pending cluster is a push member's apply still running (see
+    /// [`hubfed_core::conclude::Carried::pending_writes_only`]).
+    pub pending_writes_only: bool,
     /// The clusters whose write failed without the member refusing the object
     /// (`ClusterResult::transient`): such a failure never halts a rollout.
     pub transient: std::collections::BTreeSet<String>,
@@ -149,8 +152,12 @@ pub async fn execute(
     });
     let mut result = DispatchResult::default();
     let mut done: BTreeMap<(&'static str, &'static str), Vec<&str>> = BTreeMap::new();
+    result.pending_writes_only = true;
     for (cp, (r, pending)) in plan.clusters.iter().zip(join_all(tasks).await) {
         result.pending |= pending;
+        if pending && by_name.get(cp.cluster.as_str()).is_none_or(|c| c.pull) {
+            result.pending_writes_only = false;
+        }
         if let Some(key) = r.done {
             done.entry(key).or_default().push(&cp.cluster);
         }
@@ -248,7 +255,7 @@ pub(super) fn publish_summaries_at(ctx: &Arc<TypeContext>, due: std::time::Insta
 }
 
 /// A push member's apply still running: what its status shows if it is written before the
-/// apply ends (after [`hubfed_core::conclude::PULL_REPORT_GRACE`]). Not a failure: it neither
+/// apply ends (after [`hubfed_core::conclude::PENDING_WRITES_HOLD`]). Not a failure: it neither
 /// halts a rollout nor counts towards the backoff.
 fn still_running(cp: &ClusterPlan) -> ClusterResult {
     ClusterResult {

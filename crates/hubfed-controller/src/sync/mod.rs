@@ -311,9 +311,10 @@ pub struct TypeContext {
     /// drift seen again — a change left in place under `hubfed.io/drift: report` — is not an
     /// Event and a count each time. Memory only: after a restart it is reported once more.
     pub drift_reported: std::sync::Mutex<HashMap<String, String>>,
-    /// Since when each object has waited for pull members' agents to report (its status and
-    /// versions are written once they have, or after `PULL_REPORT_GRACE`).
-    pub pull_pending_since: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
+    /// Since when each object has waited for pending clusters — pull members' agents to
+    /// report, push members' applies to end (its status and versions are written once they
+    /// have, or after `hubfed_core::conclude::status_hold`'s period).
+    pub pending_since: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
     /// The copies' status is collected into `status.clusters[].remoteStatus`.
     pub collect_status: bool,
     /// When each object's status was last written, kept only while collecting remote

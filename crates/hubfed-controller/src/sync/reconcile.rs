@@ -8,8 +8,8 @@ use std::sync::Arc;
 use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::placed_readiness;
 use hubfed_core::conclude::{
-    Carried, PULL_REPORT_GRACE, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining,
-    converged, failures_after, finalizer_release, requeue, writes_status,
+    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining, converged,
+    failures_after, finalizer_release, requeue, status_hold,
 };
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
@@ -157,7 +157,8 @@ async fn reconcile_object(
         waiting: result.waiting,
         cache_pending: awaits_cache(&plan),
         cache_warming: observed.cache_warming,
-        pull_pending: result.pending,
+        pending: result.pending,
+        pending_writes_only: result.pending && result.pending_writes_only,
     };
     let (released, deferred) = conclude(ctx, obj, &observed, &plan, &result, carried).await?;
     let requeue = requeue(plan.disposition, carried, released);
@@ -188,7 +189,7 @@ async fn conclude(
     result: &DispatchResult,
     carried: Carried,
 ) -> Result<(bool, Option<Duration>), Error> {
-    let hold = pull_hold(ctx, &observed.object_ref, carried);
+    let hold = pending_hold(ctx, &observed.object_ref, carried);
     Ok(match plan.disposition {
         Disposition::Delete => {
             let released = conclude_deletion(ctx, obj, observed, plan, carried).await?;
@@ -228,32 +229,28 @@ fn next_look(
     }
 }
 
-/// How long the status and versions still wait for pull members' reports, if they wait
-/// ([`writes_status`]).
-fn pull_hold(
+/// How long the status and versions still wait for pending clusters (pull members' reports,
+/// push members' applies still running), if they wait ([`status_hold`]).
+fn pending_hold(
     ctx: &TypeContext,
     object_ref: &ObjectRef<DynamicObject>,
     carried: Carried,
 ) -> Option<Duration> {
-    let mut since = ctx
-        .pull_pending_since
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if !carried.pull_pending {
+    let mut since = ctx.pending_since.lock().unwrap_or_else(|e| e.into_inner());
+    if !carried.pending {
         since.remove(object_ref);
         return None;
     }
     let first = since
         .entry(object_ref.clone())
         .or_insert_with(std::time::Instant::now);
-    let pending_for = first.elapsed();
-    if writes_status(carried, pending_for) {
+    let hold = status_hold(carried, first.elapsed());
+    if hold.is_none() {
         // Written now with what is known; the next write waits for the reports again (or
         // another grace period): under load, at most one write per period, not one per report.
         *first = std::time::Instant::now();
-        return None;
     }
-    Some(PULL_REPORT_GRACE.saturating_sub(pending_for))
+    hold
 }
 
 /// *Execute*: every cluster's action (a pull member's as its work), the works the plan no
@@ -410,7 +407,7 @@ async fn conclude_deletion(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .forget(object_ref);
-    ctx.pull_pending_since
+    ctx.pending_since
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(object_ref);

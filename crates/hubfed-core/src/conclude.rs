@@ -62,25 +62,49 @@ pub const PULL_REPORT_GRACE: Duration = Duration::from_secs(30);
 /// stopped answering drain one dispatch deadline per write permit.
 pub const PENDING_WRITES_HOLD: Duration = Duration::from_secs(120);
 
-/// Whether this reconcile writes the object's status and versions (`None`), or how long they
-/// may still wait: not while clusters are pending — each report or finished apply queues the
-/// object again, and writing a status per report would multiply the hub's writes by the
-/// number of pending clusters — unless they have been pending for [`PULL_REPORT_GRACE`]
+/// What becomes of an object's status and versions after a reconcile ([`status_hold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusHold {
+    /// Written now.
+    Write,
+    /// Put off: look at the object again after this long (an agent that stays silent
+    /// queues nothing).
+    Recheck(Duration),
+    /// Put off until the push applies still running end — each queues the object when it
+    /// does — or the hold ends: objects held that long are queued by a periodic sweep
+    /// ([`hold_expired`]), not by a timer of their own, so an object whose writes ended in
+    /// time costs no reconcile at the end of its hold (2,000 of them in a cold start).
+    UntilWritesEnd,
+}
+
+/// Whether this reconcile writes the object's status and versions, or how they wait: not
+/// while clusters are pending — each report or finished apply queues the object again, and
+/// writing a status per report would multiply the hub's writes by the number of pending
+/// clusters — unless they have been pending for [`PULL_REPORT_GRACE`]
 /// ([`PENDING_WRITES_HOLD`] when only push applies are pending): a cluster that stays silent
 /// must not hide what the other clusters did. The controller then counts the period again
 /// from that write, so a slow hub gets one status write per period, not one per report.
-pub fn status_hold(carried: Carried, pending_for: Duration) -> Option<Duration> {
+pub fn status_hold(carried: Carried, pending_for: Duration) -> StatusHold {
     if !carried.pending {
-        return None;
+        return StatusHold::Write;
     }
-    let limit = if carried.pending_writes_only {
-        PENDING_WRITES_HOLD
-    } else {
-        PULL_REPORT_GRACE
-    };
-    limit
-        .checked_sub(pending_for)
-        .filter(|left| !left.is_zero())
+    if carried.pending_writes_only {
+        return if hold_expired(pending_for) {
+            StatusHold::Write
+        } else {
+            StatusHold::UntilWritesEnd
+        };
+    }
+    match PULL_REPORT_GRACE.checked_sub(pending_for) {
+        Some(left) if !left.is_zero() => StatusHold::Recheck(left),
+        _ => StatusHold::Write,
+    }
+}
+
+/// Whether an object pending for `pending_for` is past every hold: the sweep queues it, and
+/// its next reconcile writes the status with what is known.
+pub fn hold_expired(pending_for: Duration) -> bool {
+    pending_for >= PENDING_WRITES_HOLD
 }
 
 /// The delay before the next attempt after `failures` failed attempts in a row: 5 s doubling
@@ -267,16 +291,16 @@ mod tests {
             pending: false,
             pending_writes_only: false,
         };
-        assert_eq!(status_hold(quiet, Duration::ZERO), None);
+        assert_eq!(status_hold(quiet, Duration::ZERO), StatusHold::Write);
         let pending = Carried {
             pending: true,
             ..quiet
         };
         assert_eq!(
             status_hold(pending, Duration::from_secs(1)),
-            Some(PULL_REPORT_GRACE - Duration::from_secs(1))
+            StatusHold::Recheck(PULL_REPORT_GRACE - Duration::from_secs(1))
         );
-        assert_eq!(status_hold(pending, PULL_REPORT_GRACE), None);
+        assert_eq!(status_hold(pending, PULL_REPORT_GRACE), StatusHold::Write);
     }
 
     #[test]
@@ -286,22 +310,27 @@ mod tests {
             pending_writes_only: true,
             ..Carried::default()
         };
-        // Past the pull members' grace: a cold start's last objects get one status, not two.
+        // Past the pull members' grace: a cold start's last objects get one status, not two;
+        // and no timer of their own (the writes' ends queue them, the sweep the expired).
         assert_eq!(
             status_hold(running, PULL_REPORT_GRACE),
-            Some(PENDING_WRITES_HOLD - PULL_REPORT_GRACE)
+            StatusHold::UntilWritesEnd
         );
-        assert_eq!(status_hold(running, PENDING_WRITES_HOLD), None);
+        assert!(!hold_expired(
+            PENDING_WRITES_HOLD - Duration::from_millis(1)
+        ));
+        assert!(hold_expired(PENDING_WRITES_HOLD));
+        assert_eq!(status_hold(running, PENDING_WRITES_HOLD), StatusHold::Write);
         assert_eq!(
             status_hold(running, PENDING_WRITES_HOLD + Duration::from_secs(1)),
-            None
+            StatusHold::Write
         );
         // A pull member's report pending beside them: the pull grace.
         let mixed = Carried {
             pending_writes_only: false,
             ..running
         };
-        assert_eq!(status_hold(mixed, PULL_REPORT_GRACE), None);
+        assert_eq!(status_hold(mixed, PULL_REPORT_GRACE), StatusHold::Write);
     }
     use crate::plan::{IgnoreReason, MemberObject};
 

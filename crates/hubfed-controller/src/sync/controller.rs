@@ -453,8 +453,9 @@ fn pull_counts(ctx: &TypeContext) -> Vec<(String, usize)> {
     counts.into_iter().collect()
 }
 
-/// Refreshes `hubfed_managed_objects` and `hubfed_federated_objects` for one type, and
-/// forgets written PropagatedVersions once the hub cache shows them.
+/// Refreshes `hubfed_managed_objects` and `hubfed_federated_objects` for one type, forgets
+/// written PropagatedVersions once the hub cache shows them, and queues the objects whose
+/// status has waited past its hold — every 10 s.
 async fn export_object_gauges(
     ctx: Arc<TypeContext>,
     federated: Store<DynamicObject>,
@@ -464,6 +465,7 @@ async fn export_object_gauges(
     let metrics = &crate::metrics::METRICS;
     loop {
         let in_backoff = forget_deleted(&ctx, &federated);
+        queue_expired_holds(&ctx);
         metrics
             .objects_in_backoff
             .with_label_values(&[type_label.as_str()])
@@ -544,6 +546,22 @@ fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize 
     });
     super::detach::forget(ctx, |object| federated.get(object).is_some());
     prune(&ctx.backoff, |object, _| federated.get(object).is_some())
+}
+
+/// Queues the objects whose status has waited for pending clusters past every hold
+/// ([`hubfed_core::conclude::hold_expired`]): their next reconcile writes it with what is known.
+fn queue_expired_holds(ctx: &TypeContext) {
+    let expired: Vec<_> = ctx
+        .pending_since
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|(_, since)| hubfed_core::conclude::hold_expired(since.elapsed()))
+        .map(|(object, _)| object.clone())
+        .collect();
+    for object in expired {
+        ctx.members.queue_federated(object);
+    }
 }
 
 /// What [`propagation_counts`] reads of a status.

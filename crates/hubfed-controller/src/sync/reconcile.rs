@@ -8,7 +8,7 @@ use std::sync::Arc;
 use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::placed_readiness;
 use hubfed_core::conclude::{
-    Carried, RETRY_DELAY, Release, Requeue, awaits_cache, backoff_remaining, converged,
+    Carried, RETRY_DELAY, Release, Requeue, StatusHold, awaits_cache, backoff_remaining, converged,
     failures_after, finalizer_release, requeue, status_hold,
 };
 use hubfed_core::plan::{
@@ -194,10 +194,12 @@ async fn conclude(
         Disposition::Delete => {
             let released = conclude_deletion(ctx, obj, observed, plan, carried).await?;
             let deferred = match (released, hold) {
-                (true, _) => None,
-                (false, Some(hold)) => Some(hold),
+                (true, _) | (false, StatusHold::UntilWritesEnd) => None,
+                (false, StatusHold::Recheck(after)) => Some(after),
                 // A deletion that waits says on what: the clusters and why, in status.
-                (false, None) => write_status(ctx, obj, observed, plan, result).await?,
+                (false, StatusHold::Write) => {
+                    write_status(ctx, obj, observed, plan, result).await?
+                }
             };
             (released, deferred)
         }
@@ -229,23 +231,23 @@ fn next_look(
     }
 }
 
-/// How long the status and versions still wait for pending clusters (pull members' reports,
-/// push members' applies still running), if they wait ([`status_hold`]).
+/// Whether the status and versions are written now or wait for pending clusters (pull
+/// members' reports, push members' applies still running), and how ([`status_hold`]).
 fn pending_hold(
     ctx: &TypeContext,
     object_ref: &ObjectRef<DynamicObject>,
     carried: Carried,
-) -> Option<Duration> {
+) -> StatusHold {
     let mut since = ctx.pending_since.lock().unwrap_or_else(|e| e.into_inner());
     if !carried.pending {
         since.remove(object_ref);
-        return None;
+        return StatusHold::Write;
     }
     let first = since
         .entry(object_ref.clone())
         .or_insert_with(std::time::Instant::now);
     let hold = status_hold(carried, first.elapsed());
-    if hold.is_none() {
+    if hold == StatusHold::Write {
         // Written now with what is known; the next write waits for the reports again (or
         // another grace period): under load, at most one write per period, not one per report.
         *first = std::time::Instant::now();
@@ -473,12 +475,13 @@ async fn conclude_sync(
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
-    (carried, hold): (Carried, Option<Duration>),
+    (carried, hold): (Carried, StatusHold),
 ) -> Result<Option<Duration>, Error> {
     let deferred = match hold {
-        // Pull members' agents have yet to report: one write once they have.
-        Some(hold) => Some(hold),
-        None => {
+        // Clusters are pending: one write once they have all answered.
+        StatusHold::Recheck(after) => Some(after),
+        StatusHold::UntilWritesEnd => None,
+        StatusHold::Write => {
             let (status, deferred) = status_books(ctx, obj, observed, plan, result);
             let books = Books {
                 object: Arc::clone(obj),

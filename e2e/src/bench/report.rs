@@ -35,6 +35,8 @@ pub struct Parameters {
     /// Every latency phase: (updates per second, updates).
     pub rates: Vec<(f64, usize)>,
     pub idle_seconds: u64,
+    /// Seconds waited between the cold start and the first latency phase.
+    pub pause_seconds: u64,
     pub namespaces: usize,
     pub raw_concurrency: usize,
     pub raw_per_member: usize,

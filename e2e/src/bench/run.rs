@@ -45,6 +45,7 @@ fn parameters(args: &Args) -> Parameters {
         rate: args.rate,
         rates: args.latency_runs(),
         idle_seconds: args.idle_seconds,
+        pause_seconds: args.pause_seconds,
         namespaces: args.namespaces,
         raw_concurrency: args.raw_concurrency,
         raw_per_member: args.raw_per_member,
@@ -612,6 +613,15 @@ async fn phases(
             all as f64 / 1e6 / seconds,
             peak_after_cold_start as f64 / 1048576.0
         ));
+    }
+
+    if args.pause_seconds > 0 {
+        progress(format_args!(
+            "pause: {}s before the latency phases",
+            args.pause_seconds
+        ));
+        // The pause is what was asked for: the members' time to finish the cold start's tail.
+        tokio::time::sleep(Duration::from_secs(args.pause_seconds)).await;
     }
 
     // 3. Propagation latency under a steady stream of template updates, at every rate; phase

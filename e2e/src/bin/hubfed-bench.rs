@@ -114,6 +114,11 @@ pub struct Args {
     /// Length of the at-rest window, in seconds.
     #[arg(long, env = "HUBFED_BENCH_IDLE_SECONDS", default_value_t = 60)]
     pub idle_seconds: u64,
+    /// Seconds to wait after the cold start has settled before the first latency phase (0:
+    /// none), so that the members finish what the cold start left them (their watch caches,
+    /// etcd's compaction) before latencies are measured.
+    #[arg(long, env = "HUBFED_BENCH_PAUSE_SECONDS", default_value_t = 0)]
+    pub pause_seconds: u64,
     /// Where result.json, result.md and the controller logs go.
     #[arg(long, env = "HUBFED_BENCH_OUTPUT_DIR", default_value = "target/bench")]
     pub output_dir: PathBuf,

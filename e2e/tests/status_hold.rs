@@ -23,7 +23,7 @@ use hubfed_e2e::fault_proxy::{Fault, FaultProxy, FaultResponse};
 use hubfed_e2e::{
     MEMBERS, PrivateFederation, TIMEOUT, Wait, create_federated, create_federated_namespace,
     dynamic_api, federated, get_value, member_mismatch, placement, propagated_ok,
-    register_cluster_at, report, target, unique_ns, wait_clusters_ready, wait_for,
+    register_cluster_at, report, target, unique_ns, wait_clusters_ready, wait_for, wait_present,
 };
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -112,16 +112,10 @@ async fn a_status_waits_for_a_write_still_running_and_is_written_once() -> anyho
     // behind the first's, and the queued object's behind both.
     create_federated(&hub, "ConfigMap", Some(&ns), HUNG[1], spec(HUNG[1])).await?;
     controller
-        .while_running(wait_for(
+        .while_running(wait_present(
             "the second hung object in member1",
-            TIMEOUT,
-            async || {
-                let copy = get_value(&copies[0].1, HUNG[1]).await?;
-                Ok(match member_mismatch("member1", copy.as_ref(), &[]) {
-                    None => Wait::Done(()),
-                    Some(problem) => Wait::Pending(problem),
-                })
-            },
+            &copies[0].1,
+            HUNG[1],
         ))
         .await?;
     let created = Instant::now();

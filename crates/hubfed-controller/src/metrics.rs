@@ -198,6 +198,16 @@ metrics! {
         "The memory allocator's own figures, read at each scrape: allocated (live objects), active (their pages), resident (the allocator's pages in RAM, its metadata included), retained (address space kept without RAM).",
         ["state"]
     );
+    large_object_budget_bytes: gauge(
+        "hubfed_large_object_budget_bytes",
+        "The room for large objects' writes (--large-object-budget-mib): limit (0: no budget), and used by reconciles and the member writes they left running.",
+        ["state"]
+    );
+    large_object_budget_waiting: gauge(
+        "hubfed_large_object_budget_waiting",
+        "Reconciles of large federated objects waiting for room in the budget of large objects' writes.",
+        []
+    );
     // hubfed: leader election, scheduling and rollouts.
     leader: gauge(
         "hubfed_leader",

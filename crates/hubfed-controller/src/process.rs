@@ -65,6 +65,11 @@ struct Args {
     /// `rebalance: true` moves its replica to another cluster (KubeFed: 60).
     #[arg(long, env = "HUBFED_UNSCHEDULABLE_THRESHOLD", default_value_t = hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS, value_parser = clap::value_parser!(i64).range(0..=86_400))]
     unschedulable_threshold: i64,
+    /// MiB of memory for large objects' writes in flight: a reconcile of an object whose spec
+    /// is 64 KiB or more takes twice the spec's size and waits when there is no room; 0: no
+    /// limit.
+    #[arg(long, env = "HUBFED_LARGE_OBJECT_BUDGET_MIB", default_value_t = hubfed_core::room::DEFAULT_BUDGET_MIB)]
+    large_object_budget_mib: u32,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
@@ -276,6 +281,7 @@ fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -
         reconcile_concurrency: args.reconcile_concurrency,
         drift_revert_managers: args.drift_revert_managers,
         unschedulable_threshold: args.unschedulable_threshold,
+        large_object_budget_mib: args.large_object_budget_mib,
     };
     parts.spawn(
         CONTROLLERS,

@@ -21,6 +21,8 @@ pub struct ControllerConfig {
     /// Seconds a pod must have been unschedulable before an RSP with `rebalance` moves its
     /// replica ([`hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS`]).
     pub unschedulable_threshold: i64,
+    /// MiB of room for large objects' writes in flight ([`hubfed_core::room`]; 0: no budget).
+    pub large_object_budget_mib: u32,
 }
 
 impl Default for ControllerConfig {
@@ -36,6 +38,7 @@ impl Default for ControllerConfig {
                 .map(|m| (*m).to_owned())
                 .collect(),
             unschedulable_threshold: hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS,
+            large_object_budget_mib: hubfed_core::room::DEFAULT_BUDGET_MIB,
         }
     }
 }

@@ -32,6 +32,7 @@ pub mod pull;
 pub mod readiness;
 pub mod retention;
 pub mod rollout;
+pub mod room;
 pub mod schedule;
 pub mod selector;
 pub mod status;

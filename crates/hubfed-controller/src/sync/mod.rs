@@ -25,6 +25,7 @@ mod memory;
 mod observe;
 mod reconcile;
 pub mod rollout;
+mod room;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,6 +67,8 @@ pub struct Shared {
     /// controllers): with an FTC's `statusCollection: Enabled`, copies' status is collected.
     pub raw_status_collection: bool,
     pub reconcile_concurrency: u16,
+    /// Room for large objects' writes in flight, shared by every type ([`room`]).
+    pub(crate) large_objects: room::Budget,
     /// Field managers whose changes are people's (drift to revert).
     pub drift_people: Vec<String>,
     pub propagated_versions: Store<PropagatedVersion>,
@@ -174,6 +177,7 @@ impl Shared {
             raw_status_collection: kubefed
                 .feature_enabled(hubfed_api::kubefedconfig::FEATURE_RAW_RESOURCE_STATUS_COLLECTION),
             reconcile_concurrency,
+            large_objects: room::Budget::new(config.large_object_budget_mib),
             drift_people: config.drift_revert_managers.clone(),
             hub_identities: identity::HubIdentities::default(),
             control_plane: tokio::sync::OnceCell::new(),

@@ -115,14 +115,17 @@ async fn reconcile_object(
     obj: &Arc<DynamicObject>,
     ctx: &Arc<TypeContext>,
 ) -> Result<Action, Error> {
-    let federated = match observe::federated_object(obj) {
-        Ok(federated) => federated,
-        Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
-    };
     if let Some(wait) = backoff_wait(ctx, obj) {
         debug!(name = %obj.name_any(), wait_ms = wait.as_millis(), "in backoff: attempt put off");
         return Ok(Action::requeue(wait));
     }
+    // A large object's room before its spec is read: its desired object and the writes that
+    // carry it out ([`hubfed_core::room`]).
+    let room = ctx.shared.large_objects.take(obj).await;
+    let federated = match observe::federated_object(obj) {
+        Ok(federated) => federated,
+        Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
+    };
     let observed = observe::observe(ctx, obj, federated).await;
     let plan = observe::plan_with_hub_namespace(ctx, &observed, observed.plan_input(ctx)).await;
     // Under a rollout strategy, only the clusters the rollout has reached take the change.
@@ -149,7 +152,7 @@ async fn reconcile_object(
         latency.observe_start(&observed.object_ref, generation);
     }
 
-    let result = execute(ctx, obj, &observed, &plan, staged.rollout).await?;
+    let result = execute(ctx, obj, &observed, &plan, staged.rollout, room).await?;
 
     let carried = Carried {
         recoverable_failure: result.recoverable_failure,
@@ -263,12 +266,14 @@ async fn execute(
     observed: &Observed,
     plan: &Plan,
     rollout: Option<super::rollout::Rollout>,
+    room: Option<Arc<super::room::Room>>,
 ) -> Result<DispatchResult, Error> {
     let (federated, clusters) = (&observed.federated, &observed.clusters);
     let target = dispatch::Target {
         object: federated,
         object_ref: &observed.object_ref,
         observed: &observed.members,
+        room,
     };
     let result = dispatch::execute(ctx, target, plan, clusters).await;
     let settled = super::deliver::settle(ctx, federated, plan, clusters).await;

@@ -1,0 +1,174 @@
+//! The budget of room for large objects' writes ([`hubfed_core::room`]): shared by every sync
+//! controller of the process, taken by a reconcile before it reads the object's spec and
+//! given back when the reconcile and every write it left running have ended.
+
+use std::sync::Arc;
+
+use hubfed_core::room::{budget_kib, charge_kib};
+use kube::api::DynamicObject;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::metrics::METRICS;
+
+/// The room of large objects' writes; see the [module documentation](self).
+pub struct Budget {
+    /// `None`: no budget (`--large-object-budget-mib 0`).
+    room: Option<Arc<Semaphore>>,
+    kib: u32,
+}
+
+/// Room taken for one reconcile: shared by the reconcile and the writes it leaves running,
+/// given back when the last of them drops it.
+pub(crate) struct Room {
+    _permit: OwnedSemaphorePermit,
+    kib: u32,
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        used_bytes().sub(bytes(self.kib));
+    }
+}
+
+fn used_bytes() -> prometheus::IntGauge {
+    METRICS
+        .large_object_budget_bytes
+        .with_label_values(&["used"])
+}
+
+fn bytes(kib: u32) -> i64 {
+    i64::from(kib) * 1024
+}
+
+/// Counts a reconcile waiting for room while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Self {
+        METRICS
+            .large_object_budget_waiting
+            .with_label_values::<&str>(&[])
+            .inc();
+        Self
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        METRICS
+            .large_object_budget_waiting
+            .with_label_values::<&str>(&[])
+            .dec();
+    }
+}
+
+impl Budget {
+    /// A budget of `mib` MiB (0: none).
+    pub fn new(mib: u32) -> Self {
+        let kib = budget_kib(mib);
+        METRICS
+            .large_object_budget_bytes
+            .with_label_values(&["limit"])
+            .set(bytes(kib));
+        let room = (kib > 0).then(|| Arc::new(Semaphore::new(kib as usize)));
+        Self { room, kib }
+    }
+
+    /// The room a reconcile of `obj` needs (`None`: none, the object is small or being
+    /// deleted, or there is no budget), waited for as long as it takes.
+    pub(crate) async fn take(&self, obj: &DynamicObject) -> Option<Arc<Room>> {
+        let room = self.room.as_ref()?;
+        let deleting = obj.metadata.deletion_timestamp.is_some();
+        let kib = charge_kib(spec_bytes(obj), deleting, self.kib);
+        if kib == 0 {
+            return None;
+        }
+        let permit = match Arc::clone(room).try_acquire_many_owned(kib) {
+            Ok(permit) => permit,
+            Err(_) => {
+                let _waiting = Waiting::start();
+                // The semaphore is never closed.
+                Arc::clone(room).acquire_many_owned(kib).await.ok()?
+            }
+        };
+        used_bytes().add(bytes(kib));
+        Some(Arc::new(Room {
+            _permit: permit,
+            kib,
+        }))
+    }
+}
+
+/// The length of `obj`'s spec as JSON: the cache keeps it as text
+/// ([`super::memory::pack`]); an object that is not packed is measured by encoding it.
+fn spec_bytes(obj: &DynamicObject) -> usize {
+    match obj.data.get("spec") {
+        None => 0,
+        Some(Value::String(text)) => text.len(),
+        Some(value) => value.to_string().len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hubfed_core::room::LARGE_SPEC_BYTES;
+    use serde_json::json;
+
+    fn object(data_bytes: usize, packed: bool) -> DynamicObject {
+        let mut obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "types.kubefed.io/v1beta1",
+            "kind": "FederatedConfigMap",
+            "metadata": {"name": "big", "namespace": "ns"},
+            "spec": {"template": {"data": {"k": "x".repeat(data_bytes)}}},
+        }))
+        .unwrap();
+        if packed {
+            super::super::memory::pack(&mut obj);
+        }
+        obj
+    }
+
+    #[test]
+    fn a_packed_spec_is_measured_by_its_text_and_an_unpacked_one_by_its_encoding() {
+        let packed = spec_bytes(&object(100, true));
+        let unpacked = spec_bytes(&object(100, false));
+        assert_eq!(packed, unpacked);
+        assert!(packed > 100, "{packed}");
+    }
+
+    /// The room of a second large object comes only when the first's is given back, and the
+    /// gauges follow.
+    #[tokio::test]
+    async fn room_is_waited_for_and_given_back() {
+        let budget = Budget::new(1);
+        let big = object(LARGE_SPEC_BYTES * 5, true);
+        let first = budget.take(&big).await.expect("room for the first");
+        let waiting = METRICS
+            .large_object_budget_waiting
+            .with_label_values::<&str>(&[]);
+        let second = {
+            let budget = &budget;
+            let big = &big;
+            async move { budget.take(big).await }
+        };
+        tokio::pin!(second);
+        let early = tokio::time::timeout(std::time::Duration::from_millis(50), &mut second).await;
+        assert!(
+            early.is_err(),
+            "the second object found room beside the first"
+        );
+        assert_eq!(waiting.get(), 1);
+        drop(first);
+        let second = second.await.expect("room once the first's came back");
+        assert_eq!(waiting.get(), 0);
+        assert_eq!(used_bytes().get(), bytes(second.kib));
+        drop(second);
+        assert_eq!(used_bytes().get(), 0);
+        assert!(
+            budget.take(&object(10, true)).await.is_none(),
+            "small objects take none"
+        );
+    }
+}

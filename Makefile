@@ -39,10 +39,11 @@ unit:
 ## e2e: tests against real hub + member kube-apiservers. The test binaries mostly wait (one
 ## alone keeps the 2 cores 20-47 % busy), so they run in three lanes side by side
 ## (hack/e2e-lanes.sh): E2E_BESIDE (grace periods, soaks, outages), E2E_SECOND (staged rollouts,
-## pods, pull mode, shutdown) and the rest; the two lanes' output follows the rest's.
+## pods, pull mode, shutdown, large objects) and the rest; the two lanes' output follows the rest's.
 ## E2E_BESIDE= E2E_SECOND= runs everything in one sequence.
 E2E_BESIDE ?= placement_policy hub_identity faults backoff partition
-E2E_SECOND ?= rollout_state rollout scheduling pull pull_agent rollout_restart shutdown hub_member
+E2E_SECOND ?= rollout_state rollout scheduling pull pull_agent rollout_restart shutdown hub_member \
+	large_object_room
 e2e: tools image
 	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
 	$(CARGO) test -p hubfed-e2e --no-run

@@ -121,7 +121,11 @@ async fn reconcile_object(
     }
     // A large object's room before its spec is read: its desired object and the writes that
     // carry it out ([`hubfed_core::room`]).
-    let room = ctx.shared.large_objects.take(obj).await;
+    let room = ctx
+        .shared
+        .large_objects
+        .take(&ctx.federated.kind, obj)
+        .await;
     let federated = match observe::federated_object(obj) {
         Ok(federated) => federated,
         Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,

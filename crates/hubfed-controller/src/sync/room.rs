@@ -1,8 +1,12 @@
 //! The budget of room for large objects' writes ([`hubfed_core::room`]): shared by every sync
 //! controller of the process, taken by a reconcile before it reads the object's spec and
-//! given back when the reconcile and every write it left running have ended.
+//! given back when the reconcile and every write it left running have ended. A reconcile of
+//! an object whose room is still held — by its last reconcile's writes, left running — shares
+//! that room rather than waiting for room of its own: it would otherwise wait for its own
+//! writes to end, holding a reconcile slot.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 
 use hubfed_core::room::{budget_kib, charge_kib};
 use kube::api::DynamicObject;
@@ -16,18 +20,33 @@ pub struct Budget {
     /// `None`: no budget (`--large-object-budget-mib 0`).
     room: Option<Arc<Semaphore>>,
     kib: u32,
+    held: Arc<Held>,
 }
 
-/// Room taken for one reconcile: shared by the reconcile and the writes it leaves running,
+/// The room held now, by object (federated kind, namespace, name).
+type Held = Mutex<HashMap<Key, Weak<Room>>>;
+type Key = (String, Option<String>, String);
+
+/// Room taken for one object: shared by its reconciles and the writes they leave running,
 /// given back when the last of them drops it.
 pub(crate) struct Room {
     _permit: OwnedSemaphorePermit,
     kib: u32,
+    key: Key,
+    held: Arc<Held>,
 }
 
 impl Drop for Room {
     fn drop(&mut self) {
         used_bytes().sub(bytes(self.kib));
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        // Unless the object has taken room anew since this one's last holder let go.
+        if held
+            .get(&self.key)
+            .is_some_and(|room| room.strong_count() == 0)
+        {
+            held.remove(&self.key);
+        }
     }
 }
 
@@ -72,17 +91,34 @@ impl Budget {
             .with_label_values(&["limit"])
             .set(bytes(kib));
         let room = (kib > 0).then(|| Arc::new(Semaphore::new(kib as usize)));
-        Self { room, kib }
+        Self {
+            room,
+            kib,
+            held: Arc::default(),
+        }
     }
 
-    /// The room a reconcile of `obj` needs (`None`: none, the object is small or being
-    /// deleted, or there is no budget), waited for as long as it takes.
-    pub(crate) async fn take(&self, obj: &DynamicObject) -> Option<Arc<Room>> {
+    /// The room a reconcile of `obj` (of federated kind `kind`) needs (`None`: none, the
+    /// object is small or being deleted, or there is no budget): the room it still holds, or
+    /// new room, waited for as long as it takes.
+    pub(crate) async fn take(&self, kind: &str, obj: &DynamicObject) -> Option<Arc<Room>> {
         let room = self.room.as_ref()?;
         let deleting = obj.metadata.deletion_timestamp.is_some();
         let kib = charge_kib(spec_bytes(obj), deleting, self.kib);
         if kib == 0 {
             return None;
+        }
+        let key = (
+            kind.to_owned(),
+            obj.metadata.namespace.clone(),
+            obj.metadata.name.clone().unwrap_or_default(),
+        );
+        let held = |key: &Key| {
+            let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            held.get(key).and_then(Weak::upgrade)
+        };
+        if let Some(room) = held(&key) {
+            return Some(room);
         }
         let permit = match Arc::clone(room).try_acquire_many_owned(kib) {
             Ok(permit) => permit,
@@ -93,10 +129,15 @@ impl Budget {
             }
         };
         used_bytes().add(bytes(kib));
-        Some(Arc::new(Room {
+        let room = Arc::new(Room {
             _permit: permit,
             kib,
-        }))
+            key: key.clone(),
+            held: Arc::clone(&self.held),
+        });
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.insert(key, Arc::downgrade(&room));
+        Some(room)
     }
 }
 
@@ -116,17 +157,25 @@ mod tests {
     use hubfed_core::room::LARGE_SPEC_BYTES;
     use serde_json::json;
 
+    const KIND: &str = "FederatedConfigMap";
+
     fn object(data_bytes: usize, packed: bool) -> DynamicObject {
+        let mut obj = object_named("big", data_bytes);
+        if !packed {
+            obj.data["spec"] = serde_json::from_str(obj.data["spec"].as_str().unwrap()).unwrap();
+        }
+        obj
+    }
+
+    fn object_named(name: &str, data_bytes: usize) -> DynamicObject {
         let mut obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "types.kubefed.io/v1beta1",
-            "kind": "FederatedConfigMap",
-            "metadata": {"name": "big", "namespace": "ns"},
+            "kind": KIND,
+            "metadata": {"name": name, "namespace": "ns"},
             "spec": {"template": {"data": {"k": "x".repeat(data_bytes)}}},
         }))
         .unwrap();
-        if packed {
-            super::super::memory::pack(&mut obj);
-        }
+        super::super::memory::pack(&mut obj);
         obj
     }
 
@@ -144,14 +193,24 @@ mod tests {
     async fn room_is_waited_for_and_given_back() {
         let budget = Budget::new(1);
         let big = object(LARGE_SPEC_BYTES * 5, true);
-        let first = budget.take(&big).await.expect("room for the first");
+        let first = budget.take(KIND, &big).await.expect("room for the first");
+        let again = budget
+            .take(KIND, &big)
+            .await
+            .expect("the first's room, shared");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "a second reconcile took room anew"
+        );
+        drop(again);
+        let other = object_named("other", LARGE_SPEC_BYTES * 5);
         let waiting = METRICS
             .large_object_budget_waiting
             .with_label_values::<&str>(&[]);
         let second = {
             let budget = &budget;
-            let big = &big;
-            async move { budget.take(big).await }
+            let other = &other;
+            async move { budget.take(KIND, other).await }
         };
         tokio::pin!(second);
         let early = tokio::time::timeout(std::time::Duration::from_millis(50), &mut second).await;
@@ -167,8 +226,12 @@ mod tests {
         drop(second);
         assert_eq!(used_bytes().get(), 0);
         assert!(
-            budget.take(&object(10, true)).await.is_none(),
+            budget.take(KIND, &object(10, true)).await.is_none(),
             "small objects take none"
+        );
+        assert!(
+            budget.held.lock().unwrap().is_empty(),
+            "room given back is still held"
         );
     }
 }

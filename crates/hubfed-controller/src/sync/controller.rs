@@ -342,6 +342,7 @@ pub async fn run_type(
         bookkeeping: super::bookkeeping::Bookkeeping::new(shared.reconcile_concurrency),
         write_times: std::sync::Mutex::new(HashMap::new()),
         event_budget,
+        stop: stop.clone(),
     });
     let running = Running {
         controller,

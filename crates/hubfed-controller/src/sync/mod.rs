@@ -335,6 +335,9 @@ pub struct TypeContext {
     /// Normal Events of this type in a burst ([`hubfed_core::burst`]); told which objects
     /// the first list found ([`start_key`]).
     pub event_budget: Arc<std::sync::Mutex<hubfed_core::burst::EventBudget>>,
+    /// Cancelled when this sync controller stops: ends a reconcile's wait for room
+    /// ([`room`]), which would otherwise hold up the controller's shutdown.
+    pub(crate) stop: CancellationToken,
 }
 
 #[cfg(test)]

@@ -120,12 +120,14 @@ async fn reconcile_object(
         return Ok(Action::requeue(wait));
     }
     // A large object's room before its spec is read: its desired object and the writes that
-    // carry it out ([`hubfed_core::room`]).
-    let room = ctx
-        .shared
-        .large_objects
-        .take(&ctx.federated.kind, obj)
-        .await;
+    // carry it out ([`hubfed_core::room`]). A stop ends the wait with nothing done.
+    let room = tokio::select! {
+        room = ctx.shared.large_objects.take(&ctx.federated.kind, obj) => room,
+        () = ctx.stop.cancelled() => {
+            debug!(name = %obj.name_any(), "stopping: no longer waiting for room");
+            return Ok(Action::await_change());
+        }
+    };
     let federated = match observe::federated_object(obj) {
         Ok(federated) => federated,
         Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
@@ -156,7 +158,8 @@ async fn reconcile_object(
         latency.observe_start(&observed.object_ref, generation);
     }
 
-    let result = execute(ctx, obj, &observed, &plan, staged.rollout, room).await?;
+    // The plan's bodies live until this reconcile ends: so does its room.
+    let result = execute(ctx, obj, &observed, &plan, staged.rollout, room.clone()).await?;
 
     let carried = Carried {
         recoverable_failure: result.recoverable_failure,
@@ -169,6 +172,7 @@ async fn reconcile_object(
     };
     let (released, deferred) = conclude(ctx, obj, &observed, &plan, &result, carried).await?;
     let requeue = requeue(plan.disposition, carried, released);
+    drop((plan, room));
     Ok(next_look(requeue, deferred, rollout_recheck))
 }
 

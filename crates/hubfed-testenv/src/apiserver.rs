@@ -149,6 +149,17 @@ pub const LIGHT_MEMBER_FLAGS: &[&str] = &[
 /// per-resource cache holding every object once more.
 pub const NO_WATCH_CACHE_FLAG: &str = "--watch-cache=false";
 
+/// A member API server's Go memory limit (`GOMEMLIMIT`, e.g. `1GiB`):
+/// `HUBFED_MEMBER_APISERVER_GOMEMLIMIT` when set. For the large-object benchmark, whose member
+/// API servers (watch caches off) otherwise keep gigabytes of garbage after reading ~1 MB
+/// objects: the Go runtime collects and gives memory back as it nears the limit.
+pub fn member_memory_limit() -> Option<String> {
+    std::env::var("HUBFED_MEMBER_APISERVER_GOMEMLIMIT")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
 /// Environment of a light member's API server: collect garbage at 50 % heap growth instead
 /// of 100 %.
 pub(crate) const LIGHT_MEMBER_ENV: &[(&str, &str)] = &[("GOGC", "50")];

@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use apiserver::{LIGHT_MEMBER_ENV, apiserver_args, wait_ready, write_pki};
-pub use apiserver::{LIGHT_MEMBER_FLAGS, NO_WATCH_CACHE_FLAG};
+pub use apiserver::{LIGHT_MEMBER_FLAGS, NO_WATCH_CACHE_FLAG, member_memory_limit};
 pub use bins::{Binaries, kube_version};
 pub use delay::DelayProxy;
 use etcd::EtcdLaunch;
@@ -464,6 +464,12 @@ impl TestEnv {
         };
         if !config.member_watch_cache && name != HUB {
             args.push(NO_WATCH_CACHE_FLAG.to_string());
+        }
+        let mut env = env;
+        if name != HUB
+            && let Some(limit) = apiserver::member_memory_limit()
+        {
+            env.push(("GOMEMLIMIT", limit));
         }
         let apiserver = spawn_component(
             &self.dir,

@@ -51,6 +51,9 @@ pub struct Parameters {
     pub kube_version: String,
     /// The environment's etcd: version and the settings `HUBFED_ETCD_*` change.
     pub etcd: String,
+    /// The member API servers' Go memory limit (`HUBFED_MEMBER_APISERVER_GOMEMLIMIT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_memory_limit: Option<String>,
     /// `--slow-member-ms`: the last member is joined through a proxy delaying what it sends.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slow_member_ms: Option<u64>,
@@ -610,10 +613,15 @@ impl BenchResult {
                 "tmpfs"
             },
             p.etcd,
-            if p.controller_manager {
-                "kube-controller-manager per cluster"
-            } else {
-                "no kube-controller-manager"
+            match (&p.member_memory_limit, p.controller_manager) {
+                (Some(limit), true) => format!(
+                    "member API servers with GOMEMLIMIT={limit}, kube-controller-manager per cluster"
+                ),
+                (Some(limit), false) => format!(
+                    "member API servers with GOMEMLIMIT={limit}, no kube-controller-manager"
+                ),
+                (None, true) => "kube-controller-manager per cluster".to_owned(),
+                (None, false) => "no kube-controller-manager".to_owned(),
             },
             if p.remote_status { "on" } else { "off" },
             match p.agent_heartbeat_seconds {

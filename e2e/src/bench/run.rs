@@ -59,6 +59,7 @@ fn parameters(args: &Args) -> Parameters {
         etcd: hubfed_testenv::Binaries::locate()
             .map(|b| hubfed_testenv::etcd_description(&b.etcd))
             .unwrap_or_else(|e| format!("etcd not found: {e}")),
+        member_memory_limit: hubfed_testenv::member_memory_limit(),
         slow_member_ms: (args.slow_member_ms > 0).then_some(args.slow_member_ms),
         unmanaged: (args.unmanaged > 0).then_some(args.unmanaged),
         object_bytes: (args.object_bytes > 0).then_some(args.object_bytes),

@@ -1042,6 +1042,27 @@ fn transient(error: &kube::Error) -> bool {
     }
 }
 
+/// A read the benchmark makes of a cluster the run has loaded (a page of ~1 MB member objects,
+/// a list of the hub's objects): sent again up to twice after a server error or a connection
+/// dropped under load, each retry said in the progress log.
+async fn read_retried<T, F, Fut>(what: &str, mut read: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match read().await {
+            Err(e) if attempt < 2 && transient(&e) => {
+                attempt += 1;
+                progress(format_args!("{what}: {e}; reading again ({attempt} of 2)"));
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            read => return Ok(read?),
+        }
+    }
+}
+
 async fn idle_phase(
     args: &Args,
     fed: &Federation,
@@ -1162,13 +1183,17 @@ async fn hub_versions(
     hub: &Client,
     namespaces: &[String],
 ) -> anyhow::Result<BTreeMap<String, String>> {
+    let all = ListParams::default();
     let mut versions = BTreeMap::new();
     let mut resources: Vec<_> = KINDS.iter().map(|k| k.federated()).collect();
     resources.push(hubfed_e2e::federated("Namespace"));
     for ns in namespaces {
         for resource in &resources {
             let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), ns, resource);
-            for item in api.list_metadata(&ListParams::default()).await?.items {
+            for item in read_retried("hub objects", || api.list_metadata(&all))
+                .await?
+                .items
+            {
                 versions.insert(
                     format!(
                         "{}/{ns}/{}",
@@ -1180,7 +1205,10 @@ async fn hub_versions(
             }
         }
         let api: Api<PropagatedVersion> = Api::namespaced(hub.clone(), ns);
-        for item in api.list_metadata(&ListParams::default()).await?.items {
+        for item in read_retried("hub objects", || api.list_metadata(&all))
+            .await?
+            .items
+        {
             versions.insert(
                 format!(
                     "PropagatedVersion/{ns}/{}",
@@ -1193,7 +1221,10 @@ async fn hub_versions(
     let cluster_resource = ApiResource::erase::<KubeFedCluster>(&());
     for resource in [cluster_resource, ApiResource::erase::<Work>(&())] {
         let api: Api<DynamicObject> = Api::all_with(hub.clone(), &resource);
-        for item in api.list_metadata(&ListParams::default()).await?.items {
+        for item in read_retried("hub objects", || api.list_metadata(&all))
+            .await?
+            .items
+        {
             versions.insert(
                 format!(
                     "{}/{}/{}",
@@ -1273,7 +1304,9 @@ async fn verify(
             let mut items = Vec::new();
             let mut page = selector.clone().limit(super::workload::list_page());
             loop {
-                let list = api.list(&page).await?;
+                let list =
+                    read_retried("final check: a page of member objects", || api.list(&page))
+                        .await?;
                 items.extend(list.items.into_iter().map(|item| {
                     let index = workload.index_of(
                         kind,

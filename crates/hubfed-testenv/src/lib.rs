@@ -453,7 +453,7 @@ impl TestEnv {
         let port = free_port()?;
         let mut args = apiserver_args(&cdir, name, etcd_url, port);
         let light = config.light_members && name != HUB;
-        let env: Vec<(&'static str, String)> = if light {
+        let mut env: Vec<(&'static str, String)> = if light {
             args.extend(LIGHT_MEMBER_FLAGS.iter().map(|f| f.to_string()));
             LIGHT_MEMBER_ENV
                 .iter()
@@ -465,7 +465,6 @@ impl TestEnv {
         if !config.member_watch_cache && name != HUB {
             args.push(NO_WATCH_CACHE_FLAG.to_string());
         }
-        let mut env = env;
         if name != HUB
             && let Some(limit) = apiserver::member_memory_limit()
         {

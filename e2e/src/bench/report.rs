@@ -596,9 +596,14 @@ impl BenchResult {
             thousands(p.objects),
             thousands(p.pairs)
         );
+        let memory_limit = p
+            .member_memory_limit
+            .as_ref()
+            .map(|limit| format!("member API servers with GOMEMLIMIT={limit}, "))
+            .unwrap_or_default();
         let _ = writeln!(
             md,
-            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd ({}; {}), {}\n- remote status collection: {}\n- mode: {}\n",
+            "- date: {}\n- machine: {} cores ({}), {:.1} GiB RAM, Linux {}\n- command: `{}`\n- commit: {}\n- clusters: Kubernetes {} API servers, one etcd ({}; {}), {}{}\n- remote status collection: {}\n- mode: {}\n",
             self.date,
             self.machine.cores,
             self.machine.cpu_model,
@@ -613,15 +618,11 @@ impl BenchResult {
                 "tmpfs"
             },
             p.etcd,
-            match (&p.member_memory_limit, p.controller_manager) {
-                (Some(limit), true) => format!(
-                    "member API servers with GOMEMLIMIT={limit}, kube-controller-manager per cluster"
-                ),
-                (Some(limit), false) => format!(
-                    "member API servers with GOMEMLIMIT={limit}, no kube-controller-manager"
-                ),
-                (None, true) => "kube-controller-manager per cluster".to_owned(),
-                (None, false) => "no kube-controller-manager".to_owned(),
+            memory_limit,
+            if p.controller_manager {
+                "kube-controller-manager per cluster"
+            } else {
+                "no kube-controller-manager"
             },
             if p.remote_status { "on" } else { "off" },
             match p.agent_heartbeat_seconds {

@@ -113,12 +113,11 @@ impl Budget {
             obj.metadata.namespace.clone(),
             obj.metadata.name.clone().unwrap_or_default(),
         );
-        let held = |key: &Key| {
-            let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            held.get(key).and_then(Weak::upgrade)
-        };
-        if let Some(room) = held(&key) {
-            return Some(room);
+        let held = (self.held.lock().unwrap_or_else(|e| e.into_inner()))
+            .get(&key)
+            .and_then(Weak::upgrade);
+        if held.is_some() {
+            return held;
         }
         let permit = match Arc::clone(room).try_acquire_many_owned(kib) {
             Ok(permit) => permit,

@@ -55,6 +55,7 @@ pub mod fault_proxy;
 pub mod helm;
 mod objects;
 mod private;
+pub mod proxied;
 pub mod rollout;
 pub mod scheduling;
 mod setup;

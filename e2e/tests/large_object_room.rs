@@ -13,14 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, ensure};
 use hubfed_controller::ControllerConfig;
 use hubfed_controller::metrics::METRICS;
-use hubfed_e2e::controller::ControllerTask;
-use hubfed_e2e::fault_proxy::{Fault, FaultProxy, FaultResponse};
+use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
+use hubfed_e2e::proxied::ProxiedMember2;
 use hubfed_e2e::{
-    MEMBERS, PrivateFederation, TIMEOUT, Wait, create_federated, create_federated_namespace,
-    dynamic_api, federated, get_value, member_mismatch, placement, propagated_ok,
-    register_cluster_at, report, target, unique_ns, wait_clusters_ready, wait_for, wait_present,
+    MEMBERS, TIMEOUT, Wait, create_federated, dynamic_api, federated, get_value, member_mismatch,
+    placement, propagated_ok, report, wait_for, wait_present,
 };
-use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 /// The large object whose write to member2 hangs, and the one that waits for its room.
@@ -47,42 +45,18 @@ fn used() -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_object_waits_for_room_while_another_ones_write_hangs() -> anyhow::Result<()> {
-    let env = PrivateFederation::new()
-        .without_controller_manager()
-        .join(&["member1"])
-        .start()
-        .await?;
-    let hub = env.hub().client().await?;
-    let member2 = env.cluster("member2").context("no member2")?;
-    let proxy = FaultProxy::start(&member2.server_url(), member2.ca_pem(), None).await?;
-    register_cluster_at(&hub, "member2", member2, &proxy.url(), proxy.ca_pem()).await?;
     let config = ControllerConfig {
         large_object_budget_mib: 1,
         ..Default::default()
     };
-    let mut controller = ControllerTask::spawn("the controller", hub.clone(), config);
-    controller
-        .while_running(wait_clusters_ready(&hub, &MEMBERS))
-        .await?;
-
-    let ns = unique_ns("room");
-    let mut members = Vec::new();
-    for name in MEMBERS {
-        let cluster = env.cluster(name).with_context(|| format!("no {name}"))?;
-        members.push((name, cluster.client().await?));
-    }
-    controller
-        .while_running(create_federated_namespace(&hub, &members, &ns))
-        .await?;
-    let copies: Vec<(&str, Api<DynamicObject>)> = members
-        .iter()
-        .map(|(name, client)| {
-            (
-                *name,
-                dynamic_api(client.clone(), &target("ConfigMap"), Some(&ns)),
-            )
-        })
-        .collect();
+    let ProxiedMember2 {
+        env: _env,
+        hub,
+        proxy,
+        mut controller,
+        ns,
+        copies,
+    } = ProxiedMember2::start(config, "room").await?;
     let hub_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
 
     proxy.set_faults(vec![Fault {

@@ -18,14 +18,13 @@ use futures::StreamExt as _;
 use hubfed_api::propagatedversion::{PropagatedVersion, propagated_version_name};
 use hubfed_controller::ControllerConfig;
 use hubfed_core::conclude::PULL_REPORT_GRACE;
-use hubfed_e2e::controller::ControllerTask;
-use hubfed_e2e::fault_proxy::{Fault, FaultProxy, FaultResponse};
+use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
+use hubfed_e2e::proxied::ProxiedMember2;
 use hubfed_e2e::{
-    MEMBERS, PrivateFederation, TIMEOUT, Wait, create_federated, create_federated_namespace,
-    dynamic_api, federated, get_value, member_mismatch, placement, propagated_ok,
-    register_cluster_at, report, target, unique_ns, wait_clusters_ready, wait_for, wait_present,
+    MEMBERS, TIMEOUT, Wait, create_federated, dynamic_api, federated, get_value, member_mismatch,
+    placement, propagated_ok, report, wait_for, wait_present,
 };
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -39,42 +38,18 @@ const NOT_FINISHED: &str = "not finished yet";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_waits_for_a_write_still_running_and_is_written_once() -> anyhow::Result<()> {
-    let env = PrivateFederation::new()
-        .without_controller_manager()
-        .join(&["member1"])
-        .start()
-        .await?;
-    let hub = env.hub().client().await?;
-    let member2 = env.cluster("member2").context("no member2")?;
-    let proxy = FaultProxy::start(&member2.server_url(), member2.ca_pem(), None).await?;
-    register_cluster_at(&hub, "member2", member2, &proxy.url(), proxy.ca_pem()).await?;
     let config = ControllerConfig {
         member_write_concurrency: 1,
         ..Default::default()
     };
-    let mut controller = ControllerTask::spawn("the controller", hub.clone(), config);
-    controller
-        .while_running(wait_clusters_ready(&hub, &MEMBERS))
-        .await?;
-
-    let ns = unique_ns("hold");
-    let mut members = Vec::new();
-    for name in MEMBERS {
-        let cluster = env.cluster(name).with_context(|| format!("no {name}"))?;
-        members.push((name, cluster.client().await?));
-    }
-    controller
-        .while_running(create_federated_namespace(&hub, &members, &ns))
-        .await?;
-    let copies: Vec<(&str, Api<DynamicObject>)> = members
-        .iter()
-        .map(|(name, client)| {
-            (
-                *name,
-                dynamic_api(client.clone(), &target("ConfigMap"), Some(&ns)),
-            )
-        })
-        .collect();
+    let ProxiedMember2 {
+        env: _env,
+        hub,
+        proxy,
+        mut controller,
+        ns,
+        copies,
+    } = ProxiedMember2::start(config, "hold").await?;
 
     // Every status the queued object and its PropagatedVersion get, from before they exist.
     let resource = federated("ConfigMap");

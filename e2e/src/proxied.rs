@@ -1,0 +1,73 @@
+//! A private federation whose member2 is reached through a [`FaultProxy`], with the
+//! controller in this process: for tests that make one member's answers hang or fail while
+//! the other's go through.
+
+use anyhow::Context as _;
+use hubfed_controller::ControllerConfig;
+use hubfed_testenv::TestEnv;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+
+use crate::controller::ControllerTask;
+use crate::fault_proxy::FaultProxy;
+use crate::{
+    MEMBERS, PrivateFederation, create_federated_namespace, dynamic_api, register_cluster_at,
+    target, unique_ns, wait_clusters_ready,
+};
+
+/// A hub, member1 joined directly and member2 through a fault proxy (no
+/// kube-controller-manager), a controller with `config` running in this process with both
+/// members ready, and a federated namespace on both. Everything stops when it is dropped.
+pub struct ProxiedMember2 {
+    /// The clusters; kept for as long as the test runs.
+    pub env: TestEnv,
+    pub hub: Client,
+    /// In front of member2.
+    pub proxy: FaultProxy,
+    pub controller: ControllerTask,
+    /// The federated namespace.
+    pub ns: String,
+    /// Each member's ConfigMaps in `ns`, in the order of [`MEMBERS`].
+    pub copies: Vec<(&'static str, Api<DynamicObject>)>,
+}
+
+impl ProxiedMember2 {
+    /// Starts it all; the namespace's name begins with `prefix`.
+    pub async fn start(config: ControllerConfig, prefix: &str) -> anyhow::Result<Self> {
+        let env = PrivateFederation::new()
+            .without_controller_manager()
+            .join(&["member1"])
+            .start()
+            .await?;
+        let hub = env.hub().client().await?;
+        let member2 = env.cluster("member2").context("no member2")?;
+        let proxy = FaultProxy::start(&member2.server_url(), member2.ca_pem(), None).await?;
+        register_cluster_at(&hub, "member2", member2, &proxy.url(), proxy.ca_pem()).await?;
+        let mut controller = ControllerTask::spawn("the controller", hub.clone(), config);
+        controller
+            .while_running(wait_clusters_ready(&hub, &MEMBERS))
+            .await?;
+
+        let ns = unique_ns(prefix);
+        let mut members = Vec::new();
+        for name in MEMBERS {
+            let cluster = env.cluster(name).with_context(|| format!("no {name}"))?;
+            members.push((name, cluster.client().await?));
+        }
+        controller
+            .while_running(create_federated_namespace(&hub, &members, &ns))
+            .await?;
+        let copies = members
+            .into_iter()
+            .map(|(name, client)| (name, dynamic_api(client, &target("ConfigMap"), Some(&ns))))
+            .collect();
+        Ok(Self {
+            env,
+            hub,
+            proxy,
+            controller,
+            ns,
+            copies,
+        })
+    }
+}

@@ -3,6 +3,7 @@
 //! the other's go through.
 
 use anyhow::Context as _;
+use hubfed_api::kubefedconfig::KubeFedConfigSpec;
 use hubfed_controller::ControllerConfig;
 use hubfed_testenv::TestEnv;
 use kube::Client;
@@ -34,7 +35,24 @@ pub struct ProxiedMember2 {
 impl ProxiedMember2 {
     /// Starts it all; the namespace's name begins with `prefix`.
     pub async fn start(config: ControllerConfig, prefix: &str) -> anyhow::Result<Self> {
-        let env = PrivateFederation::new()
+        Self::start_in(PrivateFederation::new(), config, prefix).await
+    }
+
+    /// [`Self::start`] with the KubeFedConfig `spec` (e.g. [`crate::fast_health_checks`]).
+    pub async fn with_kubefed_config(
+        spec: KubeFedConfigSpec,
+        config: ControllerConfig,
+        prefix: &str,
+    ) -> anyhow::Result<Self> {
+        Self::start_in(PrivateFederation::new().config(spec), config, prefix).await
+    }
+
+    async fn start_in(
+        federation: PrivateFederation,
+        config: ControllerConfig,
+        prefix: &str,
+    ) -> anyhow::Result<Self> {
+        let env = federation
             .without_controller_manager()
             .join(&["member1"])
             .start()

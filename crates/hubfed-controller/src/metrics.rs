@@ -138,6 +138,11 @@ metrics! {
         "Objects of a federated type in a member that hubfed does not manage, as its name cache holds them.",
         ["type", "cluster"]
     );
+    member_cache_lists_total: counter(
+        "hubfed_member_cache_lists_total",
+        "Complete lists of a member's objects of a federated type into the controller's caches (a watch started, or re-listed after its history was lost), per type, cluster and cache (managed, unmanaged).",
+        ["type", "cluster", "cache"]
+    );
     // hubfed: propagation and drift.
     propagation_latency: histogram(
         "hubfed_propagation_latency_seconds",

@@ -1,4 +1,7 @@
-//! Watches of member clusters, two per (federated type, ready cluster).
+//! Watches of member clusters, two per (federated type, cluster): started when a cluster is
+//! Ready, kept while it is not Ready as long as they work (a health check that timed out on a
+//! busy API server costs no re-list), stopped when they failed and it is not Ready, when it
+//! is unjoined, or when its client changes.
 //!
 //! Managed objects (`kubefed.io/managed=true`): only metadata is watched, and only what
 //! decisions need is kept — the object version, deletion state, labels and annotations, in
@@ -17,6 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use hubfed_api::names::MANAGED_LABEL;
@@ -244,6 +248,24 @@ impl MirrorKey for NameHash {
     fn queue(&self, _: &MemberWatches) {}
 }
 
+/// One of a cluster's two mirrors, as [`MemberWatches::mirror`] fills it.
+struct MirrorTarget<'a, M, V> {
+    map: &'a Mirror<M, V>,
+    /// Given for the managed objects' mirror: why its first list failed.
+    failure: Option<&'a std::sync::Mutex<Option<ListFailure>>>,
+    /// Set when its watch fails, cleared by its next complete list.
+    gap: &'a AtomicBool,
+    /// `managed` or `unmanaged`: the `cache` label of its lists' metric.
+    name: &'static str,
+}
+
+impl MemberCache {
+    /// Neither watch failed since its last complete list.
+    fn unbroken(&self) -> bool {
+        self.gaps.iter().all(|gap| !gap.load(Ordering::Relaxed))
+    }
+}
+
 /// One member cluster's caches of the type's objects.
 pub struct MemberCache {
     /// Managed objects.
@@ -252,6 +274,11 @@ pub struct MemberCache {
     unmanaged: Mirror<NameHash, bool>,
     /// Why the managed objects' first list failed, until it succeeds.
     list_failure: std::sync::Mutex<Option<ListFailure>>,
+    /// Per mirror (managed, unmanaged): its watch failed since its last complete list. A
+    /// cluster that turns not Ready keeps its watches while neither failed: they still follow
+    /// the cluster, and a health check that timed out on a busy API server then costs no
+    /// re-list of every object when it is Ready again.
+    gaps: [AtomicBool; 2],
     started: std::time::Instant,
     client_id: usize,
     stop: CancellationToken,
@@ -456,7 +483,8 @@ impl MemberWatches {
             .collect()
     }
 
-    /// Keeps one watch per ready cluster with a client, following the registry.
+    /// Keeps one watch per ready cluster with a client, following the registry; a cluster
+    /// that turns not Ready keeps its watch while it works.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let mut changes = self.shared.pool.subscribe();
         loop {
@@ -476,15 +504,26 @@ impl MemberWatches {
         let clusters = self.shared.pool.clusters();
         let mut caches = self.caches.write().unwrap_or_else(|e| e.into_inner());
         caches.retain(|name, cache| {
-            let keep = clusters.iter().any(|c| {
-                &c.name == name
-                    && c.ready
+            let cluster = clusters.iter().find(|c| &c.name == name);
+            // A cluster not Ready keeps watches that work (a slow health check); one whose
+            // watch failed starts afresh, with a full list, once Ready again.
+            let keep = cluster.is_some_and(|c| {
+                (c.ready || cache.unbroken())
                     && c.client
                         .as_ref()
                         .is_some_and(|_| c.client_id == cache.client_id)
             });
             if !keep {
                 self.stop_watch(name, cache);
+            }
+            if cluster.is_none() {
+                // Unjoined: its lists' counts go with it.
+                let type_label = self.federated.kind.to_lowercase();
+                for mirror in ["managed", "unmanaged"] {
+                    let _ = crate::metrics::METRICS
+                        .member_cache_lists_total
+                        .remove_label_values(&[type_label.as_str(), name, mirror]);
+                }
             }
             keep
         });
@@ -501,7 +540,7 @@ impl MemberWatches {
         }
     }
 
-    /// Stops the watch of a cluster gone, not ready, or with a new client.
+    /// Stops the watch of a cluster gone, not ready with a failed watch, or with a new client.
     fn stop_watch(&self, name: &str, cache: &MemberCache) {
         debug!(cluster = %name, kind = %self.target.kind, "stopping member watch");
         cache.stop.cancel();
@@ -539,6 +578,7 @@ impl MemberWatches {
             objects: std::sync::RwLock::new(None),
             unmanaged: std::sync::RwLock::new(None),
             list_failure: std::sync::Mutex::new(None),
+            gaps: [AtomicBool::new(false), AtomicBool::new(false)],
             started: std::time::Instant::now(),
             client_id,
             stop: CancellationToken::new(),
@@ -561,7 +601,12 @@ impl MemberWatches {
         let with_status = collect_status || needs_status(&self.target.group, &self.target.kind);
         // `!=` also selects objects without the label.
         let selector = format!("{MANAGED_LABEL}=true");
-        let mirror = (&cache.objects, Some(&cache.list_failure));
+        let mirror = MirrorTarget {
+            map: &cache.objects,
+            failure: Some(&cache.list_failure),
+            gap: &cache.gaps[0],
+            name: "managed",
+        };
         let managed_api = api.clone();
         let managed = async {
             if with_status {
@@ -581,7 +626,12 @@ impl MemberWatches {
             &name,
             api,
             format!("{MANAGED_LABEL}!=true"),
-            (&cache.unmanaged, None),
+            MirrorTarget {
+                map: &cache.unmanaged,
+                failure: None,
+                gap: &cache.gaps[1],
+                name: "unmanaged",
+            },
             &cache.stop,
             |meta| {
                 meta.metadata
@@ -604,10 +654,7 @@ impl MemberWatches {
         cluster: &str,
         api: Api<K>,
         selector: String,
-        (map, failure): (
-            &Mirror<M, V>,
-            Option<&std::sync::Mutex<Option<ListFailure>>>,
-        ),
+        target: MirrorTarget<'_, M, V>,
         stop: &CancellationToken,
         value: impl Fn(&K) -> V,
     ) where
@@ -615,6 +662,10 @@ impl MemberWatches {
     {
         let stream = watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
         let mut stream = std::pin::pin!(stream);
+        let type_label = self.federated.kind.to_lowercase();
+        let lists = crate::metrics::METRICS
+            .member_cache_lists_total
+            .with_label_values(&[type_label.as_str(), cluster, target.name]);
         let mut listing: HashMap<M, V> = HashMap::new();
         let mut failed_before = false;
         let key_of = |object: &K| {
@@ -636,13 +687,15 @@ impl MemberWatches {
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
                     let listed = std::mem::take(&mut listing);
-                    self.listed(listed, (map, failure), failed_before);
+                    self.listed(listed, &target, failed_before);
+                    target.gap.store(false, Ordering::Relaxed);
+                    lists.inc();
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }
                 Some(Ok(watcher::Event::Apply(object))) => {
                     if let Some(key) = key_of(&object) {
                         let v = value(&object);
-                        let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
+                        let mut guard = target.map.write().unwrap_or_else(|e| e.into_inner());
                         if let Some(map) = guard.as_mut()
                             && map.get(&key) != Some(&v)
                         {
@@ -653,7 +706,11 @@ impl MemberWatches {
                 }
                 Some(Ok(watcher::Event::Delete(object))) => {
                     if let Some(key) = key_of(&object)
-                        && let Some(map) = map.write().unwrap_or_else(|e| e.into_inner()).as_mut()
+                        && let Some(map) = target
+                            .map
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .as_mut()
                     {
                         map.remove(&key);
                     }
@@ -661,8 +718,13 @@ impl MemberWatches {
                 }
                 Some(Err(e)) => {
                     warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
-                    let first_list = map.read().unwrap_or_else(|e| e.into_inner()).is_none();
-                    if let (true, Some(failure)) = (first_list, failure) {
+                    target.gap.store(true, Ordering::Relaxed);
+                    let first_list = target
+                        .map
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .is_none();
+                    if let (true, Some(failure)) = (first_list, target.failure) {
                         failed_before = true;
                         *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(list_failure(&e));
                     }
@@ -678,10 +740,7 @@ impl MemberWatches {
     fn listed<M: MirrorKey, V: PartialEq>(
         &self,
         listed: HashMap<M, V>,
-        (map, failure): (
-            &Mirror<M, V>,
-            Option<&std::sync::Mutex<Option<ListFailure>>>,
-        ),
+        &MirrorTarget { map, failure, .. }: &MirrorTarget<'_, M, V>,
         failed_before: bool,
     ) {
         let mut guard = map.write().unwrap_or_else(|e| e.into_inner());

@@ -106,14 +106,34 @@ impl EtcdLaunch {
 
 /// The body of etcd's `GET /health` on `addr` (plain HTTP/1.0, a few seconds at most).
 fn health(addr: &str) -> std::io::Result<String> {
+    request(addr, "GET /health", None, Duration::from_secs(3))
+}
+
+/// The body of etcd's answer to `request_line` (`METHOD /path`) on `addr`, over plain
+/// HTTP/1.0 with `body` as JSON, waiting up to `read_timeout` for it.
+fn request(
+    addr: &str,
+    request_line: &str,
+    body: Option<&str>,
+    read_timeout: Duration,
+) -> std::io::Result<String> {
     use std::io::{Read, Write};
     let addr: std::net::SocketAddr = addr
         .parse()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-    stream.set_read_timeout(Some(Duration::from_secs(3)))?;
+    stream.set_read_timeout(Some(read_timeout))?;
     stream.set_write_timeout(Some(Duration::from_secs(1)))?;
-    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut message = format!("{request_line} HTTP/1.0\r\nHost: 127.0.0.1\r\n");
+    if let Some(body) = body {
+        message.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ));
+    } else {
+        message.push_str("\r\n");
+    }
+    stream.write_all(message.as_bytes())?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     Ok(response
@@ -121,6 +141,63 @@ fn health(addr: &str) -> std::io::Result<String> {
         .map_or(response.as_str(), |(_, body)| body)
         .trim()
         .to_string())
+}
+
+impl EtcdLaunch {
+    /// Compacts etcd's history to its current revision and defragments its database
+    /// (through etcd's JSON gateway, `/v3/...`): what was deleted and overwritten leaves the
+    /// database file. Returns its size before and after, in bytes. Blocking; the defragment
+    /// holds every request meanwhile.
+    pub(crate) fn compact(&self) -> Result<(u64, u64), Error> {
+        let addr = self.url.trim_start_matches("http://");
+        let call = |path: &str, body: &str, timeout: Duration| {
+            let answer =
+                request(addr, &format!("POST {path}"), Some(body), timeout).map_err(|source| {
+                    Error::Io {
+                        what: format!("etcd {path}"),
+                        source,
+                    }
+                })?;
+            serde_json::from_str::<serde_json::Value>(&answer).map_err(|e| Error::Setup {
+                what: format!("etcd {path}"),
+                message: format!("{e}: {answer:.200}"),
+            })
+        };
+        // The gateway writes 64-bit numbers as strings.
+        let number = |value: &serde_json::Value| {
+            value
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .or_else(|| value.as_u64())
+                .unwrap_or(0)
+        };
+        let status = call("/v3/maintenance/status", "{}", Duration::from_secs(30))?;
+        let before = number(&status["dbSize"]);
+        let revision = number(&status["header"]["revision"]);
+        let compacted = call(
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+            Duration::from_secs(600),
+        )?;
+        // An API server's own compaction may have been there first.
+        if let Some(message) = compacted.get("message").and_then(|m| m.as_str())
+            && !message.contains("compacted")
+        {
+            return Err(Error::Setup {
+                what: "compacting etcd".into(),
+                message: message.to_owned(),
+            });
+        }
+        let defragmented = call("/v3/maintenance/defragment", "{}", Duration::from_secs(600))?;
+        if let Some(message) = defragmented.get("message").and_then(|m| m.as_str()) {
+            return Err(Error::Setup {
+                what: "defragmenting etcd".into(),
+                message: message.to_owned(),
+            });
+        }
+        let status = call("/v3/maintenance/status", "{}", Duration::from_secs(30))?;
+        Ok((before, number(&status["dbSize"])))
+    }
 }
 
 /// etcd's `--quota-backend-bytes`: `HUBFED_ETCD_QUOTA_BYTES` when set to a number, else 8 GiB.

@@ -402,6 +402,20 @@ async fn phases(
             )),
             Err(e) => progress(format_args!("raw objects not all deleted: {e:#}")),
         }
+        // And out of etcd's database: its history and free pages kept them resident (a
+        // database of ~10 GB at full size, which with the cold start's writes no longer fit
+        // the machine's page cache beside the API servers: etcd then read from disk, stalled).
+        // Separate clusters would each have their own etcd, not one holding every raw write.
+        let began = Instant::now();
+        match tokio::task::block_in_place(|| fed.env.compact_etcd()) {
+            Ok((before, after)) => progress(format_args!(
+                "etcd compacted and defragmented in {:.1}s: database {:.0} MiB -> {:.0} MiB",
+                began.elapsed().as_secs_f64(),
+                before as f64 / 1_048_576.0,
+                after as f64 / 1_048_576.0
+            )),
+            Err(e) => progress(format_args!("etcd not compacted: {e}")),
+        }
     }
 
     // The federated objects, with no controller running (hubfed: through its sync-finalizer

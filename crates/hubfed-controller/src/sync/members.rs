@@ -1,4 +1,6 @@
-//! Watches of member clusters, two per (federated type, cluster): started when a cluster is
+//! Watches of member clusters, per (federated type, cluster) one metadata watch of all the
+//! type's objects, or — for types whose copies' status is read — one of the managed copies'
+//! whole objects and one of the others' metadata: started when a cluster is
 //! Ready, kept while it is not Ready as long as they work (a health check that timed out on a
 //! busy API server costs no re-list), stopped when they failed and it is not Ready, when it
 //! is unjoined, or when its client changes.
@@ -599,6 +601,10 @@ impl MemberWatches {
     ) {
         let collect_status = self.collect_status;
         let with_status = collect_status || needs_status(&self.target.group, &self.target.kind);
+        if !with_status {
+            self.mirror_both(&name, api, &cache).await;
+            return;
+        }
         // `!=` also selects objects without the label.
         let selector = format!("{MANAGED_LABEL}=true");
         let mirror = MirrorTarget {
@@ -607,21 +613,10 @@ impl MemberWatches {
             gap: &cache.gaps[0],
             name: "managed",
         };
-        let managed_api = api.clone();
-        let managed = async {
-            if with_status {
-                let target = &self.target;
-                self.mirror(&name, objects, selector, mirror, &cache.stop, |object| {
-                    Cached::with_status(object, target, collect_status)
-                })
-                .await;
-            } else {
-                self.mirror(&name, managed_api, selector, mirror, &cache.stop, |meta| {
-                    Cached::new(&meta.metadata)
-                })
-                .await;
-            }
-        };
+        let target = &self.target;
+        let managed = self.mirror(&name, objects, selector, mirror, &cache.stop, |object| {
+            Cached::with_status(object, target, collect_status)
+        });
         let unmanaged = self.mirror(
             &name,
             api,
@@ -633,15 +628,121 @@ impl MemberWatches {
                 name: "unmanaged",
             },
             &cache.stop,
-            |meta| {
-                meta.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(MANAGED_LABEL))
-                    .is_some_and(|v| v == "false")
-            },
+            |meta| managed_label(&meta.metadata) == Some("false"),
         );
         futures::join!(managed, unmanaged);
+    }
+
+    /// For types whose copies are kept as metadata: one metadata watch of all the type's
+    /// objects fills both caches — managed copies (`kubefed.io/managed=true`) and the others'
+    /// names — instead of one watch per label selector. Every event of the type then advances
+    /// the watch, so its resourceVersion stays current: a watch selecting no object saw no
+    /// event, and an API server without a watch cache (no bookmarks) had etcd replay the type's
+    /// whole history since its last list each time it was sent again (every ~5 minutes) — with
+    /// ~1 MB objects, gigabytes. The two caches behave as with two watches: an object whose
+    /// label changes moves from one to the other, queueing its federated object.
+    async fn mirror_both(&self, cluster: &str, api: Api<MemberMeta>, cache: &MemberCache) {
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        let managed = MirrorTarget {
+            map: &cache.objects,
+            failure: Some(&cache.list_failure),
+            gap: &cache.gaps[0],
+            name: "managed",
+        };
+        let unmanaged = MirrorTarget {
+            map: &cache.unmanaged,
+            failure: None,
+            gap: &cache.gaps[1],
+            name: "unmanaged",
+        };
+        let type_label = self.federated.kind.to_lowercase();
+        let lists = [managed.name, unmanaged.name].map(|name| {
+            crate::metrics::METRICS
+                .member_cache_lists_total
+                .with_label_values(&[type_label.as_str(), cluster, name])
+        });
+        let mut listing: (HashMap<Box<str>, Cached>, HashMap<NameHash, bool>) = Default::default();
+        let mut failed_before = false;
+        loop {
+            let event = tokio::select! {
+                () = cache.stop.cancelled() => break,
+                event = stream.next() => event,
+            };
+            match event {
+                Some(Ok(watcher::Event::Init)) => listing = Default::default(),
+                Some(Ok(watcher::Event::InitApply(object))) => {
+                    let Some(name) = object.metadata.name.as_deref() else {
+                        continue;
+                    };
+                    let namespace = object.metadata.namespace.as_deref();
+                    match managed_label(&object.metadata) {
+                        Some("true") => {
+                            let key = Box::<str>::of(self, name, namespace);
+                            listing.0.insert(key, Cached::new(&object.metadata));
+                        }
+                        label => {
+                            let key = NameHash::of(self, name, namespace);
+                            listing.1.insert(key, label == Some("false"));
+                        }
+                    }
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    let (listed_managed, listed_unmanaged) = std::mem::take(&mut listing);
+                    self.listed(listed_managed, &managed, failed_before);
+                    self.listed(listed_unmanaged, &unmanaged, false);
+                    for (gap, lists) in [managed.gap, unmanaged.gap].into_iter().zip(&lists) {
+                        gap.store(false, Ordering::Relaxed);
+                        lists.inc();
+                    }
+                    debug!(cluster, kind = %self.target.kind, "member cache synced");
+                }
+                Some(Ok(watcher::Event::Apply(object))) => {
+                    let Some(name) = object.metadata.name.as_deref() else {
+                        continue;
+                    };
+                    let namespace = object.metadata.namespace.as_deref();
+                    let managed_key = Box::<str>::of(self, name, namespace);
+                    let unmanaged_key = NameHash::of(self, name, namespace);
+                    let label = managed_label(&object.metadata);
+                    let changed = if label == Some("true") {
+                        let value = Cached::new(&object.metadata);
+                        let moved = remove(unmanaged.map, &unmanaged_key);
+                        update(managed.map, managed_key, value) || moved
+                    } else {
+                        let moved = remove(managed.map, &managed_key);
+                        update(unmanaged.map, unmanaged_key, label == Some("false")) || moved
+                    };
+                    if changed {
+                        self.queue_owner(&object.metadata);
+                    }
+                }
+                Some(Ok(watcher::Event::Delete(object))) => {
+                    if let Some(name) = object.metadata.name.as_deref() {
+                        let namespace = object.metadata.namespace.as_deref();
+                        remove(managed.map, &Box::<str>::of(self, name, namespace));
+                        remove(unmanaged.map, &NameHash::of(self, name, namespace));
+                    }
+                    self.queue_owner(&object.metadata);
+                }
+                Some(Err(e)) => {
+                    warn!(cluster, kind = %self.target.kind, error = %e, "member watch error");
+                    managed.gap.store(true, Ordering::Relaxed);
+                    unmanaged.gap.store(true, Ordering::Relaxed);
+                    let first_list = managed
+                        .map
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .is_none();
+                    if first_list {
+                        failed_before = true;
+                        *cache.list_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(list_failure(&e));
+                    }
+                }
+                None => break,
+            }
+        }
     }
 
     /// Keeps `map` equal to the objects `selector` selects in the cluster, each as
@@ -805,6 +906,32 @@ impl MemberWatches {
         };
         super::queue(&self.trigger, owner, &self.federated.kind.to_lowercase());
     }
+}
+
+/// A member object's `kubefed.io/managed` label.
+fn managed_label(meta: &ObjectMeta) -> Option<&str> {
+    meta.labels.as_ref()?.get(MANAGED_LABEL).map(String::as_str)
+}
+
+/// Sets `key` to `value` in a listed mirror; whether that changed it (an unlisted mirror is
+/// left alone).
+fn update<K: std::hash::Hash + Eq, V: PartialEq>(map: &Mirror<K, V>, key: K, value: V) -> bool {
+    let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
+    match guard.as_mut() {
+        Some(map) if map.get(&key) != Some(&value) => {
+            map.insert(key, value);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Removes `key` from a listed mirror; whether it was there.
+fn remove<K: std::hash::Hash + Eq, V>(map: &Mirror<K, V>, key: &K) -> bool {
+    map.write()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .is_some_and(|map| map.remove(key).is_some())
 }
 
 fn list_failure(error: &watcher::Error) -> ListFailure {

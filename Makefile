@@ -107,7 +107,8 @@ demo: tools
 ## hubfed-agent per member): make bench BENCH_ARGS="--pull --output-dir target/bench/pull".
 ## Variants (docs/benchmarks.md, "Variants"): --slow-member-ms 500 (one member answers late),
 ## --unmanaged 100000 (unmanaged objects in a member), --object-bytes 900000 (large objects;
-## with --light-members --env-dir DIR and HUBFED_ETCD_QUOTA_BYTES), --light-members (many members)
+## at full size with --light-members --env-dir DIR --warm-restart false and the etcd and memory
+## settings docs/benchmarks.md gives), --light-members (many members)
 BENCH_ARGS ?=
 bench: tools
 	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-agent --bin hubfed-bench

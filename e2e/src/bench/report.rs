@@ -43,6 +43,8 @@ pub struct Parameters {
     pub member_write_concurrency: usize,
     pub reconcile_concurrency: u16,
     pub controller_manager: bool,
+    /// Phase 6 (`--warm-restart`) ran.
+    pub warm_restart: bool,
     pub remote_status: bool,
     /// Members joined in pull mode, each with a `hubfed-agent` process.
     pub pull: bool,

@@ -52,6 +52,7 @@ fn parameters(args: &Args) -> Parameters {
         member_write_concurrency: args.member_write_concurrency,
         reconcile_concurrency: args.reconcile_concurrency,
         controller_manager: args.controller_manager,
+        warm_restart: args.warm_restart && args.controller != ControllerKind::Kubefed,
         remote_status: args.remote_status,
         pull: args.pull,
         agent_heartbeat_seconds: args.pull.then_some(args.agent_heartbeat_seconds),
@@ -766,8 +767,12 @@ async fn phases(
 
     // 6. Warm restart on the converged federation (hubfed's: it measures what hubfed's
     // metrics and PropagatedVersion store promise; not run for KubeFed).
-    if args.controller == ControllerKind::Kubefed {
-        progress("warm restart: skipped for KubeFed");
+    if args.controller == ControllerKind::Kubefed || !args.warm_restart {
+        progress(if args.warm_restart {
+            "warm restart: skipped for KubeFed"
+        } else {
+            "warm restart: skipped (--warm-restart false)"
+        });
         stop_watches.cancel();
         progress(format_args!("stopping the clusters"));
         let env = fed.env;

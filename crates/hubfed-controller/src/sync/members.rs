@@ -261,6 +261,22 @@ struct MirrorTarget<'a, M, V> {
     name: &'static str,
 }
 
+impl<M, V> MirrorTarget<'_, M, V> {
+    /// Its watch failed with `error`: a gap until its next complete list. Whether that was its
+    /// first list failing, when it keeps why (`failure` given).
+    fn watch_failed(&self, error: &watcher::Error) -> bool {
+        self.gap.store(true, Ordering::Relaxed);
+        let first_list = self.map.read().unwrap_or_else(|e| e.into_inner()).is_none();
+        match (first_list, self.failure) {
+            (true, Some(failure)) => {
+                *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(list_failure(error));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 impl MemberCache {
     /// Neither watch failed since its last complete list.
     fn unbroken(&self) -> bool {
@@ -727,18 +743,8 @@ impl MemberWatches {
                 }
                 Some(Err(e)) => {
                     warn!(cluster, kind = %self.target.kind, error = %e, "member watch error");
-                    managed.gap.store(true, Ordering::Relaxed);
-                    unmanaged.gap.store(true, Ordering::Relaxed);
-                    let first_list = managed
-                        .map
-                        .read()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .is_none();
-                    if first_list {
-                        failed_before = true;
-                        *cache.list_failure.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(list_failure(&e));
-                    }
+                    failed_before |= managed.watch_failed(&e);
+                    unmanaged.watch_failed(&e);
                 }
                 None => break,
             }
@@ -794,41 +800,21 @@ impl MemberWatches {
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }
                 Some(Ok(watcher::Event::Apply(object))) => {
-                    if let Some(key) = key_of(&object) {
-                        let v = value(&object);
-                        let mut guard = target.map.write().unwrap_or_else(|e| e.into_inner());
-                        if let Some(map) = guard.as_mut()
-                            && map.get(&key) != Some(&v)
-                        {
-                            map.insert(key, v);
-                            self.queue_owner(object.meta());
-                        }
+                    if let Some(key) = key_of(&object)
+                        && update(target.map, key, value(&object))
+                    {
+                        self.queue_owner(object.meta());
                     }
                 }
                 Some(Ok(watcher::Event::Delete(object))) => {
-                    if let Some(key) = key_of(&object)
-                        && let Some(map) = target
-                            .map
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .as_mut()
-                    {
-                        map.remove(&key);
+                    if let Some(key) = key_of(&object) {
+                        remove(target.map, &key);
                     }
                     self.queue_owner(object.meta());
                 }
                 Some(Err(e)) => {
                     warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
-                    target.gap.store(true, Ordering::Relaxed);
-                    let first_list = target
-                        .map
-                        .read()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .is_none();
-                    if let (true, Some(failure)) = (first_list, target.failure) {
-                        failed_before = true;
-                        *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(list_failure(&e));
-                    }
+                    failed_before |= target.watch_failed(&e);
                 }
                 None => break,
             }

@@ -250,7 +250,8 @@ impl MirrorKey for NameHash {
     fn queue(&self, _: &MemberWatches) {}
 }
 
-/// One of a cluster's two mirrors, as [`MemberWatches::mirror`] fills it.
+/// One of a cluster's two caches, as [`MemberWatches::mirror`] or
+/// [`MemberWatches::mirror_both`] fills it.
 struct MirrorTarget<'a, M, V> {
     map: &'a Mirror<M, V>,
     /// Given for the managed objects' mirror: why its first list failed.
@@ -501,8 +502,8 @@ impl MemberWatches {
             .collect()
     }
 
-    /// Keeps one watch per ready cluster with a client, following the registry; a cluster
-    /// that turns not Ready keeps its watch while it works.
+    /// Keeps one cache (and its watches) per ready cluster with a client, following the
+    /// registry; a cluster that turns not Ready keeps them while its watches work.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let mut changes = self.shared.pool.subscribe();
         loop {

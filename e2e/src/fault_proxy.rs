@@ -8,7 +8,9 @@
 //!
 //! - [`FaultResponse::Status`]: at once, with an error status and a Kubernetes `Status` body, e.g.
 //!   a member whose identity lookup (`GET /api/v1/namespaces/kube-system`) is refused with 500;
-//! - [`FaultResponse::Hang`]: never, e.g. a member whose identity lookup is not answered at all.
+//! - [`FaultResponse::Hang`]: never, e.g. a member whose identity lookup is not answered at all;
+//! - [`FaultResponse::Hold`]: not while the rule stands, then forwarded as if it had just come,
+//!   e.g. a member whose lists get no answer for a while.
 //!
 //! With a path prefix it also stands for an API server behind a path-routing proxy: it serves
 //! only `https://127.0.0.1:<port>/<prefix>/…`, strips the prefix before forwarding and answers
@@ -62,6 +64,9 @@ pub enum FaultResponse {
     Status(u16),
     /// Never answer: hold the request open until the client gives up or the proxy stops.
     Hang,
+    /// Hold the request unanswered while a `Hold` rule matches it; once none does (the rules
+    /// replaced by [`FaultProxy::set_faults`]), forward it upstream.
+    Hold,
 }
 
 /// A request the proxy answers itself instead of forwarding it.
@@ -98,6 +103,8 @@ struct State {
     prefix: Option<String>,
     client: Client<HttpsConnector<HttpConnector>, Incoming>,
     faults: Mutex<Vec<Fault>>,
+    /// Bumped each time the rules are replaced, for the requests held by `Hold` rules.
+    faults_changed: tokio::sync::watch::Sender<u64>,
     fault_hits: AtomicUsize,
     forwarded: AtomicUsize,
     shutdown: CancellationToken,
@@ -169,6 +176,7 @@ impl FaultProxy {
             prefix: prefix.clone(),
             client,
             faults: Mutex::new(Vec::new()),
+            faults_changed: tokio::sync::watch::Sender::new(0),
             fault_hits: AtomicUsize::new(0),
             forwarded: AtomicUsize::new(0),
             shutdown: shutdown.clone(),
@@ -200,13 +208,15 @@ impl FaultProxy {
     }
 
     /// Replaces the fault rules (empty = pass everything through). The first matching rule
-    /// applies. Requests already hanging keep hanging.
+    /// applies. Requests already hanging keep hanging; those held by a `Hold` rule that no
+    /// longer matches them are forwarded.
     pub fn set_faults(&self, faults: Vec<Fault>) {
         *self
             .state
             .faults
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = faults;
+        self.state.faults_changed.send_modify(|n| *n += 1);
     }
 
     /// Cuts the network between clients and upstream, as dropped packets would: open
@@ -363,6 +373,18 @@ async fn serve_connection(tcp: tokio::net::TcpStream, acceptor: TlsAcceptor, sta
     // timed it out meanwhile would.
 }
 
+impl State {
+    /// The response of the first rule matching a request.
+    fn fault_for(&self, method: &Method, path: &str) -> Option<FaultResponse> {
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|fault| fault.matches(method, path))
+            .map(|fault| fault.response.clone())
+    }
+}
+
 /// Answers one request: 404 outside the prefix, the fault of the first matching rule, or the
 /// upstream's response.
 async fn handle(
@@ -385,34 +407,43 @@ async fn handle(
     }
     .to_owned();
 
-    let fault = state
-        .faults
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .find(|fault| fault.matches(request.method(), &path))
-        .map(|fault| fault.response.clone());
-    if let Some(response) = fault {
+    // Subscribed before the rules are read: a change after that is seen.
+    let mut changes = state.faults_changed.subscribe();
+    let fault = state.fault_for(request.method(), &path);
+    if fault.is_some() {
         state.fault_hits.fetch_add(1, Ordering::SeqCst);
-        match response {
-            FaultResponse::Status(code) => {
-                let status =
-                    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                return Ok(status_response(status, INJECTED_MESSAGE));
-            }
-            FaultResponse::Hang => {
-                // Ends early only when the client closes the connection (hyper then drops this
-                // future) or the proxy stops (the connection is dropped with it).
-                state.shutdown.cancelled().await;
-                return Ok(status_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the test proxy is stopping",
-                ));
+    }
+    match fault {
+        None => {}
+        Some(FaultResponse::Status(code)) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return Ok(status_response(status, INJECTED_MESSAGE));
+        }
+        Some(FaultResponse::Hang) => {
+            // Ends early only when the client closes the connection (hyper then drops this
+            // future) or the proxy stops (the connection is dropped with it).
+            state.shutdown.cancelled().await;
+            return Ok(stopping());
+        }
+        Some(FaultResponse::Hold) => {
+            while let Some(FaultResponse::Hold) = state.fault_for(request.method(), &path) {
+                tokio::select! {
+                    () = state.shutdown.cancelled() => return Ok(stopping()),
+                    _ = changes.changed() => {}
+                }
             }
         }
     }
 
     Ok(forward(&state, request, &path).await)
+}
+
+/// The answer of a request the proxy held when it stops.
+fn stopping() -> Response<ProxyBody> {
+    status_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the test proxy is stopping",
+    )
 }
 
 /// Sends `request` upstream with its path replaced by `path` (prefix stripped) and returns the

@@ -143,6 +143,21 @@ metrics! {
         "Complete lists of a member's objects of a federated type into the controller's caches (a watch started, or re-listed after its history was lost), per type, cluster and cache (managed, unmanaged).",
         ["type", "cluster", "cache"]
     );
+    member_list_slots: gauge(
+        "hubfed_member_list_slots",
+        "Slots of member lists, shared by every type and member (--member-list-concurrency): limit (0: no limit), and used by lists running.",
+        ["state"]
+    );
+    member_lists_waiting: gauge(
+        "hubfed_member_lists_waiting",
+        "Lists of a member's objects into the controller's caches waiting for a slot.",
+        []
+    );
+    member_list_stalls_total: counter(
+        "hubfed_member_list_stalls_total",
+        "Lists of a member's objects that got no page for the stall time and went on without their slot, per type and cluster.",
+        ["type", "cluster"]
+    );
     // hubfed: propagation and drift.
     propagation_latency: histogram(
         "hubfed_propagation_latency_seconds",

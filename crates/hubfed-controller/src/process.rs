@@ -70,6 +70,11 @@ struct Args {
     /// limit.
     #[arg(long, env = "HUBFED_LARGE_OBJECT_BUDGET_MIB", default_value_t = hubfed_core::room::DEFAULT_BUDGET_MIB)]
     large_object_budget_mib: u32,
+    /// Lists of members' objects running at a time, every type and member together (a start,
+    /// or every watch re-listing at once after an outage of the controller's network); the
+    /// others wait their turn. 0: no limit.
+    #[arg(long, env = "HUBFED_MEMBER_LIST_CONCURRENCY", default_value_t = crate::settings::DEFAULT_MEMBER_LIST_CONCURRENCY)]
+    member_list_concurrency: usize,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
@@ -282,6 +287,8 @@ fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -
         drift_revert_managers: args.drift_revert_managers,
         unschedulable_threshold: args.unschedulable_threshold,
         large_object_budget_mib: args.large_object_budget_mib,
+        member_list_concurrency: args.member_list_concurrency,
+        ..ControllerConfig::default()
     };
     parts.spawn(
         CONTROLLERS,

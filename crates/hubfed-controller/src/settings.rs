@@ -23,7 +23,18 @@ pub struct ControllerConfig {
     pub unschedulable_threshold: i64,
     /// MiB of room for large objects' writes in flight ([`hubfed_core::room`]; 0: no budget).
     pub large_object_budget_mib: u32,
+    /// Lists of members' objects into the caches running at a time, every type and member
+    /// together (0: no limit; `crate::sync::list_slots`).
+    pub member_list_concurrency: usize,
+    /// How long a member list may get no page before it gives its slot back and goes on
+    /// without one. Not a flag: tests shorten it.
+    pub member_list_stall: std::time::Duration,
 }
+
+/// Default of `--member-list-concurrency`.
+pub const DEFAULT_MEMBER_LIST_CONCURRENCY: usize = 8;
+/// Default [`ControllerConfig::member_list_stall`].
+pub const DEFAULT_MEMBER_LIST_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Default for ControllerConfig {
     fn default() -> Self {
@@ -39,6 +50,8 @@ impl Default for ControllerConfig {
                 .collect(),
             unschedulable_threshold: hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS,
             large_object_budget_mib: hubfed_core::room::DEFAULT_BUDGET_MIB,
+            member_list_concurrency: DEFAULT_MEMBER_LIST_CONCURRENCY,
+            member_list_stall: DEFAULT_MEMBER_LIST_STALL,
         }
     }
 }

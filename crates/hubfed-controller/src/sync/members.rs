@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::Shared;
+use super::list_slots::ListTurn;
 
 pub type MemberMeta = PartialObjectMeta<DynamicObject>;
 
@@ -543,6 +544,9 @@ impl MemberWatches {
                         .member_cache_lists_total
                         .remove_label_values(&[type_label.as_str(), name, mirror]);
                 }
+                let _ = crate::metrics::METRICS
+                    .member_list_stalls_total
+                    .remove_label_values(&[type_label.as_str(), name]);
             }
             keep
         });
@@ -681,14 +685,27 @@ impl MemberWatches {
         });
         let mut listing: (HashMap<Box<str>, Cached>, HashMap<NameHash, bool>) = Default::default();
         let mut failed_before = false;
+        let mut turn = ListTurn::new(&self.shared.member_lists);
         loop {
             let event = tokio::select! {
                 () = cache.stop.cancelled() => break,
+                () = turn.stalled() => {
+                    turn.give_back(cluster, &self.target.kind, &type_label);
+                    continue;
+                }
                 event = stream.next() => event,
             };
             match event {
-                Some(Ok(watcher::Event::Init)) => listing = Default::default(),
+                Some(Ok(watcher::Event::Init)) => {
+                    listing = Default::default();
+                    // Before the list's first request, made at the next poll.
+                    tokio::select! {
+                        () = cache.stop.cancelled() => break,
+                        () = turn.enter() => {}
+                    }
+                }
                 Some(Ok(watcher::Event::InitApply(object))) => {
+                    turn.progress();
                     let Some(name) = object.metadata.name.as_deref() else {
                         continue;
                     };
@@ -705,6 +722,7 @@ impl MemberWatches {
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
+                    turn.leave();
                     let (listed_managed, listed_unmanaged) = std::mem::take(&mut listing);
                     self.listed(listed_managed, &managed, failed_before);
                     self.listed(listed_unmanaged, &unmanaged, false);
@@ -743,6 +761,7 @@ impl MemberWatches {
                     self.queue_owner(&object.metadata);
                 }
                 Some(Err(e)) => {
+                    turn.leave();
                     warn!(cluster, kind = %self.target.kind, error = %e, "member watch error");
                     failed_before |= managed.watch_failed(&e);
                     unmanaged.watch_failed(&e);
@@ -781,19 +800,33 @@ impl MemberWatches {
             let name = meta.name.as_deref()?;
             Some(M::of(self, name, meta.namespace.as_deref()))
         };
+        let mut turn = ListTurn::new(&self.shared.member_lists);
         loop {
             let event = tokio::select! {
                 () = stop.cancelled() => break,
+                () = turn.stalled() => {
+                    turn.give_back(cluster, &self.target.kind, &type_label);
+                    continue;
+                }
                 event = stream.next() => event,
             };
             match event {
-                Some(Ok(watcher::Event::Init)) => listing = HashMap::new(),
+                Some(Ok(watcher::Event::Init)) => {
+                    listing = HashMap::new();
+                    // Before the list's first request, made at the next poll.
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = turn.enter() => {}
+                    }
+                }
                 Some(Ok(watcher::Event::InitApply(object))) => {
+                    turn.progress();
                     if let Some(key) = key_of(&object) {
                         listing.insert(key, value(&object));
                     }
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
+                    turn.leave();
                     let listed = std::mem::take(&mut listing);
                     self.listed(listed, &target, failed_before);
                     target.gap.store(false, Ordering::Relaxed);
@@ -814,6 +847,7 @@ impl MemberWatches {
                     self.queue_owner(object.meta());
                 }
                 Some(Err(e)) => {
+                    turn.leave();
                     warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
                     failed_before |= target.watch_failed(&e);
                 }

@@ -19,6 +19,7 @@ pub(crate) mod execute;
 mod gc;
 mod hub_writes;
 mod identity;
+pub(crate) mod list_slots;
 mod member_io;
 mod members;
 mod memory;
@@ -69,6 +70,8 @@ pub struct Shared {
     pub reconcile_concurrency: u16,
     /// Room for large objects' writes in flight, shared by every type ([`room`]).
     pub(crate) large_objects: room::Budget,
+    /// Slots of member lists, shared by every type and member ([`list_slots`]).
+    pub(crate) member_lists: list_slots::ListSlots,
     /// Field managers whose changes are people's (drift to revert).
     pub drift_people: Vec<String>,
     pub propagated_versions: Store<PropagatedVersion>,
@@ -178,6 +181,10 @@ impl Shared {
                 .feature_enabled(hubfed_api::kubefedconfig::FEATURE_RAW_RESOURCE_STATUS_COLLECTION),
             reconcile_concurrency,
             large_objects: room::Budget::new(config.large_object_budget_mib),
+            member_lists: list_slots::ListSlots::new(
+                config.member_list_concurrency,
+                config.member_list_stall,
+            ),
             drift_people: config.drift_revert_managers.clone(),
             hub_identities: identity::HubIdentities::default(),
             control_plane: tokio::sync::OnceCell::new(),

@@ -1,0 +1,205 @@
+//! Slots for member lists. A sync controller's watch of a member lists the member's objects of
+//! its type when it starts, and again when the watch's history is lost (410 Gone, an error).
+//! Those lists come all at once when the controller starts, or when every member's watches
+//! broke together (the controller's own network, a hub failover): members × types lists, each
+//! holding a page of objects in the controller and costing its member a read of every object
+//! of the type (from etcd, when the API server keeps no watch cache). At most
+//! `--member-list-concurrency` of them run at a time, shared by every type and member, in the
+//! order they asked; the others wait their turn before their first request.
+//!
+//! A list that gets no page for `ControllerConfig::member_list_stall` (30 s) — a member that stopped answering, a
+//! request hanging on a half-open connection — gives its slot back and goes on without one, so
+//! it never holds up the other members' lists for longer than that.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::metrics::METRICS;
+
+/// The slots of member lists; see the [module documentation](self).
+pub struct ListSlots {
+    /// `None`: no limit (`--member-list-concurrency 0`).
+    slots: Option<Arc<Semaphore>>,
+    stall: Duration,
+}
+
+/// A slot held by a list, given back when dropped.
+struct Slot {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        slots_gauge("used").dec();
+    }
+}
+
+fn slots_gauge(state: &str) -> prometheus::IntGauge {
+    METRICS.member_list_slots.with_label_values(&[state])
+}
+
+/// Counts a list waiting for a slot while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn start() -> Self {
+        METRICS
+            .member_lists_waiting
+            .with_label_values::<&str>(&[])
+            .inc();
+        Self
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        METRICS
+            .member_lists_waiting
+            .with_label_values::<&str>(&[])
+            .dec();
+    }
+}
+
+impl ListSlots {
+    /// `concurrency` lists at a time (0: no limit); a list holding a slot without a page for
+    /// `stall` gives it back.
+    pub fn new(concurrency: usize, stall: Duration) -> Self {
+        slots_gauge("limit").set(i64::try_from(concurrency).unwrap_or(i64::MAX));
+        Self {
+            slots: (concurrency > 0).then(|| Arc::new(Semaphore::new(concurrency))),
+            stall,
+        }
+    }
+
+    /// A slot, waited for as long as it takes (in the order asked).
+    async fn take(&self) -> Slot {
+        let permit = match &self.slots {
+            Some(slots) => {
+                let _waiting = Waiting::start();
+                // The semaphore is never closed.
+                Arc::clone(slots).acquire_owned().await.ok()
+            }
+            None => None,
+        };
+        slots_gauge("used").inc();
+        Slot { _permit: permit }
+    }
+}
+
+/// One watch's use of the slots: it enters before each list ([`ListTurn::enter`], at the
+/// watcher's `Init`, which comes before the list's first request), reports each object listed
+/// ([`ListTurn::progress`]) and leaves when the list ends or fails ([`ListTurn::leave`]).
+pub(crate) struct ListTurn<'a> {
+    slots: &'a ListSlots,
+    slot: Option<Slot>,
+    progress: Instant,
+}
+
+impl<'a> ListTurn<'a> {
+    pub(crate) fn new(slots: &'a ListSlots) -> Self {
+        Self {
+            slots,
+            slot: None,
+            progress: Instant::now(),
+        }
+    }
+
+    /// Waits for a slot (a list about to start).
+    pub(crate) async fn enter(&mut self) {
+        self.slot = None;
+        self.slot = Some(self.slots.take().await);
+        self.progress = Instant::now();
+    }
+
+    /// The list got something.
+    pub(crate) fn progress(&mut self) {
+        self.progress = Instant::now();
+    }
+
+    /// The list ended, or failed.
+    pub(crate) fn leave(&mut self) {
+        self.slot = None;
+    }
+
+    /// Resolves when the list holding a slot has got nothing for the stall time; never while
+    /// no slot is held.
+    pub(crate) async fn stalled(&self) {
+        if self.slot.is_some() {
+            tokio::time::sleep_until(self.progress + self.slots.stall).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// After [`Self::stalled`]: the slot goes back, the list goes on without one.
+    pub(crate) fn give_back(&mut self, cluster: &str, kind: &str, type_label: &str) {
+        warn!(
+            cluster,
+            kind,
+            stall = ?self.slots.stall,
+            "member list got nothing for the stall time; it goes on without its list slot"
+        );
+        METRICS
+            .member_list_stalls_total
+            .with_label_values(&[type_label, cluster])
+            .inc();
+        self.slot = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn lists_wait_for_a_slot_in_turn() {
+        let slots = ListSlots::new(1, Duration::from_secs(30));
+        let mut first = ListTurn::new(&slots);
+        first.enter().await;
+        let mut second = ListTurn::new(&slots);
+        let waited = tokio::time::timeout(Duration::from_secs(1), second.enter()).await;
+        assert!(waited.is_err(), "a second list got the only slot");
+        first.leave();
+        tokio::time::timeout(Duration::from_secs(1), second.enter())
+            .await
+            .expect("the slot given back goes to the list waiting");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_list_is_found_after_the_stall_time_since_its_last_page() {
+        let slots = ListSlots::new(1, Duration::from_secs(10));
+        let mut turn = ListTurn::new(&slots);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), turn.stalled())
+                .await
+                .is_err(),
+            "a watch not listing was found stalled"
+        );
+        turn.enter().await;
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        turn.progress();
+        let start = Instant::now();
+        turn.stalled().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        turn.give_back("member1", "ConfigMap", "federatedconfigmap");
+        let mut other = ListTurn::new(&slots);
+        tokio::time::timeout(Duration::from_secs(1), other.enter())
+            .await
+            .expect("a stalled list's slot goes to the next list");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_limit_never_waits() {
+        let slots = ListSlots::new(0, Duration::from_secs(10));
+        let mut turns: Vec<_> = (0..100).map(|_| ListTurn::new(&slots)).collect();
+        for turn in &mut turns {
+            tokio::time::timeout(Duration::from_millis(1), turn.enter())
+                .await
+                .expect("waited with no limit");
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Lists of members' objects take turns (`--member-list-concurrency`), and a member whose lists
+//! hang does not hold the others' up: a list that gets nothing for the stall time gives its
+//! slot back and goes on without one.
+//!
+//! member2 is reached through a fault proxy. The controller runs with one list slot and a 1 s
+//! stall. Once the federation converged, it is stopped, the proxy holds member2's lists
+//! unanswered (member2 stays healthy) and a new controller starts: member2's lists hang, each
+//! holding the one slot in turn, and member1's lists — queued behind them — still all run, and
+//! a template change reaches member1. Once the proxy lets them through, member2's lists complete
+//! and it converges; no slot is left held.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, ensure};
+use http::Method;
+use hubfed_controller::ControllerConfig;
+use hubfed_controller::metrics::METRICS;
+use hubfed_e2e::controller::ControllerTask;
+use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
+use hubfed_e2e::proxied::ProxiedMember2;
+use hubfed_e2e::{
+    MEMBERS, TIMEOUT, Wait, create_federated, dynamic_api, federated, get_value, member_mismatch,
+    placement, propagated_ok, wait_for,
+};
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+const NAME: &str = "turns";
+
+/// The paths of lists of the default federated types' objects in a whole cluster.
+const LISTS: [&str; 10] = [
+    "/api/v1/configmaps",
+    "/api/v1/namespaces",
+    "/api/v1/secrets",
+    "/api/v1/serviceaccounts",
+    "/api/v1/services",
+    "/apis/apps/v1/deployments",
+    "/apis/apps/v1/replicasets",
+    "/apis/batch/v1/jobs",
+    "/apis/networking.k8s.io/v1/ingresses",
+    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+];
+
+/// `name`'s values by the label `key`, for the series whose `cluster` label is `cluster`.
+fn by_type(name: &str, cluster: &str) -> BTreeMap<String, u64> {
+    let mut values = BTreeMap::new();
+    for family in METRICS.registry.gather() {
+        if family.name() != name {
+            continue;
+        }
+        for metric in family.get_metric() {
+            let label = |key: &str| {
+                metric
+                    .get_label()
+                    .iter()
+                    .find(|l| l.name() == key)
+                    .map(|l| l.value().to_owned())
+            };
+            // Both caches of a type kept as metadata count each list; one is enough.
+            if label("cluster").as_deref() != Some(cluster)
+                || label("cache").is_some_and(|c| c != "managed")
+            {
+                continue;
+            }
+            let Some(kind) = label("type") else { continue };
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "counters of lists"
+            )]
+            let value = metric.get_counter().get_value() as u64;
+            *values.entry(kind).or_default() += value;
+        }
+    }
+    values
+}
+
+fn slots(state: &str) -> i64 {
+    METRICS.member_list_slots.with_label_values(&[state]).get()
+}
+
+fn waiting() -> i64 {
+    METRICS
+        .member_lists_waiting
+        .with_label_values::<&str>(&[])
+        .get()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Result<()> {
+    let config = ControllerConfig {
+        member_list_concurrency: 1,
+        member_list_stall: std::time::Duration::from_secs(1),
+        ..ControllerConfig::default()
+    };
+    let ProxiedMember2 {
+        env: _env,
+        hub,
+        proxy,
+        controller,
+        ns,
+        copies,
+    } = ProxiedMember2::start(config.clone(), "turns").await?;
+    let mut controller = controller;
+    let hub_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
+    let spec = |v: &str| json!({"template": {"data": {"v": v}}, "placement": placement(&MEMBERS)});
+    create_federated(&hub, "ConfigMap", Some(&ns), NAME, spec("1")).await?;
+    let in_member = async |index: usize, v: &str| -> anyhow::Result<Option<String>> {
+        let (cluster, api) = &copies[index];
+        let copy = get_value(api, NAME).await?;
+        Ok(member_mismatch(
+            cluster,
+            copy.as_ref(),
+            &[("/data/v", Some(&json!(v)))],
+        ))
+    };
+    let converged = async |v: &str| -> anyhow::Result<()> {
+        wait_for(&format!("v={v} in both members"), TIMEOUT, async || {
+            let mut problems = Vec::new();
+            for index in 0..copies.len() {
+                problems.extend(in_member(index, v).await?);
+            }
+            let object = get_value(&hub_api, NAME)
+                .await?
+                .context("the federated object disappeared")?;
+            if let Wait::Pending(problem) = propagated_ok(&object, &MEMBERS) {
+                problems.push(problem);
+            }
+            Ok(Wait::all_or_pending(problems))
+        })
+        .await
+    };
+    controller.while_running(converged("1")).await?;
+    ensure!(
+        slots("limit") == 1,
+        "the slots' limit reads {}, expected 1",
+        slots("limit")
+    );
+    controller.stop().await??;
+    let lists_before = by_type("hubfed_member_cache_lists_total", "member1");
+    ensure!(
+        lists_before.len() > 1,
+        "member1's lists were counted for {lists_before:?}: expected several federated types"
+    );
+    let stalls_before: u64 = by_type("hubfed_member_list_stalls_total", "member2")
+        .values()
+        .sum();
+
+    // member2's lists hang; a new controller lists every type in both members, one at a time.
+    proxy.set_faults(
+        LISTS
+            .iter()
+            .map(|path| Fault {
+                path: (*path).to_owned(),
+                method: Some(Method::GET),
+                response: FaultResponse::Hold,
+            })
+            .collect(),
+    );
+    let mut controller = ControllerTask::spawn("the restarted controller", hub.clone(), config);
+    hub_api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"data": {"v": "2"}}}})),
+        )
+        .await?;
+    controller
+        .while_running(wait_for(
+            "every type listed in member1 and v=2 there",
+            TIMEOUT,
+            async || {
+                let lists = by_type("hubfed_member_cache_lists_total", "member1");
+                let mut problems: Vec<String> = lists_before
+                    .iter()
+                    .filter(|(kind, before)| lists.get(*kind) <= Some(before))
+                    .map(|(kind, _)| format!("{kind} not listed again in member1"))
+                    .collect();
+                problems.extend(in_member(0, "2").await?);
+                Ok(Wait::all_or_pending(problems))
+            },
+        ))
+        .await?;
+    let stalls: u64 = by_type("hubfed_member_list_stalls_total", "member2")
+        .values()
+        .sum();
+    ensure!(
+        stalls > stalls_before,
+        "no list of member2 gave its slot back ({stalls} stalls): member2's lists did not hang, \
+         so this test showed nothing"
+    );
+
+    // Let through: member2's lists complete, it converges, and every slot is back.
+    proxy.set_faults(Vec::new());
+    controller.while_running(converged("2")).await?;
+    controller
+        .while_running(wait_for(
+            "no list slot held or waited for",
+            TIMEOUT,
+            async || {
+                Ok(match (slots("used"), waiting()) {
+                    (0, 0) => Wait::Done(()),
+                    (used, waiting) => {
+                        Wait::Pending(format!("{used} list slots used, {waiting} lists waiting"))
+                    }
+                })
+            },
+        ))
+        .await?;
+    controller.stop().await??;
+    Ok(())
+}

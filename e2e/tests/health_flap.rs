@@ -8,14 +8,14 @@
 //! member2 is reached through a fault proxy that answers its `/healthz` with 500; health
 //! checks every second, not Ready after two failures. Its own clusters and controller.
 
-use anyhow::{Context as _, ensure};
+use anyhow::ensure;
 use hubfed_controller::ControllerConfig;
 use hubfed_controller::metrics::METRICS;
 use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
 use hubfed_e2e::proxied::ProxiedMember2;
 use hubfed_e2e::{
-    MEMBERS, TIMEOUT, Wait, create_federated, dynamic_api, fast_health_checks, federated,
-    get_value, member_mismatch, placement, propagated_ok, wait_for,
+    Expected, MEMBERS, TIMEOUT, Wait, create_federated, dynamic_api, fast_health_checks, federated,
+    get_value, member_mismatch, placement, wait_for, wait_propagated,
 };
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -57,26 +57,19 @@ async fn a_member_whose_health_checks_fail_keeps_its_watches() -> anyhow::Result
     let hub_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
     let spec = |v: &str| json!({"template": {"data": {"v": v}}, "placement": placement(&MEMBERS)});
     create_federated(&hub, "ConfigMap", Some(&ns), NAME, spec("1")).await?;
-    let converged = async |v: &str| -> anyhow::Result<()> {
+    let converged = async |v: &str| {
         let expected = json!(v);
-        wait_for(&format!("v={v} in both members"), TIMEOUT, async || {
-            let mut problems = Vec::new();
-            for (cluster, api) in &copies {
-                let copy = get_value(api, NAME).await?;
-                if let Some(problem) =
-                    member_mismatch(cluster, copy.as_ref(), &[("/data/v", Some(&expected))])
-                {
-                    problems.push(problem);
-                }
-            }
-            let object = get_value(&hub_api, NAME)
-                .await?
-                .context("the federated object disappeared")?;
-            if let Wait::Pending(problem) = propagated_ok(&object, &MEMBERS) {
-                problems.push(problem);
-            }
-            Ok(Wait::all_or_pending(problems))
-        })
+        let copies = Expected::each(
+            copies.iter().map(|(c, a)| (*c, a)),
+            &[("/data/v", Some(&expected))],
+        );
+        wait_propagated(
+            &format!("v={v} in both members"),
+            &hub_api,
+            NAME,
+            &MEMBERS,
+            &copies,
+        )
         .await
     };
     controller.while_running(converged("1")).await?;

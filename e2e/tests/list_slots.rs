@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context as _, ensure};
+use anyhow::ensure;
 use http::Method;
 use hubfed_controller::ControllerConfig;
 use hubfed_controller::metrics::METRICS;
@@ -19,11 +19,11 @@ use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
 use hubfed_e2e::proxied::ProxiedMember2;
 use hubfed_e2e::{
-    MEMBERS, TIMEOUT, Wait, create_federated, dynamic_api, federated, get_value, member_mismatch,
-    placement, propagated_ok, wait_for,
+    Expected, MEMBERS, TIMEOUT, Wait, copy_problems, create_federated, dynamic_api, federated,
+    placement, wait_for, wait_propagated,
 };
-use kube::api::{Patch, PatchParams};
-use serde_json::json;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
 
 const NAME: &str = "turns";
 
@@ -75,6 +75,11 @@ fn by_type(name: &str, cluster: &str) -> BTreeMap<String, u64> {
     values
 }
 
+/// Each of `copies` (cluster, API) holding `v` under `data.v`.
+fn holding<'a>(copies: &'a [(&'a str, Api<DynamicObject>)], v: &'a Value) -> Vec<Expected<'a>> {
+    Expected::each(copies.iter().map(|(c, a)| (*c, a)), &[("/data/v", Some(v))])
+}
+
 fn slots(state: &str) -> i64 {
     METRICS.member_list_slots.with_label_values(&[state]).get()
 }
@@ -105,32 +110,11 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
     let hub_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
     let spec = |v: &str| json!({"template": {"data": {"v": v}}, "placement": placement(&MEMBERS)});
     create_federated(&hub, "ConfigMap", Some(&ns), NAME, spec("1")).await?;
-    let in_member = async |index: usize, v: &str| -> anyhow::Result<Option<String>> {
-        let (cluster, api) = &copies[index];
-        let copy = get_value(api, NAME).await?;
-        Ok(member_mismatch(
-            cluster,
-            copy.as_ref(),
-            &[("/data/v", Some(&json!(v)))],
-        ))
+    let converged = async |v: &Value| {
+        let what = format!("v={v} in both members");
+        wait_propagated(&what, &hub_api, NAME, &MEMBERS, &holding(&copies, v)).await
     };
-    let converged = async |v: &str| -> anyhow::Result<()> {
-        wait_for(&format!("v={v} in both members"), TIMEOUT, async || {
-            let mut problems = Vec::new();
-            for index in 0..copies.len() {
-                problems.extend(in_member(index, v).await?);
-            }
-            let object = get_value(&hub_api, NAME)
-                .await?
-                .context("the federated object disappeared")?;
-            if let Wait::Pending(problem) = propagated_ok(&object, &MEMBERS) {
-                problems.push(problem);
-            }
-            Ok(Wait::all_or_pending(problems))
-        })
-        .await
-    };
-    controller.while_running(converged("1")).await?;
+    controller.while_running(converged(&json!("1"))).await?;
     ensure!(
         slots("limit") == 1,
         "the slots' limit reads {}, expected 1",
@@ -176,7 +160,7 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
                     .filter(|(kind, before)| lists.get(*kind) <= Some(before))
                     .map(|(kind, _)| format!("{kind} not listed again in member1"))
                     .collect();
-                problems.extend(in_member(0, "2").await?);
+                problems.extend(copy_problems(NAME, &holding(&copies[..1], &json!("2"))).await?);
                 Ok(Wait::all_or_pending(problems))
             },
         ))
@@ -192,7 +176,7 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
 
     // Let through: member2's lists complete, it converges, and every slot is back.
     proxy.set_faults(Vec::new());
-    controller.while_running(converged("2")).await?;
+    controller.while_running(converged(&json!("2"))).await?;
     controller
         .while_running(wait_for(
             "no list slot held or waited for",

@@ -325,6 +325,22 @@ impl Metrics {
 /// The process-wide metrics.
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
+/// Keeps a gauge one higher while it lives: a reconcile or a list waiting, a slot held.
+pub(crate) struct GaugeHeld(prometheus::IntGauge);
+
+impl GaugeHeld {
+    pub(crate) fn new(gauge: prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for GaugeHeld {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::metrics::METRICS;
+use crate::metrics::{GaugeHeld, METRICS};
 
 /// The slots of member lists; see the [module documentation](self).
 pub struct ListSlots {
@@ -27,41 +27,14 @@ pub struct ListSlots {
     stall: Duration,
 }
 
-/// A slot held by a list, given back when dropped.
+/// A slot held by a list, given back when dropped (and counted as used until then).
 struct Slot {
     _permit: Option<OwnedSemaphorePermit>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        slots_gauge("used").dec();
-    }
+    _used: GaugeHeld,
 }
 
 fn slots_gauge(state: &str) -> prometheus::IntGauge {
     METRICS.member_list_slots.with_label_values(&[state])
-}
-
-/// Counts a list waiting for a slot while it lives.
-struct Waiting;
-
-impl Waiting {
-    fn start() -> Self {
-        METRICS
-            .member_lists_waiting
-            .with_label_values::<&str>(&[])
-            .inc();
-        Self
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        METRICS
-            .member_lists_waiting
-            .with_label_values::<&str>(&[])
-            .dec();
-    }
 }
 
 impl ListSlots {
@@ -79,14 +52,17 @@ impl ListSlots {
     async fn take(&self) -> Slot {
         let permit = match &self.slots {
             Some(slots) => {
-                let _waiting = Waiting::start();
+                let _waiting =
+                    GaugeHeld::new(METRICS.member_lists_waiting.with_label_values::<&str>(&[]));
                 // The semaphore is never closed.
                 Arc::clone(slots).acquire_owned().await.ok()
             }
             None => None,
         };
-        slots_gauge("used").inc();
-        Slot { _permit: permit }
+        Slot {
+            _permit: permit,
+            _used: GaugeHeld::new(slots_gauge("used")),
+        }
     }
 }
 

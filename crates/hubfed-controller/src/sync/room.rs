@@ -13,7 +13,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::metrics::METRICS;
+use crate::metrics::{GaugeHeld, METRICS};
 
 /// The room of large objects' writes; see the [module documentation](self).
 pub struct Budget {
@@ -60,28 +60,6 @@ fn bytes(kib: u32) -> i64 {
     i64::from(kib) * 1024
 }
 
-/// Counts a reconcile waiting for room while it lives.
-struct Waiting;
-
-impl Waiting {
-    fn start() -> Self {
-        METRICS
-            .large_object_budget_waiting
-            .with_label_values::<&str>(&[])
-            .inc();
-        Self
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        METRICS
-            .large_object_budget_waiting
-            .with_label_values::<&str>(&[])
-            .dec();
-    }
-}
-
 impl Budget {
     /// A budget of `mib` MiB (0: none).
     pub fn new(mib: u32) -> Self {
@@ -122,7 +100,11 @@ impl Budget {
         let permit = match Arc::clone(room).try_acquire_many_owned(kib) {
             Ok(permit) => permit,
             Err(_) => {
-                let _waiting = Waiting::start();
+                let _waiting = GaugeHeld::new(
+                    METRICS
+                        .large_object_budget_waiting
+                        .with_label_values::<&str>(&[]),
+                );
                 // The semaphore is never closed.
                 Arc::clone(room).acquire_many_owned(kib).await.ok()?
             }

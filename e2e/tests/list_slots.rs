@@ -20,9 +20,9 @@ use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
 use hubfed_e2e::proxied::ProxiedMember2;
 use hubfed_e2e::{
     Expected, MEMBERS, TIMEOUT, Wait, copy_problems, create_federated, dynamic_api, federated,
-    placement, wait_for, wait_propagated,
+    modify, placement, wait_for, wait_propagated,
 };
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 const NAME: &str = "turns";
@@ -142,13 +142,10 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
             .collect(),
     );
     let mut controller = ControllerTask::spawn("the restarted controller", hub.clone(), config);
-    hub_api
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": {"data": {"v": "2"}}}})),
-        )
-        .await?;
+    modify(&hub_api, NAME, |object| {
+        object["spec"]["template"]["data"]["v"] = json!("2");
+    })
+    .await?;
     controller
         .while_running(wait_for(
             "every type listed in member1 and v=2 there",

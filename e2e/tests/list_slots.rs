@@ -6,8 +6,9 @@
 //! stall. Once the federation converged, it is stopped, the proxy holds member2's lists
 //! unanswered (member2 stays healthy) and a new controller starts: member2's lists hang, each
 //! holding the one slot in turn, and member1's lists — queued behind them — still all run, and
-//! a template change reaches member1. Once the proxy lets them through, member2's lists complete
-//! and it converges; no slot is left held.
+//! a template change reaches member1 — lists were seen waiting for the slot meanwhile. Once
+//! the proxy lets them through, member2's lists complete and it converges; no slot is left
+//! held.
 
 use std::collections::BTreeMap;
 
@@ -146,11 +147,13 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
         object["spec"]["template"]["data"]["v"] = json!("2");
     })
     .await?;
+    let mut most_waiting = 0;
     controller
         .while_running(wait_for(
             "every type listed in member1 and v=2 there",
             TIMEOUT,
             async || {
+                most_waiting = most_waiting.max(waiting());
                 let lists = by_type("hubfed_member_cache_lists_total", "member1");
                 let mut problems: Vec<String> = lists_before
                     .iter()
@@ -165,6 +168,10 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
     let stalls: u64 = by_type("hubfed_member_list_stalls_total", "member2")
         .values()
         .sum();
+    ensure!(
+        most_waiting > 0,
+        "no list was seen waiting for the one slot while member2's lists held it in turn"
+    );
     ensure!(
         stalls > stalls_before,
         "no list of member2 gave its slot back ({stalls} stalls): member2's lists did not hang, \

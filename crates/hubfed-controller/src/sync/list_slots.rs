@@ -14,8 +14,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
+use kube::runtime::watcher;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::metrics::{GaugeHeld, METRICS};
@@ -66,21 +69,65 @@ impl ListSlots {
     }
 }
 
-/// One watch's use of the slots: it enters before each list ([`ListTurn::enter`], at the
-/// watcher's `Init`, which comes before the list's first request), reports each object listed
-/// ([`ListTurn::progress`]) and leaves when the list ends or fails ([`ListTurn::leave`]).
+/// One watch's use of the slots. [`ListTurn::next`] does it for a watcher stream; the steps
+/// are: enter before each list ([`ListTurn::enter`], at the watcher's `Init`, which comes
+/// before the list's first request), report each object listed ([`ListTurn::progress`]),
+/// leave when the list ends or fails ([`ListTurn::leave`]), and give the slot back when
+/// [`ListTurn::stalled`] resolves ([`ListTurn::give_back`]).
 pub(crate) struct ListTurn<'a> {
     slots: &'a ListSlots,
     slot: Option<Slot>,
     progress: Instant,
+    /// The watch's member, type and type label, for the stall's warning and counter.
+    watch: [&'a str; 3],
 }
 
 impl<'a> ListTurn<'a> {
-    pub(crate) fn new(slots: &'a ListSlots) -> Self {
+    /// The turn of `kind`'s watch (`type_label`: the metrics' `type`) of `cluster`.
+    pub(crate) fn new(
+        slots: &'a ListSlots,
+        cluster: &'a str,
+        kind: &'a str,
+        type_label: &'a str,
+    ) -> Self {
         Self {
             slots,
             slot: None,
             progress: Instant::now(),
+            watch: [cluster, kind, type_label],
+        }
+    }
+
+    /// The watch's next event, its slot taken at `Init` (before the list's first request),
+    /// its progress noted at each object listed, the slot given back at `InitDone`, at an
+    /// error, or when the list stalls; `None` once `stop` is cancelled or the stream ended.
+    pub(crate) async fn next<K, S>(
+        &mut self,
+        stream: &mut S,
+        stop: &CancellationToken,
+    ) -> Option<watcher::Result<watcher::Event<K>>>
+    where
+        S: Stream<Item = watcher::Result<watcher::Event<K>>> + Unpin,
+    {
+        loop {
+            let event = tokio::select! {
+                () = stop.cancelled() => return None,
+                () = self.stalled() => {
+                    self.give_back();
+                    continue;
+                }
+                event = stream.next() => event?,
+            };
+            match &event {
+                Ok(watcher::Event::Init) => tokio::select! {
+                    () = stop.cancelled() => return None,
+                    () = self.enter() => {}
+                },
+                Ok(watcher::Event::InitApply(_)) => self.progress(),
+                Ok(watcher::Event::InitDone) | Err(_) => self.leave(),
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {}
+            }
+            return Some(event);
         }
     }
 
@@ -112,7 +159,8 @@ impl<'a> ListTurn<'a> {
     }
 
     /// After [`Self::stalled`]: the slot goes back, the list goes on without one.
-    pub(crate) fn give_back(&mut self, cluster: &str, kind: &str, type_label: &str) {
+    pub(crate) fn give_back(&mut self) {
+        let [cluster, kind, type_label] = self.watch;
         warn!(
             cluster,
             kind,
@@ -134,9 +182,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn lists_wait_for_a_slot_in_turn() {
         let slots = ListSlots::new(1, Duration::from_secs(30));
-        let mut first = ListTurn::new(&slots);
+        let mut first = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
         first.enter().await;
-        let mut second = ListTurn::new(&slots);
+        let mut second = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
         let waited = tokio::time::timeout(Duration::from_secs(1), second.enter()).await;
         assert!(waited.is_err(), "a second list got the only slot");
         first.leave();
@@ -148,7 +196,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stalled_list_is_found_after_the_stall_time_since_its_last_page() {
         let slots = ListSlots::new(1, Duration::from_secs(10));
-        let mut turn = ListTurn::new(&slots);
+        let mut turn = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
         assert!(
             tokio::time::timeout(Duration::from_secs(60), turn.stalled())
                 .await
@@ -161,8 +209,8 @@ mod tests {
         let start = Instant::now();
         turn.stalled().await;
         assert_eq!(start.elapsed(), Duration::from_secs(10));
-        turn.give_back("member1", "ConfigMap", "federatedconfigmap");
-        let mut other = ListTurn::new(&slots);
+        turn.give_back();
+        let mut other = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
         tokio::time::timeout(Duration::from_secs(1), other.enter())
             .await
             .expect("a stalled list's slot goes to the next list");
@@ -171,7 +219,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn no_limit_never_waits() {
         let slots = ListSlots::new(0, Duration::from_secs(10));
-        let mut turns: Vec<_> = (0..100).map(|_| ListTurn::new(&slots)).collect();
+        let mut turns: Vec<_> = (0..100)
+            .map(|_| ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap"))
+            .collect();
         for turn in &mut turns {
             tokio::time::timeout(Duration::from_millis(1), turn.enter())
                 .await

@@ -24,7 +24,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_core::desired::TargetType;
 use hubfed_core::plan::MemberObject;
@@ -685,27 +684,16 @@ impl MemberWatches {
         });
         let mut listing: (HashMap<Box<str>, Cached>, HashMap<NameHash, bool>) = Default::default();
         let mut failed_before = false;
-        let mut turn = ListTurn::new(&self.shared.member_lists);
-        loop {
-            let event = tokio::select! {
-                () = cache.stop.cancelled() => break,
-                () = turn.stalled() => {
-                    turn.give_back(cluster, &self.target.kind, &type_label);
-                    continue;
-                }
-                event = stream.next() => event,
-            };
+        let mut turn = ListTurn::new(
+            &self.shared.member_lists,
+            cluster,
+            &self.target.kind,
+            &type_label,
+        );
+        while let Some(event) = turn.next(&mut stream, &cache.stop).await {
             match event {
-                Some(Ok(watcher::Event::Init)) => {
-                    listing = Default::default();
-                    // Before the list's first request, made at the next poll.
-                    tokio::select! {
-                        () = cache.stop.cancelled() => break,
-                        () = turn.enter() => {}
-                    }
-                }
-                Some(Ok(watcher::Event::InitApply(object))) => {
-                    turn.progress();
+                Ok(watcher::Event::Init) => listing = Default::default(),
+                Ok(watcher::Event::InitApply(object)) => {
                     let Some(name) = object.metadata.name.as_deref() else {
                         continue;
                     };
@@ -721,8 +709,7 @@ impl MemberWatches {
                         }
                     }
                 }
-                Some(Ok(watcher::Event::InitDone)) => {
-                    turn.leave();
+                Ok(watcher::Event::InitDone) => {
                     let (listed_managed, listed_unmanaged) = std::mem::take(&mut listing);
                     self.listed(listed_managed, &managed, failed_before);
                     self.listed(listed_unmanaged, &unmanaged, false);
@@ -732,7 +719,7 @@ impl MemberWatches {
                     }
                     debug!(cluster, kind = %self.target.kind, "member cache synced");
                 }
-                Some(Ok(watcher::Event::Apply(object))) => {
+                Ok(watcher::Event::Apply(object)) => {
                     let Some(name) = object.metadata.name.as_deref() else {
                         continue;
                     };
@@ -752,7 +739,7 @@ impl MemberWatches {
                         self.queue_owner(&object.metadata);
                     }
                 }
-                Some(Ok(watcher::Event::Delete(object))) => {
+                Ok(watcher::Event::Delete(object)) => {
                     if let Some(name) = object.metadata.name.as_deref() {
                         let namespace = object.metadata.namespace.as_deref();
                         remove(managed.map, &Box::<str>::of(self, name, namespace));
@@ -760,13 +747,11 @@ impl MemberWatches {
                     }
                     self.queue_owner(&object.metadata);
                 }
-                Some(Err(e)) => {
-                    turn.leave();
+                Err(e) => {
                     warn!(cluster, kind = %self.target.kind, error = %e, "member watch error");
                     failed_before |= managed.watch_failed(&e);
                     unmanaged.watch_failed(&e);
                 }
-                None => break,
             }
         }
     }
@@ -800,58 +785,44 @@ impl MemberWatches {
             let name = meta.name.as_deref()?;
             Some(M::of(self, name, meta.namespace.as_deref()))
         };
-        let mut turn = ListTurn::new(&self.shared.member_lists);
-        loop {
-            let event = tokio::select! {
-                () = stop.cancelled() => break,
-                () = turn.stalled() => {
-                    turn.give_back(cluster, &self.target.kind, &type_label);
-                    continue;
-                }
-                event = stream.next() => event,
-            };
+        let mut turn = ListTurn::new(
+            &self.shared.member_lists,
+            cluster,
+            &self.target.kind,
+            &type_label,
+        );
+        while let Some(event) = turn.next(&mut stream, stop).await {
             match event {
-                Some(Ok(watcher::Event::Init)) => {
-                    listing = HashMap::new();
-                    // Before the list's first request, made at the next poll.
-                    tokio::select! {
-                        () = stop.cancelled() => break,
-                        () = turn.enter() => {}
-                    }
-                }
-                Some(Ok(watcher::Event::InitApply(object))) => {
-                    turn.progress();
+                Ok(watcher::Event::Init) => listing = HashMap::new(),
+                Ok(watcher::Event::InitApply(object)) => {
                     if let Some(key) = key_of(&object) {
                         listing.insert(key, value(&object));
                     }
                 }
-                Some(Ok(watcher::Event::InitDone)) => {
-                    turn.leave();
+                Ok(watcher::Event::InitDone) => {
                     let listed = std::mem::take(&mut listing);
                     self.listed(listed, &target, failed_before);
                     target.gap.store(false, Ordering::Relaxed);
                     lists.inc();
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
                 }
-                Some(Ok(watcher::Event::Apply(object))) => {
+                Ok(watcher::Event::Apply(object)) => {
                     if let Some(key) = key_of(&object)
                         && update(target.map, key, value(&object))
                     {
                         self.queue_owner(object.meta());
                     }
                 }
-                Some(Ok(watcher::Event::Delete(object))) => {
+                Ok(watcher::Event::Delete(object)) => {
                     if let Some(key) = key_of(&object) {
                         remove(target.map, &key);
                     }
                     self.queue_owner(object.meta());
                 }
-                Some(Err(e)) => {
-                    turn.leave();
+                Err(e) => {
                     warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
                     failed_before |= target.watch_failed(&e);
                 }
-                None => break,
             }
         }
     }

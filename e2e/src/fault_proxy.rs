@@ -107,6 +107,8 @@ struct State {
     faults_changed: tokio::sync::watch::Sender<u64>,
     fault_hits: AtomicUsize,
     forwarded: AtomicUsize,
+    /// Path and query string of every GET request received, in order.
+    gets: Mutex<Vec<(String, String)>>,
     shutdown: CancellationToken,
     /// While `true`, a network partition: nothing passes either way, nothing is closed.
     partitioned: tokio::sync::watch::Sender<bool>,
@@ -179,6 +181,7 @@ impl FaultProxy {
             faults_changed: tokio::sync::watch::Sender::new(0),
             fault_hits: AtomicUsize::new(0),
             forwarded: AtomicUsize::new(0),
+            gets: Mutex::new(Vec::new()),
             shutdown: shutdown.clone(),
             partitioned: tokio::sync::watch::Sender::new(false),
         });
@@ -235,6 +238,19 @@ impl FaultProxy {
     /// How many requests matched a fault rule so far.
     pub fn fault_hits(&self) -> usize {
         self.state.fault_hits.load(Ordering::SeqCst)
+    }
+
+    /// The query strings of the GET requests to `path` received so far, in order (those that
+    /// matched a fault rule too).
+    pub fn gets(&self, path: &str) -> Vec<String> {
+        self.state
+            .gets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(seen, _)| seen == path)
+            .map(|(_, query)| query.clone())
+            .collect()
     }
 
     /// How many requests were forwarded upstream so far.
@@ -407,6 +423,10 @@ async fn handle(
     }
     .to_owned();
 
+    if request.method() == Method::GET {
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        (state.gets.lock().unwrap_or_else(PoisonError::into_inner)).push((path.clone(), query));
+    }
     // Subscribed before the rules are read: a change after that is seen.
     let mut changes = state.faults_changed.subscribe();
     let fault = state.fault_for(request.method(), &path);

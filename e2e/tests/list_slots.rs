@@ -8,7 +8,7 @@
 //! holding the one slot in turn, and member1's lists — queued behind them — still all run, and
 //! a template change reaches member1 — lists were seen waiting for the slot meanwhile. Once
 //! the proxy lets them through, member2's lists complete and it converges; no slot is left
-//! held.
+//! held. Every list member2 saw asked for pages of `--member-list-page-size` objects.
 
 use std::collections::BTreeMap;
 
@@ -97,6 +97,7 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
     let config = ControllerConfig {
         member_list_concurrency: 1,
         member_list_stall: std::time::Duration::from_secs(1),
+        member_list_page_size: 7,
         ..ControllerConfig::default()
     };
     let ProxiedMember2 {
@@ -196,5 +197,24 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
         ))
         .await?;
     controller.stop().await??;
+
+    // Every list asked for pages of `--member-list-page-size` objects (a request's shape: this
+    // API server keeps a watch cache, which answers a list from it whole).
+    for path in LISTS {
+        let lists: Vec<String> = proxy
+            .gets(path)
+            .into_iter()
+            .filter(|query| !query.split('&').any(|pair| pair == "watch=true"))
+            .collect();
+        ensure!(!lists.is_empty(), "member2 saw no list of {path}");
+        let unpaged: Vec<&String> = lists
+            .iter()
+            .filter(|query| !query.split('&').any(|pair| pair == "limit=7"))
+            .collect();
+        ensure!(
+            unpaged.is_empty(),
+            "lists of {path} in member2 not in pages of 7 objects: {unpaged:?}"
+        );
+    }
     Ok(())
 }

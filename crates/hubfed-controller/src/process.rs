@@ -75,6 +75,11 @@ struct Args {
     /// others wait their turn. 0: no limit.
     #[arg(long, env = "HUBFED_MEMBER_LIST_CONCURRENCY", default_value_t = crate::settings::DEFAULT_MEMBER_LIST_CONCURRENCY)]
     member_list_concurrency: usize,
+    /// Objects per page of a member list. Lower it for members holding large objects whose API
+    /// servers serve lists from etcd (no watch cache): each page is read whole, by the member
+    /// and by etcd, however little of it the controller keeps.
+    #[arg(long, env = "HUBFED_MEMBER_LIST_PAGE_SIZE", default_value_t = crate::settings::DEFAULT_MEMBER_LIST_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
+    member_list_page_size: u32,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
@@ -288,6 +293,7 @@ fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -
         unschedulable_threshold: args.unschedulable_threshold,
         large_object_budget_mib: args.large_object_budget_mib,
         member_list_concurrency: args.member_list_concurrency,
+        member_list_page_size: args.member_list_page_size,
         ..ControllerConfig::default()
     };
     parts.spawn(

@@ -26,6 +26,8 @@ pub struct ControllerConfig {
     /// Lists of members' objects into the caches running at a time, every type and member
     /// together (0: no limit; `crate::sync::list_slots`).
     pub member_list_concurrency: usize,
+    /// Objects per page of a member list (kube-runtime's watcher and client-go's pager: 500).
+    pub member_list_page_size: u32,
     /// How long a member list may get no page before it gives its slot back and goes on
     /// without one. Not a flag: tests shorten it.
     pub member_list_stall: std::time::Duration,
@@ -33,6 +35,8 @@ pub struct ControllerConfig {
 
 /// Default of `--member-list-concurrency`.
 pub const DEFAULT_MEMBER_LIST_CONCURRENCY: usize = 8;
+/// Default of `--member-list-page-size`.
+pub const DEFAULT_MEMBER_LIST_PAGE_SIZE: u32 = 500;
 /// Default [`ControllerConfig::member_list_stall`].
 pub const DEFAULT_MEMBER_LIST_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -51,6 +55,7 @@ impl Default for ControllerConfig {
             unschedulable_threshold: hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS,
             large_object_budget_mib: hubfed_core::room::DEFAULT_BUDGET_MIB,
             member_list_concurrency: DEFAULT_MEMBER_LIST_CONCURRENCY,
+            member_list_page_size: DEFAULT_MEMBER_LIST_PAGE_SIZE,
             member_list_stall: DEFAULT_MEMBER_LIST_STALL,
         }
     }

@@ -28,6 +28,8 @@ pub struct ListSlots {
     /// `None`: no limit (`--member-list-concurrency 0`).
     slots: Option<Arc<Semaphore>>,
     stall: Duration,
+    /// Objects per page (`--member-list-page-size`).
+    page_size: u32,
 }
 
 /// A slot held by a list, given back when dropped (and counted as used until then).
@@ -41,14 +43,20 @@ fn slots_gauge(state: &str) -> prometheus::IntGauge {
 }
 
 impl ListSlots {
-    /// `concurrency` lists at a time (0: no limit); a list holding a slot without a page for
-    /// `stall` gives it back.
-    pub fn new(concurrency: usize, stall: Duration) -> Self {
+    /// `concurrency` lists at a time (0: no limit), of `page_size` objects a page; a list
+    /// holding a slot without a page for `stall` gives it back.
+    pub fn new(concurrency: usize, stall: Duration, page_size: u32) -> Self {
         slots_gauge("limit").set(i64::try_from(concurrency).unwrap_or(i64::MAX));
         Self {
             slots: (concurrency > 0).then(|| Arc::new(Semaphore::new(concurrency))),
             stall,
+            page_size,
         }
+    }
+
+    /// A member watch's configuration: its lists' page size.
+    pub(crate) fn watcher_config(&self) -> watcher::Config {
+        watcher::Config::default().page_size(self.page_size)
     }
 
     /// A slot, waited for as long as it takes (in the order asked).
@@ -181,7 +189,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn lists_wait_for_a_slot_in_turn() {
-        let slots = ListSlots::new(1, Duration::from_secs(30));
+        let slots = ListSlots::new(1, Duration::from_secs(30), 500);
         let mut first = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
         first.enter().await;
         let mut second = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
@@ -195,7 +203,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stalled_list_is_found_after_the_stall_time_since_its_last_page() {
-        let slots = ListSlots::new(1, Duration::from_secs(10));
+        let slots = ListSlots::new(1, Duration::from_secs(10), 500);
         let mut turn = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
         assert!(
             tokio::time::timeout(Duration::from_secs(60), turn.stalled())
@@ -218,7 +226,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn no_limit_never_waits() {
-        let slots = ListSlots::new(0, Duration::from_secs(10));
+        let slots = ListSlots::new(0, Duration::from_secs(10), 500);
         let mut turns: Vec<_> = (0..100)
             .map(|_| ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap"))
             .collect();

@@ -662,7 +662,8 @@ impl MemberWatches {
     /// ~1 MB objects, gigabytes. The two caches behave as with two watches: an object whose
     /// label changes moves from one to the other, queueing its federated object.
     async fn mirror_both(&self, cluster: &str, api: Api<MemberMeta>, cache: &MemberCache) {
-        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        let config = self.shared.member_lists.watcher_config();
+        let stream = watcher(api, config).default_backoff();
         let mut stream = std::pin::pin!(stream);
         let managed = MirrorTarget {
             map: &cache.objects,
@@ -772,7 +773,8 @@ impl MemberWatches {
     ) where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     {
-        let stream = watcher(api, watcher::Config::default().labels(&selector)).default_backoff();
+        let config = self.shared.member_lists.watcher_config().labels(&selector);
+        let stream = watcher(api, config).default_backoff();
         let mut stream = std::pin::pin!(stream);
         let type_label = self.federated.kind.to_lowercase();
         let lists = crate::metrics::METRICS

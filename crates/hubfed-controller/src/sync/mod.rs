@@ -184,6 +184,7 @@ impl Shared {
             member_lists: list_slots::ListSlots::new(
                 config.member_list_concurrency,
                 config.member_list_stall,
+                config.member_list_page_size,
             ),
             drift_people: config.drift_revert_managers.clone(),
             hub_identities: identity::HubIdentities::default(),

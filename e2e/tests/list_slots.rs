@@ -76,6 +76,29 @@ fn by_type(name: &str, cluster: &str) -> BTreeMap<String, u64> {
     values
 }
 
+/// Lists of `cluster` running without their slot after a stall (`hubfed_member_lists_stalled`),
+/// every type together.
+fn stalled_lists(cluster: &str) -> i64 {
+    METRICS
+        .registry
+        .gather()
+        .iter()
+        .filter(|family| family.name() == "hubfed_member_lists_stalled")
+        .flat_map(|family| family.get_metric())
+        .filter(|metric| {
+            metric
+                .get_label()
+                .iter()
+                .any(|l| l.name() == "cluster" && l.value() == cluster)
+        })
+        .map(|metric| {
+            #[expect(clippy::cast_possible_truncation, reason = "a gauge of lists")]
+            let lists = metric.get_gauge().get_value() as i64;
+            lists
+        })
+        .sum()
+}
+
 /// Each of `copies` (cluster, API) holding `v` under `data.v`.
 fn holding<'a>(copies: &'a [(&'a str, Api<DynamicObject>)], v: &'a Value) -> Vec<Expected<'a>> {
     Expected::each(copies.iter().map(|(c, a)| (*c, a)), &[("/data/v", Some(v))])
@@ -149,12 +172,14 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
     })
     .await?;
     let mut most_waiting = 0;
+    let mut most_stalled = 0;
     controller
         .while_running(wait_for(
             "every type listed in member1 and v=2 there",
             TIMEOUT,
             async || {
                 most_waiting = most_waiting.max(waiting());
+                most_stalled = most_stalled.max(stalled_lists("member2"));
                 let lists = by_type("hubfed_member_cache_lists_total", "member1");
                 let mut problems: Vec<String> = lists_before
                     .iter()
@@ -174,6 +199,10 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
         "no list was seen waiting for the one slot while member2's lists held it in turn"
     );
     ensure!(
+        most_stalled > 0,
+        "member2's held lists were never counted in hubfed_member_lists_stalled"
+    );
+    ensure!(
         stalls > stalls_before,
         "no list of member2 gave its slot back ({stalls} stalls): member2's lists did not hang, \
          so this test showed nothing"
@@ -184,14 +213,15 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
     controller.while_running(converged(&json!("2"))).await?;
     controller
         .while_running(wait_for(
-            "no list slot held or waited for",
+            "no list slot held or waited for, no list of member2 counted stalled",
             TIMEOUT,
             async || {
-                Ok(match (slots("used"), waiting()) {
-                    (0, 0) => Wait::Done(()),
-                    (used, waiting) => {
-                        Wait::Pending(format!("{used} list slots used, {waiting} lists waiting"))
-                    }
+                Ok(match (slots("used"), waiting(), stalled_lists("member2")) {
+                    (0, 0, 0) => Wait::Done(()),
+                    (used, waiting, stalled) => Wait::Pending(format!(
+                        "{used} list slots used, {waiting} lists waiting, {stalled} of \
+                         member2's lists counted stalled"
+                    )),
                 })
             },
         ))

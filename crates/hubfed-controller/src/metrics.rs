@@ -158,6 +158,11 @@ metrics! {
         "Lists of a member's objects that got no page for the stall time and went on without their slot, per type and cluster.",
         ["type", "cluster"]
     );
+    member_lists_stalled: gauge(
+        "hubfed_member_lists_stalled",
+        "Lists of a member's objects running without their slot after they got no page for the stall time, until they end or fail, per type and cluster: a list that stays here hangs.",
+        ["type", "cluster"]
+    );
     // hubfed: propagation and drift.
     propagation_latency: histogram(
         "hubfed_propagation_latency_seconds",

@@ -85,6 +85,8 @@ impl ListSlots {
 pub(crate) struct ListTurn<'a> {
     slots: &'a ListSlots,
     slot: Option<Slot>,
+    /// Counted in `hubfed_member_lists_stalled` from its stall to its end.
+    stalled_gauge: Option<GaugeHeld>,
     progress: Instant,
     /// The watch's member, type and type label, for the stall's warning and counter.
     watch: [&'a str; 3],
@@ -101,6 +103,7 @@ impl<'a> ListTurn<'a> {
         Self {
             slots,
             slot: None,
+            stalled_gauge: None,
             progress: Instant::now(),
             watch: [cluster, kind, type_label],
         }
@@ -141,7 +144,7 @@ impl<'a> ListTurn<'a> {
 
     /// Waits for a slot (a list about to start).
     pub(crate) async fn enter(&mut self) {
-        self.slot = None;
+        self.leave();
         self.slot = Some(self.slots.take().await);
         self.progress = Instant::now();
     }
@@ -154,6 +157,7 @@ impl<'a> ListTurn<'a> {
     /// The list ended, or failed.
     pub(crate) fn leave(&mut self) {
         self.slot = None;
+        self.stalled_gauge = None;
     }
 
     /// Resolves when the list holding a slot has got nothing for the stall time; never while
@@ -180,6 +184,11 @@ impl<'a> ListTurn<'a> {
             .with_label_values(&[type_label, cluster])
             .inc();
         self.slot = None;
+        self.stalled_gauge = Some(GaugeHeld::new(
+            METRICS
+                .member_lists_stalled
+                .with_label_values(&[type_label, cluster]),
+        ));
     }
 }
 
@@ -204,7 +213,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stalled_list_is_found_after_the_stall_time_since_its_last_page() {
         let slots = ListSlots::new(1, Duration::from_secs(10), 500);
-        let mut turn = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
+        let mut turn = ListTurn::new(&slots, "stalling", "ConfigMap", "federatedconfigmap");
+        let stalled = METRICS
+            .member_lists_stalled
+            .with_label_values(&["federatedconfigmap", "stalling"]);
         assert!(
             tokio::time::timeout(Duration::from_secs(60), turn.stalled())
                 .await
@@ -217,11 +229,33 @@ mod tests {
         let start = Instant::now();
         turn.stalled().await;
         assert_eq!(start.elapsed(), Duration::from_secs(10));
+        assert_eq!(
+            stalled.get(),
+            0,
+            "counted stalled before it gave its slot back"
+        );
         turn.give_back();
+        assert_eq!(
+            stalled.get(),
+            1,
+            "a list gone on without its slot is counted stalled"
+        );
         let mut other = ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap");
         tokio::time::timeout(Duration::from_secs(1), other.enter())
             .await
             .expect("a stalled list's slot goes to the next list");
+        turn.progress();
+        assert_eq!(
+            stalled.get(),
+            1,
+            "a stalled list's page ended its stall count"
+        );
+        turn.leave();
+        assert_eq!(
+            stalled.get(),
+            0,
+            "a stalled list that ended is still counted"
+        );
     }
 
     #[tokio::test(start_paused = true)]

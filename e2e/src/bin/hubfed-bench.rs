@@ -150,9 +150,10 @@ pub struct Args {
     /// Pods, which costs the API servers CPU unrelated to hubfed).
     #[arg(long, env = "HUBFED_BENCH_CONTROLLER_MANAGER", default_value_t = false, action = clap::ArgAction::Set)]
     pub controller_manager: bool,
-    /// End with a warm restart of the controller (phase 6). `false` ends after the final check:
-    /// at the large-object variant's full size the new controller's first lists — every member
-    /// object read from watch-cache-less API servers at once — run this machine out of memory.
+    /// Restart the controller on the converged federation before the final check (phase 6).
+    /// `false`: no restart (at the large-object variant's full size a new controller's first
+    /// lists — every member object read from watch-cache-less API servers — can run this
+    /// machine out of memory).
     #[arg(long, env = "HUBFED_BENCH_WARM_RESTART", default_value_t = true, action = clap::ArgAction::Set)]
     pub warm_restart: bool,
     /// Collect the copies' status into the federated objects (KubeFedConfig feature gate

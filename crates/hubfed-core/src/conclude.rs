@@ -23,6 +23,29 @@ pub const RESYNC: Duration = Duration::from_secs(600);
 pub const CACHE_PENDING_DELAY: Duration = Duration::from_secs(1);
 /// … or, past its first moments, failing to list (its first list queues what it holds).
 pub const CACHE_FAILING_DELAY: Duration = Duration::from_secs(15);
+
+/// How long a member cache's first list may get nothing — from when it began (took its list
+/// slot), or since its last object — before the clusters it leaves unobserved are reported as
+/// `CachedRetrievalFailed`. A list of many large objects that keeps getting pages is not
+/// failing, however long it takes.
+pub const CACHE_SYNC_GRACE: Duration = Duration::from_secs(30);
+/// How long a member cache may wait for its first list's slot within its first moments. At a
+/// start every type and member lists, a few at a time (`--member-list-concurrency`): a cluster
+/// whose turn has not come is not failing, and a status saying so would be written again
+/// moments later. Bounded: lists that hang give their slots back after 30 s each.
+pub const CACHE_TURN_GRACE: Duration = Duration::from_secs(120);
+
+/// Whether a member cache that has not listed yet is in its first moments — the objects placed
+/// on its cluster are looked at again soon ([`CACHE_PENDING_DELAY`]) and their status waits —
+/// rather than failing: its watch started `age` ago, and its list began or last got an object
+/// `quiet_for` ago (`None`: it waits for a list slot).
+pub fn cache_warming(age: Duration, quiet_for: Option<Duration>) -> bool {
+    match quiet_for {
+        Some(quiet_for) => quiet_for < CACHE_SYNC_GRACE,
+        None => age < CACHE_TURN_GRACE,
+    }
+}
+
 /// Look again while a member object is being removed (its watch event normally comes first).
 pub const WAITING_DELAY: Duration = Duration::from_secs(10);
 /// Look again while a deletion waits for member copies to go.
@@ -279,6 +302,20 @@ pub fn placed_readiness(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_warms_while_its_list_gets_pages_or_waits_its_turn() {
+        let secs = Duration::from_secs;
+        // Listing: 30 s from the list's start or its last object, however long it waited for
+        // its turn or has been listing.
+        assert!(cache_warming(secs(100), Some(secs(29))));
+        assert!(!cache_warming(secs(100), Some(secs(30))));
+        assert!(!cache_warming(secs(31), Some(secs(31))));
+        // Waiting for its turn: not failing, for up to 2 minutes.
+        assert!(cache_warming(secs(45), None));
+        assert!(cache_warming(secs(119), None));
+        assert!(!cache_warming(secs(120), None));
+    }
 
     #[test]
     fn status_waits_for_pull_reports_but_not_for_ever() {

@@ -22,7 +22,8 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_core::desired::TargetType;
@@ -258,11 +259,27 @@ struct MirrorTarget<'a, M, V> {
     failure: Option<&'a std::sync::Mutex<Option<ListFailure>>>,
     /// Set when its watch fails, cleared by its next complete list.
     gap: &'a AtomicBool,
+    /// Given for the managed objects' mirror: its lists' progress.
+    progress: Option<&'a ListProgress>,
     /// `managed` or `unmanaged`: the `cache` label of its lists' metric.
     name: &'static str,
 }
 
 impl<M, V> MirrorTarget<'_, M, V> {
+    /// A list began (took its slot): the first one starts the clock of its progress.
+    fn list_began(&self) {
+        if let Some(progress) = self.progress {
+            progress.began();
+        }
+    }
+
+    /// A list got an object.
+    fn list_progressed(&self) {
+        if let Some(progress) = self.progress {
+            progress.note();
+        }
+    }
+
     /// Its watch failed with `error`: a gap until its next complete list. Whether that was its
     /// first list failing, when it keeps why (`failure` given).
     fn watch_failed(&self, error: &watcher::Error) -> bool {
@@ -285,6 +302,56 @@ impl MemberCache {
     }
 }
 
+/// When a cache's watch started, and when its first list began (took its list slot) or a list
+/// last got an object: a first list still getting pages is not failing, however long it takes;
+/// one whose attempts fail gets nothing, however often it starts again.
+struct ListProgress {
+    started: Instant,
+    /// Milliseconds after `started`; [`Self::WAITING`] until a list began.
+    last: AtomicU64,
+}
+
+impl ListProgress {
+    const WAITING: u64 = u64::MAX;
+
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            last: AtomicU64::new(Self::WAITING),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(Self::WAITING - 1)
+    }
+
+    /// A list began; only the first one counts.
+    fn began(&self) {
+        let _ = self.last.compare_exchange(
+            Self::WAITING,
+            self.now(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    fn note(&self) {
+        self.last.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// How long since the list began or last got an object; `None` while none began.
+    fn quiet_for(&self) -> Option<Duration> {
+        match self.last.load(Ordering::Relaxed) {
+            Self::WAITING => None,
+            ms => Some(
+                self.started
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(ms)),
+            ),
+        }
+    }
+}
+
 /// One member cluster's caches of the type's objects.
 pub struct MemberCache {
     /// Managed objects.
@@ -298,7 +365,8 @@ pub struct MemberCache {
     /// the cluster, and a health check that timed out on a busy API server then costs no
     /// re-list of every object when it is Ready again.
     gaps: [AtomicBool; 2],
-    started: std::time::Instant,
+    /// When the managed objects' lists began or last got an object.
+    progress: ListProgress,
     client_id: usize,
     stop: CancellationToken,
 }
@@ -341,9 +409,10 @@ struct ListFailure {
 pub enum CacheView {
     /// No watch (cluster not ready or no client).
     Unavailable,
-    /// The initial list has not completed; the watch started this long ago, and the last
-    /// attempt failed with this message, if it did.
-    Syncing(std::time::Duration, Option<String>),
+    /// The initial list has not completed: the watch started this long ago, its list began
+    /// (took its list slot) or last got an object this long ago (`None` while it waits for its
+    /// slot), and its last attempt failed with this message, if it did.
+    Syncing(Duration, Option<Duration>, Option<String>),
     /// The cluster does not serve the type.
     NotServed,
     /// The managed object, if the cluster has one.
@@ -396,7 +465,8 @@ impl MemberWatches {
                 match failure.as_ref() {
                     Some(f) if f.not_served => CacheView::NotServed,
                     failure => CacheView::Syncing(
-                        cache.started.elapsed(),
+                        cache.progress.started.elapsed(),
+                        cache.progress.quiet_for(),
                         failure.map(|f| f.message.clone()),
                     ),
                 }
@@ -601,7 +671,7 @@ impl MemberWatches {
             unmanaged: std::sync::RwLock::new(None),
             list_failure: std::sync::Mutex::new(None),
             gaps: [AtomicBool::new(false), AtomicBool::new(false)],
-            started: std::time::Instant::now(),
+            progress: ListProgress::new(),
             client_id,
             stop: CancellationToken::new(),
         });
@@ -631,6 +701,7 @@ impl MemberWatches {
             map: &cache.objects,
             failure: Some(&cache.list_failure),
             gap: &cache.gaps[0],
+            progress: Some(&cache.progress),
             name: "managed",
         };
         let target = &self.target;
@@ -645,6 +716,7 @@ impl MemberWatches {
                 map: &cache.unmanaged,
                 failure: None,
                 gap: &cache.gaps[1],
+                progress: None,
                 name: "unmanaged",
             },
             &cache.stop,
@@ -669,12 +741,14 @@ impl MemberWatches {
             map: &cache.objects,
             failure: Some(&cache.list_failure),
             gap: &cache.gaps[0],
+            progress: Some(&cache.progress),
             name: "managed",
         };
         let unmanaged = MirrorTarget {
             map: &cache.unmanaged,
             failure: None,
             gap: &cache.gaps[1],
+            progress: None,
             name: "unmanaged",
         };
         let type_label = self.federated.kind.to_lowercase();
@@ -693,8 +767,12 @@ impl MemberWatches {
         );
         while let Some(event) = turn.next(&mut stream, &cache.stop).await {
             match event {
-                Ok(watcher::Event::Init) => listing = Default::default(),
+                Ok(watcher::Event::Init) => {
+                    managed.list_began();
+                    listing = Default::default();
+                }
                 Ok(watcher::Event::InitApply(object)) => {
+                    managed.list_progressed();
                     let Some(name) = object.metadata.name.as_deref() else {
                         continue;
                     };
@@ -795,8 +873,12 @@ impl MemberWatches {
         );
         while let Some(event) = turn.next(&mut stream, stop).await {
             match event {
-                Ok(watcher::Event::Init) => listing = HashMap::new(),
+                Ok(watcher::Event::Init) => {
+                    target.list_began();
+                    listing = HashMap::new();
+                }
                 Ok(watcher::Event::InitApply(object)) => {
+                    target.list_progressed();
                     if let Some(key) = key_of(&object) {
                         listing.insert(key, value(&object));
                     }
@@ -941,9 +1023,25 @@ fn list_failure(error: &watcher::Error) -> ListFailure {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cached, Readiness};
+    use super::{Cached, ListProgress, Readiness};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    #[test]
+    fn a_list_progresses_from_its_first_start_and_with_each_object() {
+        let progress = ListProgress::new();
+        assert_eq!(progress.quiet_for(), None, "waiting for its slot");
+        progress.began();
+        std::thread::sleep(Duration::from_millis(30));
+        // A list starting again (after its attempt failed) is no progress.
+        progress.began();
+        let quiet = progress.quiet_for().expect("a list began");
+        assert!(quiet >= Duration::from_millis(30), "quiet for {quiet:?}");
+        progress.note();
+        let quiet = progress.quiet_for().expect("a list began");
+        assert!(quiet < Duration::from_millis(30), "quiet for {quiet:?}");
+    }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

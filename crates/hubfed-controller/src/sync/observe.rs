@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hubfed_api::federated::{FederatedSpec, Placement};
 use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
 use hubfed_api::propagatedversion::{ClusterPropagatedVersion, PropagatedVersion};
+use hubfed_core::conclude::cache_warming;
 use hubfed_core::hub::{ClusterIdentity, HubNamespace};
 use hubfed_core::placement::{ClusterInfo, NamespaceFederation};
 use hubfed_core::plan::{
@@ -30,10 +30,6 @@ use super::hub_writes::publish;
 use super::members::CacheView;
 use super::memory::store_is_behind;
 use crate::clusters::MemberCluster;
-
-/// How long a member cache may take to list before the clusters it leaves unobserved are
-/// reported as `CachedRetrievalFailed`.
-const CACHE_SYNC_GRACE: Duration = Duration::from_secs(30);
 
 /// What one reconcile observed.
 pub struct Observed {
@@ -149,8 +145,8 @@ impl Observed {
                 CacheView::Ready(Some(member)) => MemberObservation::Present(member),
                 CacheView::Ready(None) => MemberObservation::Absent,
                 CacheView::NotServed => MemberObservation::NotServed,
-                CacheView::Syncing(elapsed, failure) => {
-                    if elapsed < CACHE_SYNC_GRACE {
+                CacheView::Syncing(age, listing_for, failure) => {
+                    if cache_warming(age, listing_for) {
                         self.cache_warming = true;
                     }
                     let kind = &ctx.target.kind;

@@ -53,7 +53,11 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
     let depth = METRICS.workqueue_depth.with_label_values(&[&controller]);
     depth.inc();
     let result = reconcile_object(&obj, &ctx).await;
-    caught_up(&ctx, &obj);
+    // An object whose placed cluster's cache is still warming has writes to come.
+    if !matches!(result, Ok((_, Warming::Yes))) {
+        caught_up(&ctx, &obj);
+    }
+    let result = result.map(|(action, _)| action);
     depth.dec();
     let elapsed = started.elapsed().as_secs_f64();
     METRICS
@@ -111,13 +115,20 @@ fn caught_up(ctx: &Arc<TypeContext>, obj: &DynamicObject) {
     }
 }
 
+/// Whether a reconcile left a placed cluster unobserved because its member cache is still in
+/// its first moments ([`hubfed_core::conclude::cache_warming`]).
+enum Warming {
+    Yes,
+    No,
+}
+
 async fn reconcile_object(
     obj: &Arc<DynamicObject>,
     ctx: &Arc<TypeContext>,
-) -> Result<Action, Error> {
+) -> Result<(Action, Warming), Error> {
     if let Some(wait) = backoff_wait(ctx, obj) {
         debug!(name = %obj.name_any(), wait_ms = wait.as_millis(), "in backoff: attempt put off");
-        return Ok(Action::requeue(wait));
+        return Ok((Action::requeue(wait), Warming::No));
     }
     // A large object's room before its spec is read: its desired object and the writes that
     // carry it out ([`hubfed_core::room`]). A stop ends the wait with nothing done.
@@ -125,12 +136,15 @@ async fn reconcile_object(
         room = ctx.shared.large_objects.take(&ctx.federated.kind, obj) => room,
         () = ctx.stop.cancelled() => {
             debug!(name = %obj.name_any(), "stopping: no longer waiting for room");
-            return Ok(Action::await_change());
+            return Ok((Action::await_change(), Warming::No));
         }
     };
     let federated = match observe::federated_object(obj) {
         Ok(federated) => federated,
-        Err(message) => return refuse_invalid_spec(ctx, obj, &message).await,
+        Err(message) => {
+            let action = refuse_invalid_spec(ctx, obj, &message).await?;
+            return Ok((action, Warming::No));
+        }
     };
     let observed = observe::observe(ctx, obj, federated).await;
     let plan = observe::plan_with_hub_namespace(ctx, &observed, observed.plan_input(ctx)).await;
@@ -142,7 +156,7 @@ async fn reconcile_object(
         resource_version = ?obj.metadata.resource_version, generation = ?obj.metadata.generation,
         disposition = ?plan.disposition, "planned");
     match plan.disposition {
-        Disposition::Ignore(_) => return Ok(Action::await_change()),
+        Disposition::Ignore(_) => return Ok((Action::await_change(), Warming::No)),
         Disposition::Sync
             if plan.finalizer == FinalizerAction::Ensure
                 && !observed.federated.has_sync_finalizer =>
@@ -173,7 +187,12 @@ async fn reconcile_object(
     let (released, deferred) = conclude(ctx, obj, &observed, &plan, &result, carried).await?;
     let requeue = requeue(plan.disposition, carried, released);
     drop((plan, room));
-    Ok(next_look(requeue, deferred, rollout_recheck))
+    let warming = if carried.cache_pending && carried.cache_warming {
+        Warming::Yes
+    } else {
+        Warming::No
+    };
+    Ok((next_look(requeue, deferred, rollout_recheck), warming))
 }
 
 /// The plan's warnings, as Events on the federated object.
@@ -494,6 +513,10 @@ async fn conclude_sync(
         // Clusters are pending: one write once they have all answered.
         StatusHold::Recheck(after) => Some(after),
         StatusHold::UntilWritesEnd => None,
+        // A placed cluster's cache is still listing (its first moments): neither the status nor
+        // the versions yet — one write of each once it has, at a reconcile a second away
+        // ([`hubfed_core::conclude::CACHE_PENDING_DELAY`]), not one per cluster listed.
+        StatusHold::Write if observed.cache_warming => None,
         StatusHold::Write => {
             let (status, deferred) = status_books(ctx, obj, observed, plan, result);
             let books = Books {

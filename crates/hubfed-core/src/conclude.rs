@@ -19,8 +19,9 @@ pub const RETRY_DELAY: Duration = Duration::from_secs(5);
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 /// Look again at a converged object this often, in case an event was missed.
 pub const RESYNC: Duration = Duration::from_secs(600);
-/// Look again while a member cache of a placed cluster is still listing …
-pub const CACHE_PENDING_DELAY: Duration = Duration::from_secs(1);
+/// Look again while a member cache of a placed cluster is still listing (or waits its turn) —
+/// its list's end queues the object at once; this is the fallback …
+pub const CACHE_PENDING_DELAY: Duration = Duration::from_secs(5);
 /// … or, past its first moments, failing to list (its first list queues what it holds).
 pub const CACHE_FAILING_DELAY: Duration = Duration::from_secs(15);
 
@@ -72,6 +73,14 @@ pub struct Carried {
     /// Every pending cluster is a push member's apply still running: each ends by itself
     /// (within the dispatch deadline once the member takes it) and queues the object then.
     pub pending_writes_only: bool,
+}
+
+impl Carried {
+    /// The plan could not observe a placed cluster whose cache is in its first moments
+    /// ([`cache_warming`]): its writes there are to come, soon ([`CACHE_PENDING_DELAY`]).
+    pub fn awaits_warming_cache(&self) -> bool {
+        self.cache_pending && self.cache_warming
+    }
 }
 
 /// How long the status and versions of an object may wait for pull members' agents to
@@ -174,7 +183,13 @@ pub fn failures_after(previous: Option<(u32, i64)>, generation: i64, failed: boo
 
 /// Whether the plan could not observe a placed cluster because its cache has not listed.
 pub fn awaits_cache(plan: &Plan) -> bool {
-    plan.clusters.iter().any(|c| {
+    clusters_awaiting_cache(plan).next().is_some()
+}
+
+/// The clusters the plan could not observe because their caches have not listed: the object
+/// is to be looked at again when they have.
+pub fn clusters_awaiting_cache(plan: &Plan) -> impl Iterator<Item = &str> {
+    plan.clusters.iter().filter_map(|c| {
         matches!(
             c.action,
             ClusterAction::Blocked {
@@ -182,6 +197,7 @@ pub fn awaits_cache(plan: &Plan) -> bool {
                 ..
             }
         )
+        .then_some(c.cluster.as_str())
     })
 }
 
@@ -225,9 +241,7 @@ pub fn requeue(disposition: Disposition, carried: Carried, released: bool) -> Re
             Requeue::After(retry_delay(carried.failures))
         }
         Disposition::Delete => Requeue::After(DELETION_DELAY),
-        Disposition::Sync if carried.cache_pending && carried.cache_warming => {
-            Requeue::After(CACHE_PENDING_DELAY)
-        }
+        Disposition::Sync if carried.awaits_warming_cache() => Requeue::After(CACHE_PENDING_DELAY),
         Disposition::Sync if carried.cache_pending => Requeue::After(CACHE_FAILING_DELAY),
         Disposition::Sync if carried.recoverable_failure => {
             Requeue::After(retry_delay(carried.failures))

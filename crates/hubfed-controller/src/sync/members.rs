@@ -20,7 +20,7 @@
 //! name; one found gone by a re-list after a watch gap cannot be named and is seen by the
 //! object's next periodic look ([`hubfed_core::conclude::RESYNC`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -382,6 +382,9 @@ pub struct MemberWatches {
     /// Bumped whenever a cache of managed objects completes a (re)list: garbage collection
     /// looks at the cluster then.
     relisted: tokio::sync::watch::Sender<u64>,
+    /// Federated objects a reconcile could not carry to a cluster whose cache's first list is
+    /// under way or waits its turn, by cluster: queued when that list completes.
+    awaiting_lists: std::sync::Mutex<HashMap<String, HashSet<ObjectRef<DynamicObject>>>>,
     /// The copies' status is collected (remote status): whole objects are watched.
     collect_status: bool,
     /// Keys the hashes of unmanaged objects' names.
@@ -447,6 +450,7 @@ impl MemberWatches {
             trigger,
             caches: std::sync::RwLock::new(HashMap::new()),
             relisted: tokio::sync::watch::Sender::new(0),
+            awaiting_lists: std::sync::Mutex::new(HashMap::new()),
             collect_status,
             hasher: std::hash::RandomState::new(),
         })
@@ -604,6 +608,7 @@ impl MemberWatches {
             });
             if !keep {
                 self.stop_watch(name, cache);
+                self.wake_awaiting(name);
             }
             if cluster.is_none() {
                 // Unjoined: its lists' counts go with it.
@@ -792,6 +797,7 @@ impl MemberWatches {
                     let (listed_managed, listed_unmanaged) = std::mem::take(&mut listing);
                     self.listed(listed_managed, &managed, failed_before);
                     self.listed(listed_unmanaged, &unmanaged, false);
+                    self.wake_awaiting(cluster);
                     for (gap, lists) in [managed.gap, unmanaged.gap].into_iter().zip(&lists) {
                         gap.store(false, Ordering::Relaxed);
                         lists.inc();
@@ -886,6 +892,9 @@ impl MemberWatches {
                 Ok(watcher::Event::InitDone) => {
                     let listed = std::mem::take(&mut listing);
                     self.listed(listed, &target, failed_before);
+                    if target.progress.is_some() {
+                        self.wake_awaiting(cluster);
+                    }
                     target.gap.store(false, Ordering::Relaxed);
                     lists.inc();
                     debug!(cluster, kind = %self.target.kind, selector, "member cache synced");
@@ -960,6 +969,31 @@ impl MemberWatches {
     fn queue_owner(&self, meta: &ObjectMeta) {
         if let Some(name) = meta.name.as_deref() {
             self.queue(name, meta.namespace.as_deref());
+        }
+    }
+
+    /// `object` waits for the first list of `cluster`'s cache: queued when it completes.
+    pub fn await_first_list(&self, cluster: &str, object: ObjectRef<DynamicObject>) {
+        let mut awaiting = self
+            .awaiting_lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        awaiting
+            .entry(cluster.to_owned())
+            .or_default()
+            .insert(object);
+    }
+
+    /// The objects waiting for `cluster`'s first list are queued: a list of its managed
+    /// objects completed, or its watch stopped.
+    fn wake_awaiting(&self, cluster: &str) {
+        let waiting = self
+            .awaiting_lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(cluster);
+        for object in waiting.into_iter().flatten() {
+            self.queue_federated(object);
         }
     }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use hubfed_api::federated::FederatedStatus;
 use hubfed_core::conclude::placed_readiness;
 use hubfed_core::conclude::{
-    Carried, RETRY_DELAY, Release, Requeue, StatusHold, awaits_cache, backoff_remaining, converged,
-    failures_after, finalizer_release, requeue, status_hold,
+    Carried, RETRY_DELAY, Release, Requeue, StatusHold, awaits_cache, backoff_remaining,
+    clusters_awaiting_cache, converged, failures_after, finalizer_release, requeue, status_hold,
 };
 use hubfed_core::plan::{
     ClusterAction, Disposition, FinalizerAction, MemberObservation, Plan, is_orphaning,
@@ -186,12 +186,17 @@ async fn reconcile_object(
     };
     let (released, deferred) = conclude(ctx, obj, &observed, &plan, &result, carried).await?;
     let requeue = requeue(plan.disposition, carried, released);
-    drop((plan, room));
-    let warming = if carried.cache_pending && carried.cache_warming {
+    let warming = if carried.awaits_warming_cache() {
+        // Looked at again when those lists end, not only at the fallback delay.
+        for cluster in clusters_awaiting_cache(&plan) {
+            ctx.members
+                .await_first_list(cluster, observed.object_ref.clone());
+        }
         Warming::Yes
     } else {
         Warming::No
     };
+    drop((plan, room));
     Ok((next_look(requeue, deferred, rollout_recheck), warming))
 }
 
@@ -228,7 +233,8 @@ async fn conclude(
                 (false, StatusHold::Recheck(after)) => Some(after),
                 // A deletion that waits says on what: the clusters and why, in status.
                 (false, StatusHold::Write) => {
-                    write_status(ctx, obj, observed, plan, result).await?
+                    let warming = carried.awaits_warming_cache();
+                    write_status(ctx, obj, observed, plan, result, warming).await?
                 }
             };
             (released, deferred)
@@ -516,7 +522,7 @@ async fn conclude_sync(
         // A placed cluster's cache is still listing (its first moments): neither the status nor
         // the versions yet — one write of each once it has, at a reconcile a second away
         // ([`hubfed_core::conclude::CACHE_PENDING_DELAY`]), not one per cluster listed.
-        StatusHold::Write if observed.cache_warming => None,
+        StatusHold::Write if carried.awaits_warming_cache() => None,
         StatusHold::Write => {
             let (status, deferred) = status_books(ctx, obj, observed, plan, result);
             let books = Books {
@@ -554,9 +560,6 @@ fn status_books(
     plan: &Plan,
     result: &DispatchResult,
 ) -> (Option<(Box<FederatedStatus>, StatusNews)>, Option<Duration>) {
-    if observed.cache_warming {
-        return (None, None);
-    }
     let readiness = (plan.disposition == Disposition::Sync).then(|| {
         let written = result
             .new_versions
@@ -602,14 +605,18 @@ fn status_books(
 }
 
 /// The status written in the reconcile itself (a deletion's); how long a status write is put
-/// off, if it is.
+/// off, if it is. None while a placed cluster's cache is in its first moments (`warming`).
 async fn write_status(
     ctx: &TypeContext,
     obj: &DynamicObject,
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
+    warming: bool,
 ) -> Result<Option<Duration>, Error> {
+    if warming {
+        return Ok(None);
+    }
     let (status, deferred) = status_books(ctx, obj, observed, plan, result);
     if let Some((status, news)) = status {
         hub_writes::write_status(ctx, obj, &status).await?;

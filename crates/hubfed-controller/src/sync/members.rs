@@ -382,9 +382,9 @@ pub struct MemberWatches {
     /// Bumped whenever a cache of managed objects completes a (re)list: garbage collection
     /// looks at the cluster then.
     relisted: tokio::sync::watch::Sender<u64>,
-    /// Federated objects a reconcile could not carry to a cluster whose cache's first list is
-    /// under way or waits its turn, by cluster: queued when that list completes.
-    awaiting_lists: std::sync::Mutex<HashMap<String, HashSet<ObjectRef<DynamicObject>>>>,
+    /// Federated objects a reconcile could not carry to clusters whose caches' first lists are
+    /// under way or wait their turn, with those clusters: queued once the last of them listed.
+    awaiting_lists: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, HashSet<String>>>,
     /// The copies' status is collected (remote status): whole objects are watched.
     collect_status: bool,
     /// Keys the hashes of unmanaged objects' names.
@@ -972,27 +972,41 @@ impl MemberWatches {
         }
     }
 
-    /// `object` waits for the first list of `cluster`'s cache: queued when it completes.
-    pub fn await_first_list(&self, cluster: &str, object: ObjectRef<DynamicObject>) {
+    /// `object` waits for the first lists of `clusters`' caches (none: it waits for none):
+    /// queued once the last of them completed — one look, not one per cluster listed.
+    pub fn await_first_lists<'a>(
+        &self,
+        object: &ObjectRef<DynamicObject>,
+        clusters: impl Iterator<Item = &'a str>,
+    ) {
+        let clusters: HashSet<String> = clusters.map(str::to_owned).collect();
         let mut awaiting = self
             .awaiting_lists
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        awaiting
-            .entry(cluster.to_owned())
-            .or_default()
-            .insert(object);
+        if clusters.is_empty() {
+            awaiting.remove(object);
+        } else {
+            awaiting.insert(object.clone(), clusters);
+        }
     }
 
-    /// The objects waiting for `cluster`'s first list are queued: a list of its managed
-    /// objects completed, or its watch stopped.
+    /// `cluster`'s managed objects were listed, or its watch stopped: the objects that waited
+    /// for it alone are queued.
     fn wake_awaiting(&self, cluster: &str) {
-        let waiting = self
-            .awaiting_lists
+        let mut ready = Vec::new();
+        self.awaiting_lists
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(cluster);
-        for object in waiting.into_iter().flatten() {
+            .retain(|object, clusters| {
+                clusters.remove(cluster);
+                let waits = !clusters.is_empty();
+                if !waits {
+                    ready.push(object.clone());
+                }
+                waits
+            });
+        for object in ready {
             self.queue_federated(object);
         }
     }

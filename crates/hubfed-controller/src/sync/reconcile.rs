@@ -186,16 +186,14 @@ async fn reconcile_object(
     };
     let (released, deferred) = conclude(ctx, obj, &observed, &plan, &result, carried).await?;
     let requeue = requeue(plan.disposition, carried, released);
-    let warming = if carried.awaits_warming_cache() {
-        // Looked at again when those lists end, not only at the fallback delay.
-        for cluster in clusters_awaiting_cache(&plan) {
-            ctx.members
-                .await_first_list(cluster, observed.object_ref.clone());
-        }
-        Warming::Yes
+    // Looked at again once those lists ended, not only at the fallback delay.
+    let (warming, awaited) = if carried.awaits_warming_cache() {
+        (Warming::Yes, Some(clusters_awaiting_cache(&plan)))
     } else {
-        Warming::No
+        (Warming::No, None)
     };
+    ctx.members
+        .await_first_lists(&observed.object_ref, awaited.into_iter().flatten());
     drop((plan, room));
     Ok((next_look(requeue, deferred, rollout_recheck), warming))
 }

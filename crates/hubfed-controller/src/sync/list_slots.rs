@@ -12,6 +12,7 @@
 //! it never holds up the other members' lists for longer than that.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -87,7 +88,10 @@ pub(crate) struct ListTurn<'a> {
     slot: Option<Slot>,
     /// Counted in `hubfed_member_lists_stalled` from its stall to its end.
     stalled_gauge: Option<GaugeHeld>,
-    progress: Instant,
+    /// The current list's stall clock: when it took its slot or last got an object.
+    last_page: Instant,
+    /// The cache's progress, kept by the managed objects' watch.
+    noted: Option<&'a ListProgress>,
     /// The watch's member, type and type label, for the stall's warning and counter.
     watch: [&'a str; 3],
 }
@@ -104,9 +108,18 @@ impl<'a> ListTurn<'a> {
             slots,
             slot: None,
             stalled_gauge: None,
-            progress: Instant::now(),
+            last_page: Instant::now(),
+            noted: None,
             watch: [cluster, kind, type_label],
         }
+    }
+
+    /// Its lists' beginnings and objects also noted in `progress` (a cache's, read by
+    /// [`hubfed_core::conclude::cache_warming`]): a list begins when it took its slot, so the
+    /// time it waited for its turn is not counted against it.
+    pub(crate) fn noting(mut self, progress: &'a ListProgress) -> Self {
+        self.noted = Some(progress);
+        self
     }
 
     /// The watch's next event, its slot taken at `Init` (before the list's first request),
@@ -146,12 +159,18 @@ impl<'a> ListTurn<'a> {
     pub(crate) async fn enter(&mut self) {
         self.leave();
         self.slot = Some(self.slots.take().await);
-        self.progress = Instant::now();
+        self.last_page = Instant::now();
+        if let Some(progress) = self.noted {
+            progress.began();
+        }
     }
 
     /// The list got something.
     pub(crate) fn progress(&mut self) {
-        self.progress = Instant::now();
+        self.last_page = Instant::now();
+        if let Some(progress) = self.noted {
+            progress.note();
+        }
     }
 
     /// The list ended, or failed.
@@ -164,7 +183,7 @@ impl<'a> ListTurn<'a> {
     /// no slot is held.
     pub(crate) async fn stalled(&self) {
         if self.slot.is_some() {
-            tokio::time::sleep_until(self.progress + self.slots.stall).await;
+            tokio::time::sleep_until(self.last_page + self.slots.stall).await;
         } else {
             std::future::pending::<()>().await;
         }
@@ -189,6 +208,56 @@ impl<'a> ListTurn<'a> {
                 .member_lists_stalled
                 .with_label_values(&[type_label, cluster]),
         ));
+    }
+}
+
+/// When a cache's watch started, and when its first list began (took its list slot) or a list
+/// last got an object ([`ListTurn::noting`] keeps it): a first list still getting pages is not failing, however long it takes;
+/// one whose attempts fail gets nothing, however often it starts again.
+pub(crate) struct ListProgress {
+    pub(crate) started: Instant,
+    /// Milliseconds after `started`; [`Self::WAITING`] until a list began.
+    last: AtomicU64,
+}
+
+impl ListProgress {
+    const WAITING: u64 = u64::MAX;
+
+    pub(crate) fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            last: AtomicU64::new(Self::WAITING),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(Self::WAITING - 1)
+    }
+
+    /// A list began; only the first one counts.
+    fn began(&self) {
+        let _ = self.last.compare_exchange(
+            Self::WAITING,
+            self.now(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    fn note(&self) {
+        self.last.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// How long since the list began or last got an object; `None` while none began.
+    pub(crate) fn quiet_for(&self) -> Option<Duration> {
+        match self.last.load(Ordering::Relaxed) {
+            Self::WAITING => None,
+            ms => Some(
+                self.started
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(ms)),
+            ),
+        }
     }
 }
 
@@ -255,6 +324,48 @@ mod tests {
             stalled.get(),
             0,
             "a stalled list that ended is still counted"
+        );
+    }
+
+    #[test]
+    fn a_list_progresses_from_its_first_start_and_with_each_object() {
+        let progress = ListProgress::new();
+        assert_eq!(progress.quiet_for(), None, "waiting for its slot");
+        progress.began();
+        std::thread::sleep(Duration::from_millis(30));
+        // A list starting again (after its attempt failed) is no progress.
+        progress.began();
+        let quiet = progress.quiet_for().expect("a list began");
+        assert!(quiet >= Duration::from_millis(30), "quiet for {quiet:?}");
+        progress.note();
+        let quiet = progress.quiet_for().expect("a list began");
+        assert!(quiet < Duration::from_millis(30), "quiet for {quiet:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cache_list_begins_when_it_takes_its_slot() {
+        let slots = ListSlots::new(1, Duration::from_secs(30), 500);
+        let mut first = ListTurn::new(&slots, "member2", "Secret", "federatedsecret");
+        first.enter().await;
+        let progress = ListProgress::new();
+        let mut waiting =
+            ListTurn::new(&slots, "member1", "ConfigMap", "federatedconfigmap").noting(&progress);
+        let waited = tokio::time::timeout(Duration::from_secs(45), waiting.enter()).await;
+        assert!(waited.is_err(), "a second list got the only slot");
+        assert_eq!(
+            progress.quiet_for(),
+            None,
+            "the time a list waited for its turn counted against it"
+        );
+        first.leave();
+        waiting.enter().await;
+        assert_eq!(progress.quiet_for(), Some(Duration::ZERO), "its list began");
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        waiting.progress();
+        assert_eq!(
+            progress.quiet_for(),
+            Some(Duration::ZERO),
+            "an object listed is progress"
         );
     }
 

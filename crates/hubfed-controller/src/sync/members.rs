@@ -22,8 +22,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_core::desired::TargetType;
@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::Shared;
-use super::list_slots::ListTurn;
+use super::list_slots::{ListProgress, ListTurn};
 
 pub type MemberMeta = PartialObjectMeta<DynamicObject>;
 
@@ -266,20 +266,6 @@ struct MirrorTarget<'a, M, V> {
 }
 
 impl<M, V> MirrorTarget<'_, M, V> {
-    /// A list began (took its slot): the first one starts the clock of its progress.
-    fn list_began(&self) {
-        if let Some(progress) = self.progress {
-            progress.began();
-        }
-    }
-
-    /// A list got an object.
-    fn list_progressed(&self) {
-        if let Some(progress) = self.progress {
-            progress.note();
-        }
-    }
-
     /// Its watch failed with `error`: a gap until its next complete list. Whether that was its
     /// first list failing, when it keeps why (`failure` given).
     fn watch_failed(&self, error: &watcher::Error) -> bool {
@@ -299,56 +285,6 @@ impl MemberCache {
     /// Neither watch failed since its last complete list.
     fn unbroken(&self) -> bool {
         self.gaps.iter().all(|gap| !gap.load(Ordering::Relaxed))
-    }
-}
-
-/// When a cache's watch started, and when its first list began (took its list slot) or a list
-/// last got an object: a first list still getting pages is not failing, however long it takes;
-/// one whose attempts fail gets nothing, however often it starts again.
-struct ListProgress {
-    started: Instant,
-    /// Milliseconds after `started`; [`Self::WAITING`] until a list began.
-    last: AtomicU64,
-}
-
-impl ListProgress {
-    const WAITING: u64 = u64::MAX;
-
-    fn new() -> Self {
-        Self {
-            started: Instant::now(),
-            last: AtomicU64::new(Self::WAITING),
-        }
-    }
-
-    fn now(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(Self::WAITING - 1)
-    }
-
-    /// A list began; only the first one counts.
-    fn began(&self) {
-        let _ = self.last.compare_exchange(
-            Self::WAITING,
-            self.now(),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
-
-    fn note(&self) {
-        self.last.store(self.now(), Ordering::Relaxed);
-    }
-
-    /// How long since the list began or last got an object; `None` while none began.
-    fn quiet_for(&self) -> Option<Duration> {
-        match self.last.load(Ordering::Relaxed) {
-            Self::WAITING => None,
-            ms => Some(
-                self.started
-                    .elapsed()
-                    .saturating_sub(Duration::from_millis(ms)),
-            ),
-        }
     }
 }
 
@@ -769,15 +705,14 @@ impl MemberWatches {
             cluster,
             &self.target.kind,
             &type_label,
-        );
+        )
+        .noting(&cache.progress);
         while let Some(event) = turn.next(&mut stream, &cache.stop).await {
             match event {
                 Ok(watcher::Event::Init) => {
-                    managed.list_began();
                     listing = Default::default();
                 }
                 Ok(watcher::Event::InitApply(object)) => {
-                    managed.list_progressed();
                     let Some(name) = object.metadata.name.as_deref() else {
                         continue;
                     };
@@ -877,14 +812,15 @@ impl MemberWatches {
             &self.target.kind,
             &type_label,
         );
+        if let Some(progress) = target.progress {
+            turn = turn.noting(progress);
+        }
         while let Some(event) = turn.next(&mut stream, stop).await {
             match event {
                 Ok(watcher::Event::Init) => {
-                    target.list_began();
                     listing = HashMap::new();
                 }
                 Ok(watcher::Event::InitApply(object)) => {
-                    target.list_progressed();
                     if let Some(key) = key_of(&object) {
                         listing.insert(key, value(&object));
                     }
@@ -1071,25 +1007,9 @@ fn list_failure(error: &watcher::Error) -> ListFailure {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cached, ListProgress, Readiness};
+    use super::{Cached, Readiness};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use std::collections::BTreeMap;
-    use std::time::Duration;
-
-    #[test]
-    fn a_list_progresses_from_its_first_start_and_with_each_object() {
-        let progress = ListProgress::new();
-        assert_eq!(progress.quiet_for(), None, "waiting for its slot");
-        progress.began();
-        std::thread::sleep(Duration::from_millis(30));
-        // A list starting again (after its attempt failed) is no progress.
-        progress.began();
-        let quiet = progress.quiet_for().expect("a list began");
-        assert!(quiet >= Duration::from_millis(30), "quiet for {quiet:?}");
-        progress.note();
-        let quiet = progress.quiet_for().expect("a list began");
-        assert!(quiet < Duration::from_millis(30), "quiet for {quiet:?}");
-    }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -25,7 +25,9 @@
 //! (`setup.rs`), a custom type of the tests' own ([`ExampleType`]); by subject, [`rollout`]
 //! (RolloutStrategies, rollout state), [`scheduling`] (RSPs, PlacementPolicies), [`cli`]
 //! (`hubfedctl` on a federation with nothing joined), [`helm`] (the charts), [`agent`] and
-//! [`controller`] (processes), [`fault_proxy`], [`webhooks`].
+//! [`controller`] (processes), [`fault_proxy`], [`webhooks`], [`member_lists`] (the member
+//! lists of the controller in the test process), [`statuses`] (an object's statuses as
+//! written).
 //!
 //! Controller logs: set `HUBFED_E2E_LOG` to a tracing filter (e.g.
 //! `info,hubfed_controller=debug`); they go to stderr, or to `HUBFED_E2E_LOG_FILE`.
@@ -53,6 +55,7 @@ mod copies;
 mod example_type;
 pub mod fault_proxy;
 pub mod helm;
+pub mod member_lists;
 mod objects;
 mod private;
 pub mod proxied;
@@ -61,6 +64,7 @@ pub mod scheduling;
 mod setup;
 mod shared;
 pub mod staged;
+pub mod statuses;
 mod wait;
 pub mod webhooks;
 

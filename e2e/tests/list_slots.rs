@@ -10,14 +10,10 @@
 //! the proxy lets them through, member2's lists complete and it converges; no slot is left
 //! held. Every list member2 saw asked for pages of `--member-list-page-size` objects.
 
-use std::collections::BTreeMap;
-
 use anyhow::ensure;
-use http::Method;
 use hubfed_controller::ControllerConfig;
-use hubfed_controller::metrics::METRICS;
 use hubfed_e2e::controller::ControllerTask;
-use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
+use hubfed_e2e::member_lists::{LISTS, by_type, hold_lists, slots, stalled_lists, waiting};
 use hubfed_e2e::proxied::ProxiedMember2;
 use hubfed_e2e::{
     Expected, MEMBERS, TIMEOUT, Wait, copy_problems, create_federated, dynamic_api, federated,
@@ -28,91 +24,9 @@ use serde_json::{Value, json};
 
 const NAME: &str = "turns";
 
-/// The paths of lists of the default federated types' objects in a whole cluster.
-const LISTS: [&str; 10] = [
-    "/api/v1/configmaps",
-    "/api/v1/namespaces",
-    "/api/v1/secrets",
-    "/api/v1/serviceaccounts",
-    "/api/v1/services",
-    "/apis/apps/v1/deployments",
-    "/apis/apps/v1/replicasets",
-    "/apis/batch/v1/jobs",
-    "/apis/networking.k8s.io/v1/ingresses",
-    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-];
-
-/// `name`'s values by the label `key`, for the series whose `cluster` label is `cluster`.
-fn by_type(name: &str, cluster: &str) -> BTreeMap<String, u64> {
-    let mut values = BTreeMap::new();
-    for family in METRICS.registry.gather() {
-        if family.name() != name {
-            continue;
-        }
-        for metric in family.get_metric() {
-            let label = |key: &str| {
-                metric
-                    .get_label()
-                    .iter()
-                    .find(|l| l.name() == key)
-                    .map(|l| l.value().to_owned())
-            };
-            // Both caches of a type kept as metadata count each list; one is enough.
-            if label("cluster").as_deref() != Some(cluster)
-                || label("cache").is_some_and(|c| c != "managed")
-            {
-                continue;
-            }
-            let Some(kind) = label("type") else { continue };
-            #[expect(
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                reason = "counters of lists"
-            )]
-            let value = metric.get_counter().get_value() as u64;
-            *values.entry(kind).or_default() += value;
-        }
-    }
-    values
-}
-
-/// Lists of `cluster` running without their slot after a stall (`hubfed_member_lists_stalled`),
-/// every type together.
-fn stalled_lists(cluster: &str) -> i64 {
-    METRICS
-        .registry
-        .gather()
-        .iter()
-        .filter(|family| family.name() == "hubfed_member_lists_stalled")
-        .flat_map(|family| family.get_metric())
-        .filter(|metric| {
-            metric
-                .get_label()
-                .iter()
-                .any(|l| l.name() == "cluster" && l.value() == cluster)
-        })
-        .map(|metric| {
-            #[expect(clippy::cast_possible_truncation, reason = "a gauge of lists")]
-            let lists = metric.get_gauge().get_value() as i64;
-            lists
-        })
-        .sum()
-}
-
 /// Each of `copies` (cluster, API) holding `v` under `data.v`.
 fn holding<'a>(copies: &'a [(&'a str, Api<DynamicObject>)], v: &'a Value) -> Vec<Expected<'a>> {
     Expected::each(copies.iter().map(|(c, a)| (*c, a)), &[("/data/v", Some(v))])
-}
-
-fn slots(state: &str) -> i64 {
-    METRICS.member_list_slots.with_label_values(&[state]).get()
-}
-
-fn waiting() -> i64 {
-    METRICS
-        .member_lists_waiting
-        .with_label_values::<&str>(&[])
-        .get()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,16 +70,7 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
         .sum();
 
     // member2's lists hang; a new controller lists every type in both members, one at a time.
-    proxy.set_faults(
-        LISTS
-            .iter()
-            .map(|path| Fault {
-                path: (*path).to_owned(),
-                method: Some(Method::GET),
-                response: FaultResponse::Hold,
-            })
-            .collect(),
-    );
+    proxy.set_faults(hold_lists());
     let mut controller = ControllerTask::spawn("the restarted controller", hub.clone(), config);
     modify(&hub_api, NAME, |object| {
         object["spec"]["template"]["data"]["v"] = json!("2");

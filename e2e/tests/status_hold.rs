@@ -10,24 +10,21 @@
 //!
 //! Its own clusters and controller: the controller's write concurrency is 1.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use futures::StreamExt as _;
 use hubfed_api::propagatedversion::{PropagatedVersion, propagated_version_name};
 use hubfed_controller::ControllerConfig;
 use hubfed_core::conclude::PULL_REPORT_GRACE;
 use hubfed_e2e::fault_proxy::{Fault, FaultResponse};
 use hubfed_e2e::proxied::ProxiedMember2;
+use hubfed_e2e::statuses::Statuses;
 use hubfed_e2e::{
     MEMBERS, TIMEOUT, Wait, create_federated, dynamic_api, federated, get_value, member_mismatch,
     placement, propagated_ok, report, wait_for, wait_present,
 };
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt as _, watcher};
-use serde_json::{Value, json};
-use tokio::task::JoinHandle;
+use serde_json::json;
 
 /// The objects whose writes to member2 hang, in the order they are created.
 const HUNG: [&str; 2] = ["hung-first", "hung-second"];
@@ -202,65 +199,4 @@ async fn a_status_waits_for_a_write_still_running_and_is_written_once() -> anyho
         .await?;
     controller.stop().await??;
     Ok(())
-}
-
-/// The distinct statuses an object is seen with, in order, from a watch of it.
-struct Statuses {
-    seen: Arc<Mutex<Vec<Value>>>,
-    task: JoinHandle<()>,
-}
-
-impl Statuses {
-    /// Watches `name` in `api`; returns once the watch has listed.
-    async fn watch<K>(api: Api<K>, name: &str) -> anyhow::Result<Self>
-    where
-        K: kube::Resource
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + serde::Serialize,
-        K: Send + 'static,
-    {
-        let seen = Arc::new(Mutex::new(Vec::<Value>::new()));
-        let (listed, synced) = tokio::sync::oneshot::channel::<()>();
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let record = seen.clone();
-        let task = tokio::spawn(async move {
-            let mut listed = Some(listed);
-            let mut events = watcher(api, config).default_backoff().boxed();
-            while let Some(event) = events.next().await {
-                let object = match event {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(listed) = listed.take() {
-                            let _ = listed.send(());
-                        }
-                        continue;
-                    }
-                    _ => continue,
-                };
-                let Ok(object) = serde_json::to_value(&object) else {
-                    continue;
-                };
-                let status = &object["status"];
-                if status.is_null() {
-                    continue;
-                }
-                let mut seen = record.lock().unwrap_or_else(|e| e.into_inner());
-                if seen.last() != Some(status) {
-                    seen.push(status.clone());
-                }
-            }
-        });
-        tokio::time::timeout(TIMEOUT, synced)
-            .await
-            .context("the watch did not list in time")??;
-        Ok(Self { seen, task })
-    }
-
-    /// Stops the watch; what it saw.
-    fn stop(self) -> Vec<Value> {
-        self.task.abort();
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
 }

@@ -212,8 +212,9 @@ impl<'a> ListTurn<'a> {
 }
 
 /// When a cache's watch started, and when its first list began (took its list slot) or a list
-/// last got an object ([`ListTurn::noting`] keeps it): a first list still getting pages is not failing, however long it takes;
-/// one whose attempts fail gets nothing, however often it starts again.
+/// last got an object ([`ListTurn::noting`] keeps it): a first list still getting pages is not
+/// failing, however long it takes; one whose attempts fail gets nothing, however often it
+/// starts again.
 pub(crate) struct ListProgress {
     pub(crate) started: Instant,
     /// Milliseconds after `started`; [`Self::WAITING`] until a list began.

@@ -8,12 +8,14 @@ use hubfed_controller::ControllerConfig;
 use hubfed_testenv::TestEnv;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
+use serde_json::{Value, json};
 
 use crate::controller::ControllerTask;
 use crate::fault_proxy::FaultProxy;
 use crate::{
-    MEMBERS, PrivateFederation, create_federated_namespace, dynamic_api, register_cluster_at,
-    target, unique_ns, wait_clusters_ready,
+    Expected, MEMBERS, PrivateFederation, create_federated, create_federated_namespace,
+    dynamic_api, federated, modify, placement, register_cluster_at, target, unique_ns,
+    wait_clusters_ready, wait_propagated,
 };
 
 /// A hub, member1 joined directly and member2 through a fault proxy (no
@@ -87,5 +89,55 @@ impl ProxiedMember2 {
             ns,
             copies,
         })
+    }
+}
+
+/// A FederatedConfigMap placed on both members, its template holding a version under `data.v`:
+/// what tests change and wait for while one member's answers are held.
+pub struct Versioned {
+    /// Its type's API in its namespace on the hub.
+    pub hub_api: Api<DynamicObject>,
+    name: &'static str,
+    copies: Vec<(&'static str, Api<DynamicObject>)>,
+}
+
+impl Versioned {
+    /// Creates `name` in `federation`'s namespace holding `v`.
+    pub async fn create(
+        federation: &ProxiedMember2,
+        name: &'static str,
+        v: &str,
+    ) -> anyhow::Result<Self> {
+        let spec = json!({"template": {"data": {"v": v}}, "placement": placement(&MEMBERS)});
+        let ns = Some(federation.ns.as_str());
+        create_federated(&federation.hub, "ConfigMap", ns, name, spec).await?;
+        Ok(Self {
+            hub_api: dynamic_api(federation.hub.clone(), &federated("ConfigMap"), ns),
+            name,
+            copies: federation.copies.clone(),
+        })
+    }
+
+    /// Changes its template to hold `v`.
+    pub async fn change(&self, v: &str) -> anyhow::Result<()> {
+        modify(&self.hub_api, self.name, |object| {
+            object["spec"]["template"]["data"]["v"] = json!(v);
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Its copies in the first `members` members (in the order of [`MEMBERS`]) holding `v`.
+    pub fn holding<'a>(&'a self, members: usize, v: &'a Value) -> Vec<Expected<'a>> {
+        let copies = self.copies[..members].iter().map(|(c, a)| (*c, a));
+        Expected::each(copies, &[("/data/v", Some(v))])
+    }
+
+    /// Waits until both members hold `v` and its status says so.
+    pub async fn converged(&self, v: &str) -> anyhow::Result<()> {
+        let v = json!(v);
+        let what = format!("v={v} in both members");
+        let expected = self.holding(MEMBERS.len(), &v);
+        wait_propagated(&what, &self.hub_api, self.name, &MEMBERS, &expected).await
     }
 }

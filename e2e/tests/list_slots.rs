@@ -14,20 +14,11 @@ use anyhow::ensure;
 use hubfed_controller::ControllerConfig;
 use hubfed_e2e::controller::ControllerTask;
 use hubfed_e2e::member_lists::{LISTS, by_type, hold_lists, slots, stalled_lists, waiting};
-use hubfed_e2e::proxied::ProxiedMember2;
-use hubfed_e2e::{
-    Expected, MEMBERS, TIMEOUT, Wait, copy_problems, create_federated, dynamic_api, federated,
-    modify, placement, wait_for, wait_propagated,
-};
-use kube::api::{Api, DynamicObject};
-use serde_json::{Value, json};
+use hubfed_e2e::proxied::{ProxiedMember2, Versioned};
+use hubfed_e2e::{TIMEOUT, Wait, copy_problems, wait_for};
+use serde_json::json;
 
 const NAME: &str = "turns";
-
-/// Each of `copies` (cluster, API) holding `v` under `data.v`.
-fn holding<'a>(copies: &'a [(&'a str, Api<DynamicObject>)], v: &'a Value) -> Vec<Expected<'a>> {
-    Expected::each(copies.iter().map(|(c, a)| (*c, a)), &[("/data/v", Some(v))])
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Result<()> {
@@ -37,23 +28,16 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
         member_list_page_size: 7,
         ..ControllerConfig::default()
     };
+    let federation = ProxiedMember2::start(config.clone(), "turns").await?;
+    let object = Versioned::create(&federation, NAME, "1").await?;
     let ProxiedMember2 {
         env: _env,
         hub,
         proxy,
-        controller,
-        ns,
-        copies,
-    } = ProxiedMember2::start(config.clone(), "turns").await?;
-    let mut controller = controller;
-    let hub_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
-    let spec = |v: &str| json!({"template": {"data": {"v": v}}, "placement": placement(&MEMBERS)});
-    create_federated(&hub, "ConfigMap", Some(&ns), NAME, spec("1")).await?;
-    let converged = async |v: &Value| {
-        let what = format!("v={v} in both members");
-        wait_propagated(&what, &hub_api, NAME, &MEMBERS, &holding(&copies, v)).await
-    };
-    controller.while_running(converged(&json!("1"))).await?;
+        mut controller,
+        ..
+    } = federation;
+    controller.while_running(object.converged("1")).await?;
     ensure!(
         slots("limit") == 1,
         "the slots' limit reads {}, expected 1",
@@ -72,10 +56,7 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
     // member2's lists hang; a new controller lists every type in both members, one at a time.
     proxy.set_faults(hold_lists());
     let mut controller = ControllerTask::spawn("the restarted controller", hub.clone(), config);
-    modify(&hub_api, NAME, |object| {
-        object["spec"]["template"]["data"]["v"] = json!("2");
-    })
-    .await?;
+    object.change("2").await?;
     let mut most_waiting = 0;
     let mut most_stalled = 0;
     controller
@@ -91,7 +72,7 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
                     .filter(|(kind, before)| lists.get(*kind) <= Some(before))
                     .map(|(kind, _)| format!("{kind} not listed again in member1"))
                     .collect();
-                problems.extend(copy_problems(NAME, &holding(&copies[..1], &json!("2"))).await?);
+                problems.extend(copy_problems(NAME, &object.holding(1, &json!("2"))).await?);
                 Ok(Wait::all_or_pending(problems))
             },
         ))
@@ -115,7 +96,7 @@ async fn lists_take_turns_and_a_hung_member_gives_its_turn_back() -> anyhow::Res
 
     // Let through: member2's lists complete, it converges, and every slot is back.
     proxy.set_faults(Vec::new());
-    controller.while_running(converged(&json!("2"))).await?;
+    controller.while_running(object.converged("2")).await?;
     controller
         .while_running(wait_for(
             "no list slot held or waited for, no list of member2 counted stalled",

@@ -23,26 +23,20 @@ use hubfed_api::propagatedversion::{PropagatedVersion, propagated_version_name};
 use hubfed_controller::ControllerConfig;
 use hubfed_core::conclude::CACHE_SYNC_GRACE;
 use hubfed_e2e::member_lists::{by_type, hold_lists, waiting};
-use hubfed_e2e::proxied::ProxiedMember2;
+use hubfed_e2e::proxied::{ProxiedMember2, Versioned};
 use hubfed_e2e::statuses::{Seen, Statuses};
 use hubfed_e2e::{
-    Expected, KUBEFED_NAMESPACE, MEMBERS, TIMEOUT, Wait, apply, cluster_status, copy_problems,
-    create_federated, dynamic_api, federated, modify, placement, report, wait_for, wait_propagated,
+    KUBEFED_NAMESPACE, TIMEOUT, Wait, apply, cluster_status, copy_problems, report, wait_for,
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 const NAME: &str = "late";
 /// What a status shows for a cluster whose cache cannot be read.
 const UNREADABLE: &str = "CachedRetrievalFailed";
-
-/// Each of `copies` (cluster, API) holding `v` under `data.v`.
-fn holding<'a>(copies: &'a [(&'a str, Api<DynamicObject>)], v: &'a Value) -> Vec<Expected<'a>> {
-    Expected::each(copies.iter().map(|(c, a)| (*c, a)), &[("/data/v", Some(v))])
-}
 
 /// Lists of `cluster`'s ConfigMaps into its caches so far.
 fn configmap_lists(cluster: &str) -> u64 {
@@ -99,22 +93,18 @@ async fn a_cluster_waiting_for_its_list_turn_is_not_reported_unreadable() -> any
         member_list_stall: Duration::from_secs(4),
         ..ControllerConfig::default()
     };
+    let federation = ProxiedMember2::start(config, "turn").await?;
+    let object = Versioned::create(&federation, NAME, "1").await?;
     let ProxiedMember2 {
         env: _env,
         hub,
         proxy,
         mut controller,
         ns,
-        copies,
-    } = ProxiedMember2::start(config, "turn").await?;
-    let hub_api = dynamic_api(hub.clone(), &federated("ConfigMap"), Some(&ns));
-    let spec = |v: &str| json!({"template": {"data": {"v": v}}, "placement": placement(&MEMBERS)});
-    create_federated(&hub, "ConfigMap", Some(&ns), NAME, spec("1")).await?;
-    let converged = async |v: &Value| {
-        let what = format!("v={v} in both members");
-        wait_propagated(&what, &hub_api, NAME, &MEMBERS, &holding(&copies, v)).await
-    };
-    controller.while_running(converged(&json!("1"))).await?;
+        ..
+    } = federation;
+    let hub_api = &object.hub_api;
+    controller.while_running(object.converged("1")).await?;
     let statuses = Statuses::watch(hub_api.clone(), NAME).await?;
     let versions_api: Api<PropagatedVersion> = Api::namespaced(hub.clone(), &ns);
     let versions =
@@ -152,10 +142,7 @@ async fn a_cluster_waiting_for_its_list_turn_is_not_reported_unreadable() -> any
             },
         ))
         .await?;
-    modify(&hub_api, NAME, |object| {
-        object["spec"]["template"]["data"]["v"] = json!("2");
-    })
-    .await?;
+    object.change("2").await?;
     let changed = Instant::now();
     let listed = controller
         .while_running(wait_for(
@@ -188,12 +175,12 @@ async fn a_cluster_waiting_for_its_list_turn_is_not_reported_unreadable() -> any
     controller
         .while_running(wait_for("v=2 in member1", TIMEOUT, async || {
             Ok(Wait::all_or_pending(
-                copy_problems(NAME, &holding(&copies[..1], &json!("2"))).await?,
+                copy_problems(NAME, &object.holding(1, &json!("2"))).await?,
             ))
         }))
         .await?;
     proxy.set_faults(Vec::new());
-    controller.while_running(converged(&json!("2"))).await?;
+    controller.while_running(object.converged("2")).await?;
     controller.stop().await??;
 
     // What was written meanwhile. A status seen within a second of the list (the test looks

@@ -60,7 +60,7 @@ pub async fn with_webhooks() -> anyhow::Result<&'static Federation> {
                          vec!["kubefedclusters", "kubefedclusters/status"]),
                     hook("kubefedconfigs.core.kubefed.io", "/validate-kubefedconfig", "core.kubefed.io",
                          vec!["kubefedconfigs"]),
-                    hook("federated.types.kubefed.io", "/validate-federated", "types.kubefed.io", vec!["*"]),
+                    federated_validation_hook(port, &ca),
                     hook("placementpolicies.scheduling.hubfed.io", "/validate-placementpolicy", "scheduling.hubfed.io",
                          vec!["placementpolicies"]),
                 ],
@@ -147,6 +147,19 @@ pub fn sync_finalizer_hook(port: u16, ca: &str) -> Value {
     hook["rules"][0]["operations"] = json!(["CREATE"]);
     hook["failurePolicy"] = json!("Ignore");
     hook
+}
+
+/// The validating webhook of federated objects (`/validate-federated`) as the chart registers
+/// it: creates and updates of `types.kubefed.io` objects, failing closed.
+pub fn federated_validation_hook(port: u16, ca: &str) -> Value {
+    hook(
+        port,
+        ca,
+        "federated.types.kubefed.io",
+        "/validate-federated",
+        "types.kubefed.io",
+        vec!["*"],
+    )
 }
 
 /// Waits until something listens on 127.0.0.1:`port` (5 s at most).

@@ -71,6 +71,9 @@ pub struct Parameters {
     /// Federated objects created through hubfed's sync-finalizer admission webhook (not with
     /// `--no-admission-finalizer` or `--controller kubefed`).
     pub admission_finalizer: bool,
+    /// Federated objects created and changed through hubfed's validating admission webhook
+    /// (not with `--no-admission-validation` or `--controller kubefed`).
+    pub admission_validation: bool,
     /// `--env-dir`: where the clusters' directory (etcd data included) was, instead of tmpfs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_dir: Option<String>,
@@ -661,6 +664,12 @@ impl BenchResult {
         if p.controller == super::controller::ControllerKind::Hubfed && !p.admission_finalizer {
             variants.push(
                 "**no admission finalizer**: the federated objects created without the sync-finalizer webhook (the controller writes each finalizer)"
+                    .to_owned(),
+            );
+        }
+        if p.controller == super::controller::ControllerKind::Hubfed && !p.admission_validation {
+            variants.push(
+                "**no admission validation**: the federated objects created and changed without hubfed's validating webhook"
                     .to_owned(),
             );
         }

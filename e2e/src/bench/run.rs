@@ -66,6 +66,7 @@ fn parameters(args: &Args) -> Parameters {
         object_bytes: (args.object_bytes > 0).then_some(args.object_bytes),
         light_members: args.light_members,
         admission_finalizer: admission_finalizer(args),
+        admission_validation: admission_validation(args),
         env_dir: args.env_dir.as_ref().map(|d| d.display().to_string()),
     }
 }
@@ -419,18 +420,20 @@ async fn phases(
         }
     }
 
-    // The federated objects, with no controller running (hubfed: through its sync-finalizer
-    // webhook, as installed by the chart).
+    // The federated objects, with no controller running (hubfed: through its admission
+    // webhooks, as installed by the chart).
     let placement = fed.names();
-    let _webhook = if admission_finalizer(args) {
+    let hooks = setup::Hooks {
+        finalizer: admission_finalizer(args),
+        validation: admission_validation(args),
+    };
+    let _webhook = if hooks.finalizer || hooks.validation {
         let id = workload.id(0);
         let api =
             hubfed_e2e::dynamic_api(fed.hub.clone(), &id.kind.federated(), Some(&id.namespace));
         let probe = federated_object(&id, 0, &placement);
-        let guard = setup::sync_finalizer_webhook(&fed, &api, &probe, timeout).await?;
-        progress(format_args!(
-            "the sync-finalizer admission webhook serves (federated objects are created with the finalizer)"
-        ));
+        let guard = setup::admission_webhooks(&fed, hooks, &api, &probe, timeout).await?;
+        progress(format_args!("hubfed's admission webhooks serve: {hooks}"));
         Some(guard)
     } else {
         None
@@ -855,6 +858,11 @@ struct Updates<'a> {
 /// Whether the federated objects are created through hubfed's sync-finalizer webhook.
 fn admission_finalizer(args: &Args) -> bool {
     args.controller == ControllerKind::Hubfed && !args.no_admission_finalizer
+}
+
+/// Whether the federated objects are created and changed through hubfed's validating webhook.
+fn admission_validation(args: &Args) -> bool {
+    args.controller == ControllerKind::Hubfed && !args.no_admission_validation
 }
 
 /// Starts the controller under test; KubeFed's leader-election lock, left by the one before,

@@ -336,19 +336,55 @@ pub async fn enable_remote_status(hub: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves hubfed's sync-finalizer admission webhook (`/default-federated`) in this process
-/// and registers it on the hub as the chart does, so federated objects are created with the
-/// sync finalizer (a hub write less per object in the cold start). Returns once a dry-run
-/// create of `probe` through `api` gets the finalizer (the webhook's FTC cache is filled);
-/// the server stops when the guard is dropped.
-pub async fn sync_finalizer_webhook(
+/// Which of hubfed's admission webhooks for federated objects the benchmark registers.
+#[derive(Clone, Copy, Debug)]
+pub struct Hooks {
+    /// The sync-finalizer webhook (`/default-federated`, creates).
+    pub finalizer: bool,
+    /// The validating webhook (`/validate-federated`, creates and updates).
+    pub validation: bool,
+}
+
+impl std::fmt::Display for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = [
+            (
+                self.finalizer,
+                "sync finalizer (federated objects are created with it)",
+            ),
+            (
+                self.validation,
+                "validation of federated objects' creates and updates",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        f.write_str(&names.join(", "))
+    }
+}
+
+/// Serves hubfed's admission webhooks of federated objects in this process and registers
+/// those of `hooks` on the hub as the chart does: the sync-finalizer webhook
+/// (`/default-federated`; federated objects are created with the sync finalizer, a hub write
+/// less per object in the cold start) and the validating one (`/validate-federated`; every
+/// create and update is validated). Returns once a dry-run create of `probe` through `api`
+/// passes them (with the finalizer, when asked: the webhook's FTC cache is filled); the
+/// server stops when the guard is dropped.
+pub async fn admission_webhooks(
     fed: &Federation,
+    hooks: Hooks,
     api: &Api<kube::api::DynamicObject>,
     probe: &kube::api::DynamicObject,
     timeout: Duration,
 ) -> anyhow::Result<tokio_util::sync::DropGuard> {
-    use hubfed_e2e::webhooks::{free_port, sync_finalizer_hook, wait_listening, write_certificate};
-    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    use hubfed_e2e::webhooks::{
+        federated_validation_hook, free_port, sync_finalizer_hook, wait_listening,
+        write_certificate,
+    };
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
 
     let port = free_port()?;
     let dir = fed.env.dir().join("webhook-certs");
@@ -362,31 +398,50 @@ pub async fn sync_finalizer_webhook(
         stop.clone(),
     ));
     wait_listening(port).await?;
-    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
-        "metadata": {"name": "hubfed-bench-sync-finalizer"},
-        "webhooks": [sync_finalizer_hook(port, &ca)],
-    }))?;
-    Api::<MutatingWebhookConfiguration>::all(fed.hub.clone())
-        .create(&PostParams::default(), &config)
-        .await
-        .context("registering the sync-finalizer webhook")?;
+    if hooks.finalizer {
+        let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": "hubfed-bench-sync-finalizer"},
+            "webhooks": [sync_finalizer_hook(port, &ca)],
+        }))?;
+        Api::<MutatingWebhookConfiguration>::all(fed.hub.clone())
+            .create(&PostParams::default(), &config)
+            .await
+            .context("registering the sync-finalizer webhook")?;
+    }
+    if hooks.validation {
+        let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": "hubfed-bench-validation"},
+            "webhooks": [federated_validation_hook(port, &ca)],
+        }))?;
+        Api::<ValidatingWebhookConfiguration>::all(fed.hub.clone())
+            .create(&PostParams::default(), &config)
+            .await
+            .context("registering the validating webhook of federated objects")?;
+    }
     let began = Instant::now();
     let dry_run = PostParams {
         dry_run: true,
         ..PostParams::default()
     };
     loop {
-        let created = api.create(&dry_run, probe).await?;
-        if created
-            .finalizers()
-            .iter()
-            .any(|f| f == hubfed_api::names::SYNC_CONTROLLER_FINALIZER)
-        {
+        let passed = match api.create(&dry_run, probe).await {
+            Ok(created) => {
+                !hooks.finalizer
+                    || created
+                        .finalizers()
+                        .iter()
+                        .any(|f| f == hubfed_api::names::SYNC_CONTROLLER_FINALIZER)
+            }
+            // The validating webhook not answering yet (it fails closed).
+            Err(kube::Error::Api(e)) if hooks.validation && e.code >= 500 => false,
+            Err(e) => return Err(e.into()),
+        };
+        if passed {
             return Ok(stop.drop_guard());
         }
         anyhow::ensure!(
             began.elapsed() < timeout,
-            "the sync-finalizer webhook gave no finalizer to a dry-run create within {}s",
+            "a dry-run create did not pass hubfed's admission webhooks ({hooks}) within {}s",
             timeout.as_secs()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -225,6 +225,17 @@ pub struct Args {
         default_value_t = false
     )]
     pub no_admission_finalizer: bool,
+    /// Create and change the federated objects without hubfed's validating admission webhook
+    /// for them (`/validate-federated`). By default it is served and registered as the chart
+    /// does — every create and update of a `types.kubefed.io` object is validated, and the
+    /// benchmark's template changes pay for it —; never with `--controller kubefed` (KubeFed
+    /// validates no federated object).
+    #[arg(
+        long,
+        env = "HUBFED_BENCH_NO_ADMISSION_VALIDATION",
+        default_value_t = false
+    )]
+    pub no_admission_validation: bool,
     /// Deadline of each wait (cluster start-up, cold start, settling), in seconds.
     #[arg(long, env = "HUBFED_BENCH_TIMEOUT_SECONDS", default_value_t = 1800)]
     pub timeout_seconds: u64,

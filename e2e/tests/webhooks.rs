@@ -10,6 +10,7 @@
 use hubfed_api::federatedcrd::{FederatedTypeDescription, federated_crd};
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
+use hubfed_controller::metrics::METRICS;
 use hubfed_e2e::webhooks::{core_api, refusal, with_webhooks};
 use hubfed_e2e::{
     ExampleType, KUBEFED_NAMESPACE, TIMEOUT, Wait, federated, federated_object, install_crds,
@@ -174,6 +175,15 @@ async fn federated_objects_with_bad_overrides_are_refused() -> anyhow::Result<()
         });
         serde_json::to_value(o).expect("serializable")
     };
+    // The webhook server runs in this process: its answers are counted here. Other tests of
+    // this binary may add to the counts, never take from them.
+    let answered = |verdict: &str| {
+        METRICS
+            .webhook_requests_total
+            .with_label_values(&["validate-federated", verdict])
+            .get()
+    };
+    let (allowed_before, denied_before) = (answered("allowed"), answered("denied"));
     assert_eq!(
         refusal(&api, object(json!([{"clusterName": "member1", "clusterOverrides": [{"path": "/data/a", "value": "c"}]}])), true).await?,
         None,
@@ -203,6 +213,18 @@ async fn federated_objects_with_bad_overrides_are_refused() -> anyhow::Result<()
     .await?
     .expect("a cluster listed twice is refused");
     assert!(message.contains("member1"), "{message}");
+    assert!(
+        answered("allowed") > allowed_before && answered("denied") >= denied_before + 2,
+        "hubfed_webhook_requests_total of validate-federated: allowed {allowed_before} → {}, \
+         denied {denied_before} → {} (one allowed and two denied reviews were sent)",
+        answered("allowed"),
+        answered("denied")
+    );
+    let timed = METRICS
+        .webhook_duration
+        .with_label_values(&["validate-federated"])
+        .get_sample_count();
+    assert!(timed >= 3, "{timed} reviews of validate-federated timed");
     Ok(())
 }
 

@@ -21,6 +21,11 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
+/// Buckets for admission reviews, answered in well under a millisecond.
+const WEBHOOK_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5,
+];
+
 /// One metric's name, help text and label names.
 struct Def {
     name: &'static str,
@@ -162,6 +167,18 @@ metrics! {
         "hubfed_member_lists_stalled",
         "Lists of a member's objects running without their slot after they got no page for the stall time, until they end or fail, per type and cluster: a list that stays here hangs.",
         ["type", "cluster"]
+    );
+    // hubfed: admission.
+    webhook_requests_total: counter(
+        "hubfed_webhook_requests_total",
+        "Admission reviews answered by the webhook server, per webhook and verdict.",
+        ["webhook", "verdict"]
+    );
+    webhook_duration: histogram(
+        "hubfed_webhook_duration_seconds",
+        "Time the webhook server took to answer an admission review, from its body read to its answer built, per webhook.",
+        ["webhook"],
+        WEBHOOK_BUCKETS
     );
     // hubfed: propagation and drift.
     propagation_latency: histogram(

@@ -230,12 +230,32 @@ fn too_deep(body: &[u8]) -> Option<Value> {
     ))
 }
 
+/// Answers one admission review at `path`, counted in `hubfed_webhook_requests_total` and
+/// timed in `hubfed_webhook_duration_seconds`.
 async fn handle(path: &'static str, hub: HubView, body: axum::body::Bytes) -> Json<Value> {
-    if let Some(denied) = too_deep(&body) {
+    let started = std::time::Instant::now();
+    let (answer, verdict) = review(path, &hub, &body);
+    let webhook = path.trim_start_matches('/');
+    let metrics = &crate::metrics::METRICS;
+    metrics
+        .webhook_requests_total
+        .with_label_values(&[webhook, verdict])
+        .inc();
+    metrics
+        .webhook_duration
+        .with_label_values(&[webhook])
+        .observe(started.elapsed().as_secs_f64());
+    Json(answer)
+}
+
+/// The answer to the review `body` at `path`, and its verdict for the metrics: `allowed`,
+/// `patched` (allowed with a patch), `denied` or `undecodable`.
+fn review(path: &'static str, hub: &HubView, body: &[u8]) -> (Value, &'static str) {
+    if let Some(denied) = too_deep(body) {
         warn!(path, "refused an object nested too deep to read");
-        return Json(denied);
+        return (denied, "denied");
     }
-    let review: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_slice(&body);
+    let review: Result<AdmissionReview<DynamicObject>, _> = serde_json::from_slice(body);
     let request = review.map_err(|e| e.to_string()).and_then(|r| {
         let request: Result<AdmissionRequest<DynamicObject>, _> = r.try_into();
         request.map_err(|e| e.to_string())
@@ -244,17 +264,23 @@ async fn handle(path: &'static str, hub: HubView, body: axum::body::Bytes) -> Js
         Ok(request) => request,
         Err(e) => {
             warn!(path, error = %e, "undecodable admission review");
-            return Json(json!({
+            let answer = json!({
                 "apiVersion": "admission.k8s.io/v1",
                 "kind": "AdmissionReview",
                 "response": {"uid": "", "allowed": false,
                     "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": e}},
-            }));
+            });
+            return (answer, "undecodable");
         }
     };
-    let verdict = decide(path, &request, &hub);
+    let verdict = decide(path, &request, hub);
     debug!(path, name = %request.name, verdict = ?verdict, "admission decided");
-    Json(review_response(&request.uid, &verdict))
+    let label = match verdict {
+        Verdict::Allow => "allowed",
+        Verdict::Deny(_) => "denied",
+        Verdict::Patch(_) => "patched",
+    };
+    (review_response(&request.uid, &verdict), label)
 }
 
 pub fn router(hub: HubView) -> Router {

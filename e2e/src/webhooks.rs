@@ -150,16 +150,30 @@ pub fn sync_finalizer_hook(port: u16, ca: &str) -> Value {
 }
 
 /// The validating webhook of federated objects (`/validate-federated`) as the chart registers
-/// it: creates and updates of `types.kubefed.io` objects, failing closed.
+/// it: creates and updates of `types.kubefed.io` objects, failing closed, called only when
+/// [`federated_validation_match_conditions`] hold.
 pub fn federated_validation_hook(port: u16, ca: &str) -> Value {
-    hook(
+    let mut hook = hook(
         port,
         ca,
         "federated.types.kubefed.io",
         "/validate-federated",
         "types.kubefed.io",
         vec!["*"],
-    )
+    );
+    hook["matchConditions"] = federated_validation_match_conditions();
+    hook
+}
+
+/// The chart's `matchConditions` of the validating webhook of federated objects: the API
+/// server calls it only for a create or a change of `spec` of an object not being deleted —
+/// what the server judges (it allows the rest). Label, annotation and finalizer changes, and
+/// a deletion's, then neither wait for the webhook nor fail when no replica answers.
+pub fn federated_validation_match_conditions() -> Value {
+    json!([
+        {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
+        {"name": "spec-changed", "expression": "oldObject == null || has(object.spec) != has(oldObject.spec) || (has(object.spec) && object.spec != oldObject.spec)"},
+    ])
 }
 
 /// Waits until something listens on 127.0.0.1:`port` (5 s at most).

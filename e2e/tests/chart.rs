@@ -299,6 +299,19 @@ fn chart_deployment_and_webhooks_match_the_controller() -> anyhow::Result<()> {
         ],
         "only the federated-object webhook's failurePolicy is a value"
     );
+    let federated_hook = configs[0]["webhooks"]
+        .as_array()
+        .and_then(|hooks| {
+            hooks
+                .iter()
+                .find(|w| w["name"] == "federated.types.kubefed.io")
+        })
+        .context("the federated-object webhook")?;
+    assert_eq!(
+        federated_hook["matchConditions"],
+        hubfed_e2e::webhooks::federated_validation_match_conditions(),
+        "the chart's matchConditions are those the e2e webhooks test proves"
+    );
     Ok(())
 }
 

@@ -1,24 +1,29 @@
 //! Admission webhooks through a real kube-apiserver: invalid FederatedTypeConfigs,
 //! KubeFedClusters, KubeFedConfigs, federated objects and PlacementPolicies are refused with a readable
 //! message; valid ones pass; KubeFedConfig is defaulted; new federated objects get the sync
-//! finalizer when their type's sync controller runs.
+//! finalizer when their type's sync controller runs; with the validating webhook of federated
+//! objects unreachable, only changes of spec wait for it.
 //!
 //! The webhook server runs in-process with a certificate for 127.0.0.1; the webhook
 //! configurations call it by URL. Its own test binary: the configurations apply to the whole
 //! hub.
 
+use anyhow::Context;
 use hubfed_api::federatedcrd::{FederatedTypeDescription, federated_crd};
 use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::names::SYNC_CONTROLLER_FINALIZER;
 use hubfed_controller::metrics::METRICS;
-use hubfed_e2e::webhooks::{core_api, refusal, with_webhooks};
+use hubfed_e2e::webhooks::{
+    core_api, federated_validation_hook, free_port, refusal, with_webhooks,
+};
 use hubfed_e2e::{
     ExampleType, KUBEFED_NAMESPACE, TIMEOUT, Wait, federated, federated_object, install_crds,
     placement, propagated_ok, wait_for,
 };
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -396,5 +401,115 @@ async fn new_federated_objects_get_the_sync_finalizer_at_admission() -> anyhow::
         unsynced_api.get_opt("no-ftc").await?.is_none(),
         "deleted at once"
     );
+    Ok(())
+}
+
+/// With no replica answering the validating webhook of federated objects (failing closed),
+/// only what it judges waits: a change of `spec` is refused, while label, annotation and
+/// finalizer changes go through and a deletion completes — the chart's `matchConditions` keep
+/// the API server from calling it for those. The unreachable webhook is registered for this
+/// test's namespace only.
+#[tokio::test]
+async fn only_spec_changes_wait_for_an_unreachable_validating_webhook() -> anyhow::Result<()> {
+    let federation = with_webhooks().await?;
+    let hub = federation.hub().await?;
+    let namespace = hubfed_e2e::unique_ns("webhook-unreachable");
+    federation
+        .create_federated_namespace(&namespace, &["member1"])
+        .await?;
+    let resource = federated("ConfigMap");
+    let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), &namespace, &resource);
+    let mut object = federated_object(
+        &resource,
+        Some(&namespace),
+        "held",
+        json!({"template": {"data": {"a": "b"}}, "placement": placement(&["member1"])}),
+    );
+    object.metadata.finalizers = Some(vec!["example.com/keep".to_owned()]);
+    api.create(&PostParams::default(), &object).await?;
+    let copies: Api<ConfigMap> = Api::namespaced(federation.client("member1").await?, &namespace);
+    wait_for("the copy in member1", TIMEOUT, async || {
+        Ok(match copies.get_opt("held").await? {
+            Some(_) => Wait::Done(()),
+            None => Wait::Pending("no copy in member1".into()),
+        })
+    })
+    .await?;
+
+    // Nothing listens on this port: every call fails, and the hook fails closed.
+    let mut unreachable = federated_validation_hook(free_port()?, "");
+    unreachable["clientConfig"] = json!({"url": unreachable["clientConfig"]["url"]});
+    unreachable["namespaceSelector"] =
+        json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}});
+    let configs = Api::<ValidatingWebhookConfiguration>::all(hub.clone());
+    let config_name = format!("hubfed-e2e-unreachable-{namespace}");
+    configs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": config_name},
+                "webhooks": [unreachable],
+            }))?,
+        )
+        .await?;
+    let merge = |patch: Value| Patch::Merge(patch);
+    // The API server picks the configuration up from a watch of its own.
+    let refused = wait_for("a change of spec refused", TIMEOUT, async || {
+        let change = merge(json!({"spec": {"template": {"data": {"a": "c"}}}}));
+        Ok(
+            match api
+                .patch("held", &PatchParams::default().dry_run(), &change)
+                .await
+            {
+                Err(kube::Error::Api(e)) => Wait::Done(e.message),
+                Err(e) => return Err(e.into()),
+                Ok(_) => Wait::Pending("the change of spec was accepted".into()),
+            },
+        )
+    })
+    .await?;
+    assert!(refused.contains("failed calling webhook"), "{refused}");
+
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &merge(json!({"metadata": {"labels": {"team": "a"}, "annotations": {"note": "b"}}})),
+    )
+    .await
+    .context("a label and annotation change while the webhook is unreachable")?;
+    api.delete("held", &DeleteParams::default()).await?;
+    // The controller deletes the copy and releases its finalizer; then ours goes.
+    wait_for(
+        "the copy deleted and the sync finalizer released",
+        TIMEOUT,
+        async || {
+            let left = api.get("held").await?;
+            Ok(
+                if copies.get_opt("held").await?.is_none() && !has_sync_finalizer(&left) {
+                    Wait::Done(())
+                } else {
+                    Wait::Pending(format!("finalizers {:?}", left.metadata.finalizers))
+                },
+            )
+        },
+    )
+    .await?;
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .context("releasing a finalizer while the webhook is unreachable")?;
+    wait_for("the object gone", TIMEOUT, async || {
+        Ok(match api.get_opt("held").await? {
+            None => Wait::Done(()),
+            Some(_) => Wait::Pending("still in the hub".into()),
+        })
+    })
+    .await?;
+    configs
+        .delete(&config_name, &DeleteParams::default())
+        .await?;
     Ok(())
 }

@@ -147,6 +147,11 @@ pub struct Latency {
     /// Mean of the controller's `hubfed_propagation_latency_seconds` (its reconcile planned
     /// → the last placed member's write answered); `None` for KubeFed.
     pub controller_propagation_mean_ms: Option<f64>,
+    /// Mean time the validating webhook of federated objects (served in the benchmark's
+    /// process, on a runtime of its own) took to answer a review of this phase's template
+    /// changes — its own share of the hub PATCH, the API server's round trip left out; `None`
+    /// when it was not registered (or not called).
+    pub webhook_answer_mean_ms: Option<f64>,
     pub member_operations: BTreeMap<String, f64>,
     pub cpu: CpuUsage,
 }
@@ -1162,8 +1167,11 @@ fn breakdown(l: &Latency) -> String {
     if let Some(ms) = l.controller_propagation_mean_ms {
         apply += &format!(", planned → last apply answered {ms:.1} ms on average");
     }
+    let webhook = l.webhook_answer_mean_ms.map_or_else(String::new, |ms| {
+        format!(" (the validating webhook's own answer {ms:.2} ms on average)")
+    });
     format!(
-        "p50 from the hub PATCH sent: answered {:.1} ms, hub watch event {:.1} ms, first member {:.1} ms, last member {:.1} ms ({} of {} updates seen by the hub watch before their last member){apply}",
+        "p50 from the hub PATCH sent: answered {:.1} ms{webhook}, hub watch event {:.1} ms, first member {:.1} ms, last member {:.1} ms ({} of {} updates seen by the hub watch before their last member){apply}",
         l.hub_write.p50_ms,
         l.hub_watch.p50_ms,
         l.first_member.p50_ms,

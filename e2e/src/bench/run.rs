@@ -915,6 +915,7 @@ async fn latency_phase(
         0.0
     };
     let before = member_metrics(controller, agents).await?;
+    let webhook_before = validation_answers();
     let cpu_before = CpuSnapshot::take(groups);
     let period = Duration::from_secs_f64(1.0 / rate);
     let mut ticks = tokio::time::interval(period);
@@ -983,6 +984,7 @@ async fn latency_phase(
     let cpu = CpuUsage::between(&cpu_before, &CpuSnapshot::take(groups));
     wait_settled(controller, agents, timeout).await?;
     let after = member_metrics(controller, agents).await?;
+    let webhook_after = validation_answers();
     let (latencies, missing, healthy, slow_latencies, hub_watch, first_member) = {
         let state = tracker.state();
         (
@@ -1052,6 +1054,9 @@ async fn latency_phase(
             &[],
         ))
         .filter(|ms| *ms > 0.0),
+        webhook_answer_mean_ms: (webhook_after.0 > webhook_before.0).then(|| {
+            (webhook_after.1 - webhook_before.1) / (webhook_after.0 - webhook_before.0) as f64 * 1e3
+        }),
         member_operations: operations_delta(
             &before.member_operations(),
             &after.member_operations(),
@@ -1059,6 +1064,15 @@ async fn latency_phase(
         cpu,
     };
     Ok((latency, slow_phase))
+}
+
+/// The validating webhook of federated objects as this process serves it
+/// (`setup::admission_webhooks`): reviews answered and the seconds they took.
+fn validation_answers() -> (u64, f64) {
+    let answers = hubfed_controller::metrics::METRICS
+        .webhook_duration
+        .with_label_values(&["validate-federated"]);
+    (answers.get_sample_count(), answers.get_sample_sum())
 }
 
 /// A hub error worth one more try: the server's own (5xx, `etcdserver: request timed out`)

@@ -390,13 +390,24 @@ pub async fn admission_webhooks(
     let dir = fed.env.dir().join("webhook-certs");
     let ca = write_certificate(&dir)?;
     let stop = CancellationToken::new();
-    tokio::spawn(hubfed_controller::webhook::serve(
-        ([127, 0, 0, 1], port).into(),
-        dir,
-        fed.hub.clone(),
-        KUBEFED_NAMESPACE.to_owned(),
-        stop.clone(),
-    ));
+    // A thread and runtime of its own, as a replica's webhook server has a process of its own:
+    // the benchmark's busy runtime (its member watches) does not delay the reviews' answers.
+    std::thread::spawn({
+        let (hub, stop) = (fed.hub.clone(), stop.clone());
+        move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            runtime.block_on(hubfed_controller::webhook::serve(
+                ([127, 0, 0, 1], port).into(),
+                dir,
+                hub,
+                KUBEFED_NAMESPACE.to_owned(),
+                stop,
+            ))
+        }
+    });
     wait_listening(port).await?;
     if hooks.finalizer {
         let config: MutatingWebhookConfiguration = serde_json::from_value(json!({

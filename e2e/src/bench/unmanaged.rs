@@ -1,7 +1,7 @@
 //! `--unmanaged N`: after the at-rest window, N objects the controller does not manage
 //! (half ConfigMaps, half Secrets, unlabelled, small) created straight in member1, in the
-//! federated namespaces. The controller keeps only their names (to adopt or refuse on a
-//! create); this measures what that costs it: RSS per unmanaged object, CPU, and that it
+//! federated namespaces. The controller keeps only a hash of their names (to adopt or refuse on a
+//! create); this measures what that costs it: live heap and RSS per unmanaged object, CPU, and that it
 //! writes nothing to the member.
 
 use std::collections::BTreeMap;
@@ -161,11 +161,19 @@ pub async fn run(
     let reconciles = after.sum("controller_runtime_reconcile_total", &[])
         - before.sum("controller_runtime_reconcile_total", &[]);
     let bytes_per_object = (rss_after as f64 - rss_before as f64) / created as f64;
+    let (heap_before, heap_after) = (
+        before.heap().map(|h| h.allocated_bytes),
+        after.heap().map(|h| h.allocated_bytes),
+    );
+    let heap_bytes_per_object = heap_before
+        .zip(heap_after)
+        .map(|(b, a)| (a as f64 - b as f64) / created as f64);
     let controller_cpu_seconds = cpu.cpu_seconds.get("controller").copied().unwrap_or(0.0);
     progress(format_args!(
-        "unmanaged objects: controller RSS {:.1} → {:.1} MiB = {bytes_per_object:.0} B per object (VmHWM {:.1} → {:.1} MiB); {controller_cpu_seconds:.1} CPU-s; {member_writes:.0} member writes, {reconciles:.0} reconciles",
+        "unmanaged objects: controller RSS {:.1} → {:.1} MiB = {bytes_per_object:.0} B per object, live heap {} B per object (VmHWM {:.1} → {:.1} MiB); {controller_cpu_seconds:.1} CPU-s; {member_writes:.0} member writes, {reconciles:.0} reconciles",
         rss_before as f64 / 1048576.0,
         rss_after as f64 / 1048576.0,
+        heap_bytes_per_object.map_or_else(|| "unknown".to_owned(), |b| format!("{b:.0}")),
         hwm_before as f64 / 1048576.0,
         hwm_after as f64 / 1048576.0,
     ));
@@ -186,6 +194,9 @@ pub async fn run(
         hwm_before_bytes: hwm_before,
         hwm_after_bytes: hwm_after,
         bytes_per_object,
+        heap_before_bytes: heap_before,
+        heap_after_bytes: heap_after,
+        heap_bytes_per_object,
         controller_cpu_seconds,
         member_writes,
         member_operations,

@@ -30,7 +30,7 @@
 //! Variants (docs/benchmarks.md, one section each): `--slow-member-ms N` joins the last
 //! member through a proxy that holds what its API server sends for N ms (latency to the
 //! healthy members and to the slow one); `--unmanaged N` creates N unmanaged objects in
-//! member1 after the at-rest window (controller RSS per unmanaged object);
+//! member1 after the at-rest window (controller memory per unmanaged object: live heap and RSS);
 //! `--object-bytes N` gives every ConfigMap and Secret an N-byte value (MB/s);
 //! `--light-members` starts the members with hubfed-testenv's light flags (many members).
 //!

@@ -388,6 +388,22 @@ pub struct Unmanaged {
     pub cpu: CpuUsage,
 }
 
+impl Unmanaged {
+    /// "**N B** each (A → B)": the live heap's growth per unmanaged object, when exported.
+    fn heap_growth(&self) -> Option<String> {
+        let (per_object, before, after) = (
+            self.heap_bytes_per_object?,
+            self.heap_before_bytes?,
+            self.heap_after_bytes?,
+        );
+        Some(format!(
+            "**{per_object:.0} B** each ({} → {})",
+            mib(before),
+            mib(after)
+        ))
+    }
+}
+
 /// `--object-bytes`: throughput in bytes.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct LargeObjects {
@@ -580,13 +596,9 @@ impl BenchResult {
             });
         }
         if let Some(u) = &self.unmanaged {
-            let heap = u.heap_bytes_per_object.map_or_else(String::new, |bytes| {
-                format!(
-                    "{bytes:.0} B of live heap ({} → {}), ",
-                    mib(u.heap_before_bytes.unwrap_or_default()),
-                    mib(u.heap_after_bytes.unwrap_or_default())
-                )
-            });
+            let heap = u
+                .heap_growth()
+                .map_or_else(String::new, |growth| format!("{growth} of live heap, "));
             targets.push(Target {
                 name: "Controller memory per unmanaged object".into(),
                 goal: format!(
@@ -1039,12 +1051,8 @@ impl BenchResult {
                     mib(u.rss_after_bytes),
                     u.settle_seconds,
                     u.bytes_per_object,
-                    u.heap_bytes_per_object
-                        .map_or_else(String::new, |b| format!(
-                            " (live heap {} → {} = **{b:.0} B** each)",
-                            mib(u.heap_before_bytes.unwrap_or_default()),
-                            mib(u.heap_after_bytes.unwrap_or_default())
-                        )),
+                    u.heap_growth()
+                        .map_or_else(String::new, |growth| format!("; live heap {growth}")),
                     mib(u.hwm_before_bytes),
                     mib(u.hwm_after_bytes),
                     u.controller_cpu_seconds,

@@ -1,8 +1,8 @@
 //! `--unmanaged N`: after the at-rest window, N objects the controller does not manage
 //! (half ConfigMaps, half Secrets, unlabelled, small) created straight in member1, in the
-//! federated namespaces. The controller keeps only a hash of their names (to adopt or refuse on a
-//! create); this measures what that costs it: live heap and RSS per unmanaged object, CPU, and that it
-//! writes nothing to the member.
+//! federated namespaces. The controller keeps only a hash of their names (to adopt or refuse
+//! on a create); this measures what that costs it: live heap and RSS per unmanaged object,
+//! CPU, and that it writes nothing to the member.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

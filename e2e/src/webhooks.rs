@@ -165,15 +165,15 @@ pub fn federated_validation_hook(port: u16, ca: &str) -> Value {
     hook
 }
 
-/// The chart's `matchConditions` of the validating webhook of federated objects: the API
-/// server calls it only for a create or a change of `spec` of an object not being deleted —
-/// what the server judges (it allows the rest). Label, annotation and finalizer changes, and
-/// a deletion's, then neither wait for the webhook nor fail when no replica answers.
+/// The chart's `matchConditions` of the validating webhook of federated objects
+/// (`hubfed_core::validation::FEDERATED_VALIDATION_MATCH_CONDITIONS`): the API server calls it
+/// only for a create, or an update of what the validation looks into (not the template's
+/// contents), of an object not being deleted.
 pub fn federated_validation_match_conditions() -> Value {
-    json!([
-        {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"},
-        {"name": "spec-changed", "expression": "oldObject == null || has(object.spec) != has(oldObject.spec) || (has(object.spec) && object.spec != oldObject.spec)"},
-    ])
+    hubfed_core::validation::FEDERATED_VALIDATION_MATCH_CONDITIONS
+        .iter()
+        .map(|(name, expression)| json!({"name": name, "expression": expression}))
+        .collect()
 }
 
 /// Waits until something listens on 127.0.0.1:`port` (5 s at most).

@@ -218,10 +218,27 @@ async fn federated_objects_with_bad_overrides_are_refused() -> anyhow::Result<()
     .await?
     .expect("a cluster listed twice is refused");
     assert!(message.contains("member1"), "{message}");
+
+    // Updates are judged too when they change overrides (or placement), with the same words.
+    let created: DynamicObject = serde_json::from_value(object(json!([])))?;
+    api.create(&PostParams::default(), &created).await?;
+    let bad_update = api
+        .patch(
+            "webhook-probe",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"spec": {"overrides": [{"clusterName": "member1",
+                "clusterOverrides": [{"path": "/metadata/name", "value": "x"}]}]}})),
+        )
+        .await;
     assert!(
-        answered("allowed") > allowed_before && answered("denied") >= denied_before + 2,
+        matches!(&bad_update, Err(kube::Error::Api(e))
+            if e.message.contains("spec.overrides[0].clusterOverrides[0].path")),
+        "{bad_update:?}"
+    );
+    assert!(
+        answered("allowed") > allowed_before && answered("denied") >= denied_before + 3,
         "hubfed_webhook_requests_total of validate-federated: allowed {allowed_before} → {}, \
-         denied {denied_before} → {} (one allowed and two denied reviews were sent)",
+         denied {denied_before} → {} (one allowed and three denied reviews were sent)",
         answered("allowed"),
         answered("denied")
     );
@@ -229,7 +246,7 @@ async fn federated_objects_with_bad_overrides_are_refused() -> anyhow::Result<()
         .webhook_duration
         .with_label_values(&["validate-federated"])
         .get_sample_count();
-    assert!(timed >= 3, "{timed} reviews of validate-federated timed");
+    assert!(timed >= 4, "{timed} reviews of validate-federated timed");
     Ok(())
 }
 
@@ -410,7 +427,8 @@ async fn new_federated_objects_get_the_sync_finalizer_at_admission() -> anyhow::
 /// the API server from calling it for those. The unreachable webhook is registered for this
 /// test's namespace only.
 #[tokio::test]
-async fn only_spec_changes_wait_for_an_unreachable_validating_webhook() -> anyhow::Result<()> {
+async fn only_judged_spec_changes_wait_for_an_unreachable_validating_webhook() -> anyhow::Result<()>
+{
     let federation = with_webhooks().await?;
     let hub = federation.hub().await?;
     let namespace = hubfed_e2e::unique_ns("webhook-unreachable");
@@ -454,8 +472,8 @@ async fn only_spec_changes_wait_for_an_unreachable_validating_webhook() -> anyho
         .await?;
     let merge = |patch: Value| Patch::Merge(patch);
     // The API server picks the configuration up from a watch of its own.
-    let refused = wait_for("a change of spec refused", TIMEOUT, async || {
-        let change = merge(json!({"spec": {"template": {"data": {"a": "c"}}}}));
+    let refused = wait_for("a change of placement refused", TIMEOUT, async || {
+        let change = merge(json!({"spec": {"placement": placement(&["member1", "member2"])}}));
         Ok(
             match api
                 .patch("held", &PatchParams::default().dry_run(), &change)
@@ -469,6 +487,40 @@ async fn only_spec_changes_wait_for_an_unreachable_validating_webhook() -> anyho
     })
     .await?;
     assert!(refused.contains("failed calling webhook"), "{refused}");
+
+    // A change of the template's contents is not judged: it neither waits nor fails, and
+    // reaches the member.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &merge(json!({"spec": {"template": {"data": {"a": "c"}}}})),
+    )
+    .await
+    .context("a template change while the webhook is unreachable")?;
+    wait_for("the template change in member1", TIMEOUT, async || {
+        let data = copies.get("held").await?.data.unwrap_or_default();
+        Ok(match data.get("a").map(String::as_str) {
+            Some("c") => Wait::Done(()),
+            other => Wait::Pending(format!("member1 has a={other:?}")),
+        })
+    })
+    .await?;
+    // Overrides are judged like placement.
+    let overridden = api
+        .patch(
+            "held",
+            &PatchParams::default().dry_run(),
+            &merge(
+                json!({"spec": {"overrides": [{"clusterName": "member1", "clusterOverrides": [
+                    {"path": "/data/a", "value": "d"},
+                ]}]}}),
+            ),
+        )
+        .await;
+    assert!(
+        matches!(&overridden, Err(kube::Error::Api(e)) if e.message.contains("failed calling webhook")),
+        "{overridden:?}"
+    );
 
     api.patch(
         "held",

@@ -129,13 +129,16 @@ pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>, hub: &HubVi
         },
         "/validate-federated" => {
             // Never stand in the way of finalizer, label or annotation changes (the
-            // controller's own patches) or of deletion: only spec changes are judged, so an
-            // object created before the webhook existed can still be cleaned up.
+            // controller's own patches) or of deletion: only creates and updates of what the
+            // validation looks into are judged (a change of the template's contents is not),
+            // so an object created before the webhook existed can still be cleaned up. The
+            // chart's `matchConditions` spare the call in these cases; this is the same
+            // decision for API servers that ignore them (Kubernetes 1.27).
             let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
-            let spec_unchanged = old
+            let unjudged = old
                 .as_ref()
-                .is_some_and(|old| old.get("spec") == object.get("spec"));
-            if deleting || spec_unchanged {
+                .is_some_and(|old| !validation::federated_update_needs_validation(old, &object));
+            if deleting || unjudged {
                 return Verdict::Allow;
             }
             let kind = request.kind.kind.clone();

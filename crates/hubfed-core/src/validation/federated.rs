@@ -42,6 +42,56 @@ pub fn validate_federated_object(object: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// Whether an update of a federated object from `old` to `new` needs
+/// [`validate_federated_object`]'s judgement: it does unless the update leaves every part of
+/// `spec` the validation looks into as it was — placement, overrides, `retainReplicas` and
+/// any other member of `spec` — and the template, if present, is an object (the validation
+/// asks nothing more of it; the CRD's schema asks the same). So a change of the template's
+/// contents alone, the most common write to a federated object, is not judged again; nor are
+/// changes of labels, annotations or finalizers. The webhook's `matchConditions`
+/// ([`FEDERATED_VALIDATION_MATCH_CONDITIONS`]) spare the API server the call in every such
+/// case (and may call it in a few more: this function decides then).
+pub fn federated_update_needs_validation(old: &Value, new: &Value) -> bool {
+    let (old_spec, new_spec) = (old.get("spec"), new.get("spec"));
+    let (Some(old_map), Some(new_map)) = (
+        old_spec.and_then(Value::as_object),
+        new_spec.and_then(Value::as_object),
+    ) else {
+        return old_spec != new_spec;
+    };
+    let template_fits = present(new_map.get("template")).is_none_or(Value::is_object);
+    let judged = |map: &Map<String, Value>| map.keys().filter(|k| *k != "template").count();
+    let judged_equal = judged(old_map) == judged(new_map)
+        && new_map
+            .iter()
+            .filter(|(k, _)| *k != "template")
+            .all(|(k, v)| old_map.get(k) == Some(v));
+    !(template_fits && judged_equal)
+}
+
+/// The `matchConditions` (name, CEL expression) under which the API server calls the
+/// validating webhook of federated objects, as the chart registers it: a create, or an update
+/// [`federated_update_needs_validation`] may judge, of an object not being deleted. Every
+/// update that function lets pass unjudged — label, annotation and finalizer changes, a
+/// deletion's, a change of the template's contents alone — then neither waits for the webhook
+/// nor fails while no replica answers. They are written so that no evaluation errs (with
+/// `failurePolicy: Fail` an error refuses the write without calling the webhook): CEL's `||`
+/// is true when either side is, whatever the other's error.
+pub const FEDERATED_VALIDATION_MATCH_CONDITIONS: [(&str, &str); 2] = [
+    (
+        "not-being-deleted",
+        "!has(object.metadata.deletionTimestamp)",
+    ),
+    (
+        "judged-spec-changed",
+        "oldObject == null || has(object.spec) != has(oldObject.spec) || (has(object.spec) && \
+         (type(object.spec) != map || type(oldObject.spec) != map || \
+         (has(object.spec.template) && type(object.spec.template) != map) || \
+         object.spec.exists(k, k != 'template' && (!(k in oldObject.spec) || object.spec[k] != oldObject.spec[k])) || \
+         oldObject.spec.exists(k, k != 'template' && !(k in object.spec))))",
+    ),
+];
+
 /// An object at `path`, or an error.
 pub(super) fn expect_object<'a>(
     value: &'a Value,

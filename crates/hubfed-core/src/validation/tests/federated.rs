@@ -243,3 +243,86 @@ fn accepted_overrides_are_accepted_by_the_controller() {
     let patch = crate::overrides::patch_for_cluster(parsed.overrides.as_deref(), "c1").unwrap();
     assert_eq!(patch.unwrap().len(), 8);
 }
+
+#[test]
+fn only_updates_of_what_the_validation_looks_into_are_judged_again() {
+    let placement = json!({"clusters": [{"name": "cluster1"}]});
+    let old = federated(json!({"template": {"data": {"a": "b"}}, "placement": placement}));
+    let with_spec = |spec: Value| federated(spec);
+    let needs = |new: &Value| federated_update_needs_validation(&old, new);
+
+    // The template's contents alone, labels, nothing at all: not judged.
+    assert!(!needs(&old));
+    assert!(!needs(&with_spec(
+        json!({"template": {"data": {"a": "c"}, "metadata": {"labels": {"x": "y"}}}, "placement": placement})
+    )));
+    let mut labelled = old.clone();
+    labelled["metadata"]["labels"] = json!({"team": "a"});
+    assert!(!needs(&labelled));
+    // The template dropped, or set to null: still nothing the validation refuses.
+    assert!(!needs(&with_spec(json!({"placement": placement}))));
+    assert!(!needs(&with_spec(
+        json!({"template": null, "placement": placement})
+    )));
+
+    // Anything else in spec: judged.
+    assert!(needs(&with_spec(
+        json!({"template": {"data": {"a": "b"}}, "placement": {"clusters": [{"name": "Bad_Name"}]}})
+    )));
+    assert!(needs(&with_spec(json!({"template": {"data": {"a": "b"}}}))));
+    assert!(needs(&with_spec(json!({
+        "template": {"data": {"a": "b"}}, "placement": placement,
+        "overrides": [{"clusterName": "cluster1", "clusterOverrides": [{"path": "x"}]}],
+    }))));
+    assert!(needs(&with_spec(
+        json!({"template": {"data": {"a": "b"}}, "placement": placement, "retainReplicas": "yes"})
+    )));
+    assert!(needs(&with_spec(
+        json!({"template": {"data": {"a": "b"}}, "placement": placement, "unknown": 1})
+    )));
+    // A template that is no object, a spec that is none, a spec added or dropped: judged.
+    assert!(needs(&with_spec(
+        json!({"template": "text", "placement": placement})
+    )));
+    assert!(needs(&with_spec(json!([]))));
+    assert!(needs(&json!({"metadata": {"name": "web"}})));
+    let bare = json!({"metadata": {"name": "web"}});
+    assert!(federated_update_needs_validation(&bare, &old));
+    // Neither has a spec, or the same non-object one: nothing changed.
+    assert!(!federated_update_needs_validation(&bare, &bare));
+    let listed = with_spec(json!([1]));
+    assert!(!federated_update_needs_validation(&listed, &listed));
+}
+
+#[test]
+fn an_update_the_webhook_lets_pass_unjudged_has_nothing_the_validation_refuses_that_was_not_there()
+{
+    // Whatever `federated_update_needs_validation` lets pass, the validation would have
+    // given the same verdict as on the old object: the skip never admits a new problem.
+    let olds = [
+        json!({"template": {"data": {"a": "b"}}, "placement": {"clusters": [{"name": "c1"}]}}),
+        json!({"template": {"data": {"a": "b"}}, "placement": {"clusters": [{"name": "Bad_"}]}}),
+        json!({"placement": {"clusterSelector": {"matchLabels": {"a": "b"}}}}),
+    ];
+    let templates = [
+        json!({"data": {"a": "c"}}),
+        json!({}),
+        Value::Null,
+        json!("text"),
+        json!(7),
+    ];
+    for old in &olds {
+        for template in &templates {
+            let mut spec = old.clone();
+            spec["template"] = template.clone();
+            let (old, new) = (federated(old.clone()), federated(spec));
+            if !federated_update_needs_validation(&old, &new) {
+                assert_eq!(
+                    strings(&validate_federated_object(&new)),
+                    strings(&validate_federated_object(&old)),
+                    "{new}"
+                );
+            }
+        }
+    }
+}

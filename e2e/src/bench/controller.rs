@@ -213,8 +213,11 @@ impl ControllerProcess {
             )
             .await;
         }
+        // A member not Ready is not settled either: its objects are reconciled again (and
+        // their status rewritten) once it is back, and a restart whose members' probes
+        // failed for a while (a saturated machine) must not pass for settled meanwhile.
         wait_unchanged(
-            "the controller did not settle",
+            "the controller did not settle (reconciles queued, or a member cluster not Ready)",
             quiet,
             timeout,
             async || {
@@ -222,7 +225,11 @@ impl ControllerProcess {
                 let metrics = self.metrics().await?;
                 let reconciles = metrics.sum("controller_runtime_reconcile_total", &[]);
                 let depth = metrics.sum("hubfed_workqueue_depth", &[]);
-                Ok((reconciles, depth > 0.0))
+                let unready = metrics
+                    .samples
+                    .iter()
+                    .any(|s| s.name == "hubfed_cluster_ready" && s.value == 0.0);
+                Ok((reconciles, depth > 0.0 || unready))
             },
         )
         .await

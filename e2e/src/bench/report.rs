@@ -306,6 +306,9 @@ pub struct Restart {
     pub version_example: Option<serde_json::Value>,
     /// Federated objects whose status the restarted controller rewrote, and one of them.
     pub status_changes: usize,
+    /// Member clusters whose `Ready` condition changed during the restart (probes that failed
+    /// on a saturated machine explain statuses rewritten to `ClusterNotReady` and back).
+    pub clusters_flapped: Vec<String>,
     pub status_change_example: Option<serde_json::Value>,
     pub rss_bytes: u64,
     /// The restarted controller's allocator once settled.
@@ -968,7 +971,7 @@ impl BenchResult {
             row(
                 "warm restart",
                 format!(
-                    "PropagatedVersions before: {} incomplete, {} with another template hash, {} cluster versions behind the member; settled after {:.1} s, {:.0} reconciles; member requests: {}; {} member watch events ({} older revisions, {} spec changes, {} deletions); hub writes: {} ({} statuses changed, {} written without Propagation=True); RSS **{}** ({} per pair, {} above baseline){}",
+                    "PropagatedVersions before: {} incomplete, {} with another template hash, {} cluster versions behind the member; settled after {:.1} s, {:.0} reconciles; member requests: {}; {} member watch events ({} older revisions, {} spec changes, {} deletions); hub writes: {} ({} statuses changed, {} written without Propagation=True){}; RSS **{}** ({} per pair, {} above baseline){}",
                     w.incomplete_versions,
                     w.template_mismatched_versions,
                     w.stale_cluster_versions,
@@ -982,6 +985,15 @@ impl BenchResult {
                     ops(&w.hub_writes),
                     w.status_changes,
                     w.propagation_flaps,
+                    if w.clusters_flapped.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; **{} members' Ready changed during it** ({}: probes failed, then passed)",
+                            w.clusters_flapped.len(),
+                            w.clusters_flapped.join(", ")
+                        )
+                    },
                     mib(w.rss_bytes),
                     kib(w.bytes_per_pair),
                     kib(w.marginal_bytes_per_pair),

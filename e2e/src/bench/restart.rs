@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::propagatedversion::PropagatedVersion;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -65,6 +66,9 @@ pub async fn run(
     let _stop_flaps = stop_flaps.clone().drop_guard();
     let flaps = watch_propagation_flaps(&fed.hub, &stop_flaps).await?;
     let cpu_before = CpuSnapshot::take(&fed.groups(None));
+    // Conditions carry whole seconds: a transition in this second or later is the restart's.
+    let began =
+        k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second())?;
     let controller = ControllerProcess::start(&fed.env, settings, "restart")?;
     let groups = fed.groups(Some(&controller));
     controller.wait_ready(timeout).await?;
@@ -101,6 +105,14 @@ pub async fn run(
             state.deletions - deletions_before,
         )
     };
+    let clusters_flapped = clusters_ready_changed_since(&fed.hub, began).await?;
+    if !clusters_flapped.is_empty() {
+        progress(format_args!(
+            "warm restart: members whose Ready condition changed during it (their probes \
+             failed, then passed again): {}",
+            clusters_flapped.join(", ")
+        ));
+    }
     let statuses_after = federated_statuses(&fed.hub, &namespaces).await?;
     let changed: Vec<&String> = statuses_after
         .iter()
@@ -138,6 +150,7 @@ pub async fn run(
         stale_cluster_versions: versions.stale_entries,
         version_example: versions.example,
         status_changes: changed.len(),
+        clusters_flapped,
         status_change_example,
         settled_seconds: (settle_began + settled).as_secs_f64(),
         member_writes,
@@ -374,4 +387,31 @@ async fn federated_statuses(
         }
     }
     Ok(statuses)
+}
+
+/// The member clusters whose `Ready` condition changed at or after `since` (whole seconds):
+/// during the restart, their health probes failed and, by the time it settled, passed again.
+async fn clusters_ready_changed_since(
+    hub: &Client,
+    since: k8s_openapi::jiff::Timestamp,
+) -> anyhow::Result<Vec<String>> {
+    let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), hubfed_e2e::KUBEFED_NAMESPACE);
+    let mut changed: Vec<String> = clusters
+        .list(&ListParams::default())
+        .await
+        .context("listing the KubeFedClusters")?
+        .items
+        .into_iter()
+        .filter(|cluster| {
+            cluster
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .and_then(|c| c.last_transition_time.as_ref())
+                .is_some_and(|t| t.0 >= since)
+        })
+        .filter_map(|cluster| cluster.metadata.name)
+        .collect();
+    changed.sort();
+    Ok(changed)
 }

@@ -306,10 +306,10 @@ pub struct Restart {
     pub version_example: Option<serde_json::Value>,
     /// Federated objects whose status the restarted controller rewrote, and one of them.
     pub status_changes: usize,
+    pub status_change_example: Option<serde_json::Value>,
     /// Member clusters whose `Ready` condition changed during the restart (probes that failed
     /// on a saturated machine explain statuses rewritten to `ClusterNotReady` and back).
     pub clusters_flapped: Vec<String>,
-    pub status_change_example: Option<serde_json::Value>,
     pub rss_bytes: u64,
     /// The restarted controller's allocator once settled.
     pub heap: Option<Heap>,

@@ -248,49 +248,48 @@ fn accepted_overrides_are_accepted_by_the_controller() {
 fn only_updates_of_what_the_validation_looks_into_are_judged_again() {
     let placement = json!({"clusters": [{"name": "cluster1"}]});
     let old = federated(json!({"template": {"data": {"a": "b"}}, "placement": placement}));
-    let with_spec = |spec: Value| federated(spec);
     let needs = |new: &Value| federated_update_needs_validation(&old, new);
 
     // The template's contents alone, labels, nothing at all: not judged.
     assert!(!needs(&old));
-    assert!(!needs(&with_spec(
+    assert!(!needs(&federated(
         json!({"template": {"data": {"a": "c"}, "metadata": {"labels": {"x": "y"}}}, "placement": placement})
     )));
     let mut labelled = old.clone();
     labelled["metadata"]["labels"] = json!({"team": "a"});
     assert!(!needs(&labelled));
     // The template dropped, or set to null: still nothing the validation refuses.
-    assert!(!needs(&with_spec(json!({"placement": placement}))));
-    assert!(!needs(&with_spec(
+    assert!(!needs(&federated(json!({"placement": placement}))));
+    assert!(!needs(&federated(
         json!({"template": null, "placement": placement})
     )));
 
     // Anything else in spec: judged.
-    assert!(needs(&with_spec(
+    assert!(needs(&federated(
         json!({"template": {"data": {"a": "b"}}, "placement": {"clusters": [{"name": "Bad_Name"}]}})
     )));
-    assert!(needs(&with_spec(json!({"template": {"data": {"a": "b"}}}))));
-    assert!(needs(&with_spec(json!({
+    assert!(needs(&federated(json!({"template": {"data": {"a": "b"}}}))));
+    assert!(needs(&federated(json!({
         "template": {"data": {"a": "b"}}, "placement": placement,
         "overrides": [{"clusterName": "cluster1", "clusterOverrides": [{"path": "x"}]}],
     }))));
-    assert!(needs(&with_spec(
+    assert!(needs(&federated(
         json!({"template": {"data": {"a": "b"}}, "placement": placement, "retainReplicas": "yes"})
     )));
-    assert!(needs(&with_spec(
+    assert!(needs(&federated(
         json!({"template": {"data": {"a": "b"}}, "placement": placement, "unknown": 1})
     )));
     // A template that is no object, a spec that is none, a spec added or dropped: judged.
-    assert!(needs(&with_spec(
+    assert!(needs(&federated(
         json!({"template": "text", "placement": placement})
     )));
-    assert!(needs(&with_spec(json!([]))));
+    assert!(needs(&federated(json!([]))));
     assert!(needs(&json!({"metadata": {"name": "web"}})));
     let bare = json!({"metadata": {"name": "web"}});
     assert!(federated_update_needs_validation(&bare, &old));
     // Neither has a spec, or the same non-object one: nothing changed.
     assert!(!federated_update_needs_validation(&bare, &bare));
-    let listed = with_spec(json!([1]));
+    let listed = federated(json!([1]));
     assert!(!federated_update_needs_validation(&listed, &listed));
 }
 

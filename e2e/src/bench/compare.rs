@@ -8,13 +8,10 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-/// Light-load latency targets for hubfed (5 updates/s): p50 and p99, in ms.
-const LIGHT_P50_MS: f64 = 15.0;
-const LIGHT_P99_MS: f64 = 30.0;
-/// hubfed's 100/s p99 at most this share of KubeFed's.
-const BURST_SHARE: f64 = 0.2;
-/// hubfed's cold start at least this many times KubeFed's objects/s.
-const COLD_START_FACTOR: f64 = 10.0;
+use super::report::{
+    TARGET_BURST_SHARE_OF_KUBEFED, TARGET_COLD_START_FACTOR_OVER_KUBEFED, TARGET_LIGHT_P50_MS,
+    TARGET_LIGHT_P99_MS, TARGET_LIGHT_RATE,
+};
 
 pub fn main(args: Vec<String>) -> anyhow::Result<()> {
     let mut files = Vec::new();
@@ -89,18 +86,18 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
         Row {
             name: "propagation p50 at 5 updates/s",
             unit: "ms",
-            a: lat(a, 5.0, "p50_ms"),
-            b: lat(b, 5.0, "p50_ms"),
-            goal: format!("hubfed ≤ {LIGHT_P50_MS} ms"),
-            met: lat(a, 5.0, "p50_ms").map(|v| v <= LIGHT_P50_MS),
+            a: lat(a, TARGET_LIGHT_RATE, "p50_ms"),
+            b: lat(b, TARGET_LIGHT_RATE, "p50_ms"),
+            goal: format!("hubfed ≤ {TARGET_LIGHT_P50_MS} ms"),
+            met: lat(a, TARGET_LIGHT_RATE, "p50_ms").map(|v| v <= TARGET_LIGHT_P50_MS),
         },
         Row {
             name: "propagation p99 at 5 updates/s",
             unit: "ms",
-            a: lat(a, 5.0, "p99_ms"),
-            b: lat(b, 5.0, "p99_ms"),
-            goal: format!("hubfed ≤ {LIGHT_P99_MS} ms"),
-            met: lat(a, 5.0, "p99_ms").map(|v| v <= LIGHT_P99_MS),
+            a: lat(a, TARGET_LIGHT_RATE, "p99_ms"),
+            b: lat(b, TARGET_LIGHT_RATE, "p99_ms"),
+            goal: format!("hubfed ≤ {TARGET_LIGHT_P99_MS} ms"),
+            met: lat(a, TARGET_LIGHT_RATE, "p99_ms").map(|v| v <= TARGET_LIGHT_P99_MS),
         },
         Row {
             name: "propagation p50 at 20 updates/s",
@@ -126,7 +123,9 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
         a: burst_a,
         b: burst_b,
         goal: "hubfed ≤ 1/5 of KubeFed".to_owned(),
-        met: burst_a.zip(burst_b).map(|(x, y)| x <= y * BURST_SHARE),
+        met: burst_a
+            .zip(burst_b)
+            .map(|(x, y)| x <= y * TARGET_BURST_SHARE_OF_KUBEFED),
     });
     let (cold_a, cold_b) = (
         number(a, "/cold_start/objects_per_second"),
@@ -138,8 +137,10 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             unit: "/s",
             a: cold_a,
             b: cold_b,
-            goal: format!("hubfed ≥ {COLD_START_FACTOR}× KubeFed"),
-            met: cold_a.zip(cold_b).map(|(x, y)| x >= y * COLD_START_FACTOR),
+            goal: format!("hubfed ≥ {TARGET_COLD_START_FACTOR_OVER_KUBEFED}× KubeFed"),
+            met: cold_a
+                .zip(cold_b)
+                .map(|(x, y)| x >= y * TARGET_COLD_START_FACTOR_OVER_KUBEFED),
         },
         Row {
             name: "cold start: all member objects",

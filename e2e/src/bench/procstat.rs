@@ -126,6 +126,38 @@ impl CpuUsage {
         self.cpu_seconds.get(group).copied().unwrap_or(0.0) / self.wall_seconds
     }
 
+    /// What limited the phase: `machine 99 % busy of 2 cores: member apiservers 57 %, hub
+    /// apiserver 25 %, ...` — each group's share of the machine's capacity, the largest first
+    /// (groups under 1 % left out).
+    pub fn limit(&self) -> String {
+        let capacity = self.wall_seconds * self.cores.max(1) as f64;
+        let mut shares: Vec<(&str, f64)> = self
+            .cpu_seconds
+            .iter()
+            .map(|(group, seconds)| {
+                let share = if capacity > 0.0 {
+                    seconds / capacity
+                } else {
+                    0.0
+                };
+                (*group, share)
+            })
+            .filter(|(_, share)| *share >= 0.01)
+            .collect();
+        shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let groups: Vec<String> = shares
+            .iter()
+            .map(|(group, share)| format!("{group} {:.0} %", share * 100.0))
+            .collect();
+        format!(
+            "machine {:.0} % busy of {} cores{}{}",
+            self.machine_busy * 100.0,
+            self.cores,
+            if groups.is_empty() { "" } else { ": " },
+            groups.join(", ")
+        )
+    }
+
     /// `controller 0.42, member apiservers 1.10, ...` in cores.
     pub fn summary(&self) -> String {
         let parts: Vec<String> = self
@@ -174,5 +206,37 @@ impl Machine {
                 .map(|k| k.trim().to_owned())
                 .unwrap_or_default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_names_the_groups_by_their_share_of_the_machine() {
+        let usage = CpuUsage {
+            wall_seconds: 10.0,
+            cores: 2,
+            machine_busy: 0.99,
+            cpu_seconds: BTreeMap::from([
+                ("controller", 1.4),
+                ("etcd", 1.6),
+                ("hub apiserver", 5.0),
+                ("member apiservers", 11.4),
+                ("other processes", 0.1),
+            ]),
+        };
+        assert_eq!(
+            usage.limit(),
+            "machine 99 % busy of 2 cores: member apiservers 57 %, hub apiserver 25 %, etcd 8 %, controller 7 %"
+        );
+        let idle = CpuUsage {
+            wall_seconds: 0.0,
+            cores: 2,
+            machine_busy: 0.0,
+            cpu_seconds: BTreeMap::new(),
+        };
+        assert_eq!(idle.limit(), "machine 0 % busy of 2 cores");
     }
 }

@@ -12,9 +12,32 @@ use kube::runtime::reflector::ObjectRef;
 use super::TypeContext;
 use super::member_io::ClusterResult;
 
-/// Writes left running, by federated object and cluster, until a reconcile takes them.
+/// Writes left running, by federated object, then cluster, until a reconcile takes them (by
+/// object first: a reconcile asks whether any of its object's writes still runs).
 pub(crate) type DetachedWrites =
-    Mutex<HashMap<(ObjectRef<DynamicObject>, String), Detached<ClusterResult>>>;
+    Mutex<HashMap<ObjectRef<DynamicObject>, HashMap<String, Detached<ClusterResult>>>>;
+
+/// Keeps `write` for the copy `(object, cluster)`.
+fn keep(
+    ctx: &TypeContext,
+    (object, cluster): (ObjectRef<DynamicObject>, String),
+    write: Detached<ClusterResult>,
+) {
+    ctx.detached
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(object)
+        .or_default()
+        .insert(cluster, write);
+}
+
+/// Whether a write of `object` to any cluster is still running or its result not yet taken.
+pub(super) fn any_of(ctx: &TypeContext, object: &ObjectRef<DynamicObject>) -> bool {
+    ctx.detached
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains_key(object)
+}
 
 /// Who takes a write's result: the reconcile while it waits, else the write itself.
 enum Handoff {
@@ -30,11 +53,19 @@ pub(super) fn resume_in(
     cp: &ClusterPlan,
 ) -> Resume<ClusterResult> {
     let mut writes = ctx.detached.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (object.clone(), cp.cluster.clone());
-    let mut slot = writes.remove(&key);
+    let Some(by_cluster) = writes.get_mut(object) else {
+        return resume(&mut None, &cp.action);
+    };
+    let mut slot = by_cluster.remove(&cp.cluster);
     let decided = resume(&mut slot, &cp.action);
-    if let Some(left) = slot {
-        writes.insert(key, left);
+    match slot {
+        Some(left) => {
+            by_cluster.insert(cp.cluster.clone(), left);
+        }
+        None if by_cluster.is_empty() => {
+            writes.remove(object);
+        }
+        None => {}
     }
     decided
 }
@@ -58,15 +89,12 @@ pub(super) async fn write_or_leave(
             let (state, done) = &*handoff;
             let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
             if matches!(*state, Handoff::Left) {
-                let (object, _) = key.clone();
+                let object = key.0.clone();
                 let done = Detached::Done {
                     desired_hash,
                     result,
                 };
-                ctx.detached
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, done);
+                keep(&ctx, key, done);
                 drop(state);
                 ctx.members.queue_federated(object);
             } else {
@@ -88,10 +116,7 @@ pub(super) async fn write_or_leave(
         Handoff::Done(result) => Some(*result),
         Handoff::Waiting | Handoff::Left => {
             // Marked while the handoff is held: the write cannot end in between.
-            ctx.detached
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key, Detached::InFlight);
+            keep(ctx, key, Detached::InFlight);
             None
         }
     }
@@ -100,5 +125,5 @@ pub(super) async fn write_or_leave(
 /// Forgets the writes of objects no longer in the hub, and gives back the room of those taken
 /// (a cold start on slow members leaves nearly every copy's write running at some point).
 pub(super) fn forget(ctx: &TypeContext, exists: impl Fn(&ObjectRef<DynamicObject>) -> bool) {
-    super::memory::prune(&ctx.detached, |(object, _), _| exists(object));
+    super::memory::prune(&ctx.detached, |object, _| exists(object));
 }

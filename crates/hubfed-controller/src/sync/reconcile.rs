@@ -93,19 +93,8 @@ fn caught_up(ctx: &Arc<TypeContext>, obj: &DynamicObject) {
     if !budget.in_start() {
         return;
     }
-    let (name, namespace) = (
-        obj.metadata.name.as_deref(),
-        obj.metadata.namespace.as_deref(),
-    );
-    let running = ctx
-        .detached
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys()
-        .any(|(object, _)| {
-            Some(object.name.as_str()) == name && object.namespace.as_deref() == namespace
-        });
-    if running {
+    let object = ObjectRef::from_obj_with(obj, ctx.federated.clone());
+    if super::detach::any_of(ctx, &object) {
         return;
     }
     let sooner = budget.caught_up(&super::start_key(obj), std::time::Instant::now());

@@ -1,5 +1,7 @@
-//! `hubfed-bench compare HUBFED/result.json KUBEFED/result.json [--output PREFIX]`: two runs
-//! side by side (`make bench-kubefed`), with issue 15's ratios. Writes `PREFIX.md` and
+//! `hubfed-bench compare A/result.json B/result.json [--output PREFIX]`: two runs side by
+//! side. hubfed's beside KubeFed's (`make bench-kubefed`), with issue 15's ratios; or a run
+//! with one member slow (`--slow-member-ms`) beside an all-healthy run of the same size, with
+//! target 4's (the healthy members within 1.5× of all healthy). Writes `PREFIX.md` and
 //! `PREFIX.json` when `--output` is given, and prints the table. Reported, never asserted.
 
 use std::fmt::Write as _;
@@ -10,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::report::{
     TARGET_BURST_SHARE_OF_KUBEFED, TARGET_COLD_START_FACTOR_OVER_KUBEFED, TARGET_LIGHT_P50_MS,
-    TARGET_LIGHT_P99_MS, TARGET_LIGHT_RATE,
+    TARGET_LIGHT_P99_MS, TARGET_LIGHT_RATE, TARGET_SLOW_MEMBER_P99_FACTOR,
 };
 
 pub fn main(args: Vec<String>) -> anyhow::Result<()> {
@@ -22,7 +24,7 @@ pub fn main(args: Vec<String>) -> anyhow::Result<()> {
             "--output" => output = Some(PathBuf::from(it.next().context("--output PREFIX")?)),
             "-h" | "--help" => {
                 println!(
-                    "hubfed-bench compare HUBFED/result.json KUBEFED/result.json [--output PREFIX]"
+                    "hubfed-bench compare HUBFED/result.json KUBEFED/result.json [--output PREFIX]\n       hubfed-bench compare SLOW/result.json HEALTHY/result.json [--output PREFIX]"
                 );
                 return Ok(());
             }
@@ -69,7 +71,7 @@ fn number(result: &Value, pointer: &str) -> Option<f64> {
 
 /// One compared figure.
 struct Row {
-    name: &'static str,
+    name: String,
     unit: &'static str,
     a: Option<f64>,
     b: Option<f64>,
@@ -84,7 +86,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
     let kib = |r: &Value, p: &str| number(r, p).map(|v| v / 1024.0);
     let mut rows = vec![
         Row {
-            name: "propagation p50 at 5 updates/s",
+            name: "propagation p50 at 5 updates/s".into(),
             unit: "ms",
             a: lat(a, TARGET_LIGHT_RATE, "p50_ms"),
             b: lat(b, TARGET_LIGHT_RATE, "p50_ms"),
@@ -92,7 +94,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: lat(a, TARGET_LIGHT_RATE, "p50_ms").map(|v| v <= TARGET_LIGHT_P50_MS),
         },
         Row {
-            name: "propagation p99 at 5 updates/s",
+            name: "propagation p99 at 5 updates/s".into(),
             unit: "ms",
             a: lat(a, TARGET_LIGHT_RATE, "p99_ms"),
             b: lat(b, TARGET_LIGHT_RATE, "p99_ms"),
@@ -100,7 +102,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: lat(a, TARGET_LIGHT_RATE, "p99_ms").map(|v| v <= TARGET_LIGHT_P99_MS),
         },
         Row {
-            name: "propagation p50 at 20 updates/s",
+            name: "propagation p50 at 20 updates/s".into(),
             unit: "ms",
             a: lat(a, 20.0, "p50_ms"),
             b: lat(b, 20.0, "p50_ms"),
@@ -108,7 +110,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "propagation p99 at 20 updates/s",
+            name: "propagation p99 at 20 updates/s".into(),
             unit: "ms",
             a: lat(a, 20.0, "p99_ms"),
             b: lat(b, 20.0, "p99_ms"),
@@ -118,7 +120,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
     ];
     let (burst_a, burst_b) = (lat(a, 100.0, "p99_ms"), lat(b, 100.0, "p99_ms"));
     rows.push(Row {
-        name: "propagation p99 at 100 updates/s",
+        name: "propagation p99 at 100 updates/s".into(),
         unit: "ms",
         a: burst_a,
         b: burst_b,
@@ -133,7 +135,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
     );
     rows.extend([
         Row {
-            name: "cold start: member objects/s",
+            name: "cold start: member objects/s".into(),
             unit: "/s",
             a: cold_a,
             b: cold_b,
@@ -143,7 +145,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
                 .map(|(x, y)| x >= y * TARGET_COLD_START_FACTOR_OVER_KUBEFED),
         },
         Row {
-            name: "cold start: all member objects",
+            name: "cold start: all member objects".into(),
             unit: "s",
             a: number(a, "/cold_start/seconds"),
             b: number(b, "/cold_start/seconds"),
@@ -151,7 +153,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "cold start: first member object",
+            name: "cold start: first member object".into(),
             unit: "s",
             a: number(a, "/cold_start/first_object_seconds"),
             b: number(b, "/cold_start/first_object_seconds"),
@@ -159,7 +161,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "controller CPU in the cold start",
+            name: "controller CPU in the cold start".into(),
             unit: "CPU-s",
             a: number(a, "/resources/cold_start_cpu_seconds"),
             b: number(b, "/resources/cold_start_cpu_seconds"),
@@ -167,7 +169,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "controller RSS without objects",
+            name: "controller RSS without objects".into(),
             unit: "MiB",
             a: mib(a, "/setup/baseline_rss_bytes"),
             b: mib(b, "/setup/baseline_rss_bytes"),
@@ -175,7 +177,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "controller RSS at rest",
+            name: "controller RSS at rest".into(),
             unit: "MiB",
             a: mib(a, "/resources/rss_at_rest_bytes"),
             b: mib(b, "/resources/rss_at_rest_bytes"),
@@ -183,7 +185,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "controller RSS per object×cluster pair",
+            name: "controller RSS per object×cluster pair".into(),
             unit: "KiB",
             a: kib(a, "/resources/bytes_per_pair"),
             b: kib(b, "/resources/bytes_per_pair"),
@@ -191,7 +193,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "controller peak RSS",
+            name: "controller peak RSS".into(),
             unit: "MiB",
             a: mib(a, "/resources/peak_rss_bytes"),
             b: mib(b, "/resources/peak_rss_bytes"),
@@ -199,7 +201,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "controller cores at rest",
+            name: "controller cores at rest".into(),
             unit: "cores",
             a: number(a, "/resources/cores_at_rest"),
             b: number(b, "/resources/cores_at_rest"),
@@ -207,7 +209,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "member changes at rest (member watches)",
+            name: "member changes at rest (member watches)".into(),
             unit: "",
             a: number(a, "/idle/member_watch_events"),
             b: number(b, "/idle/member_watch_events"),
@@ -215,7 +217,7 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
             met: None,
         },
         Row {
-            name: "hub objects changed at rest",
+            name: "hub objects changed at rest".into(),
             unit: "",
             a: number(a, "/idle/hub_objects_changed"),
             b: number(b, "/idle/hub_objects_changed"),
@@ -224,6 +226,72 @@ fn rows(a: &Value, b: &Value) -> Vec<Row> {
         },
     ]);
     rows
+}
+
+/// A `--slow-member-ms` run (`a`) beside an all-healthy run of the same size (`b`): the
+/// healthy members' cold start and p99 per rate against the all-healthy ones, each at most
+/// [`TARGET_SLOW_MEMBER_P99_FACTOR`] times (issue 15, target 4); the slow member's own
+/// figures beside them, unjudged.
+fn slow_member_rows(a: &Value, b: &Value) -> Vec<Row> {
+    let slow = &a["slow_member"];
+    let within = |x: Option<f64>, y: Option<f64>| {
+        x.zip(y)
+            .map(|(x, y)| x <= y * TARGET_SLOW_MEMBER_P99_FACTOR)
+    };
+    let goal = format!("A ≤ {TARGET_SLOW_MEMBER_P99_FACTOR}× B");
+    let member = slow["member"].as_str().unwrap_or("the slow member");
+    let cold_a = slow["cold_start_healthy_seconds"].as_f64();
+    let cold_b = number(b, "/cold_start/seconds");
+    let mut rows = vec![
+        Row {
+            name: "cold start: every healthy member's objects".into(),
+            unit: "s",
+            a: cold_a,
+            b: cold_b,
+            goal: goal.clone(),
+            met: within(cold_a, cold_b),
+        },
+        Row {
+            name: format!("cold start: {member}'s objects too"),
+            unit: "s",
+            a: slow["cold_start_slow_seconds"].as_f64(),
+            b: cold_b,
+            goal: String::new(),
+            met: None,
+        },
+    ];
+    for phase in slow["latencies"].as_array().into_iter().flatten() {
+        let Some(rate) = phase["rate"].as_f64() else {
+            continue;
+        };
+        let (healthy, all_healthy) = (
+            phase["healthy"]["p99_ms"].as_f64(),
+            latency(b, rate, "p99_ms"),
+        );
+        rows.push(Row {
+            name: format!("propagation p99 to the healthy members at {rate} updates/s"),
+            unit: "ms",
+            a: healthy,
+            b: all_healthy,
+            goal: goal.clone(),
+            met: within(healthy, all_healthy),
+        });
+        rows.push(Row {
+            name: format!("propagation p99 to {member} at {rate} updates/s"),
+            unit: "ms",
+            a: phase["slow"]["p99_ms"].as_f64(),
+            b: all_healthy,
+            goal: String::new(),
+            met: None,
+        });
+    }
+    rows
+}
+
+/// Whether `a` is a `--slow-member-ms` run and `b` is not.
+fn slow_beside_healthy(a: &Value, b: &Value) -> bool {
+    let slow = |r: &Value| r.get("slow_member").is_some_and(|s| !s.is_null());
+    slow(a) && !slow(b)
 }
 
 fn figure(value: Option<f64>, unit: &str) -> String {
@@ -259,11 +327,25 @@ fn describe(result: &Value) -> String {
     )
 }
 
-/// The table and the document of two runs: `a` hubfed's, `b` KubeFed's.
+/// The table and the document of two runs: `a` hubfed's, `b` KubeFed's — or `a` a run with
+/// one member slow, `b` an all-healthy one ([`slow_member_rows`]).
 fn side_by_side(a: &Value, b: &Value) -> (String, Value) {
-    let rows = rows(a, b);
+    let slow = slow_beside_healthy(a, b);
+    let rows = if slow {
+        slow_member_rows(a, b)
+    } else {
+        rows(a, b)
+    };
     let mut md = String::new();
-    let _ = writeln!(md, "## hubfed beside KubeFed\n");
+    let _ = writeln!(
+        md,
+        "## {}\n",
+        if slow {
+            "One member slow (A) beside all healthy (B)"
+        } else {
+            "hubfed beside KubeFed"
+        }
+    );
     let _ = writeln!(md, "- A: {}\n- B: {}\n", describe(a), describe(b));
     md.push_str(
         "| figure | A | B | A ÷ B | target | met |\n| --- | --- | --- | --- | --- | --- |\n",
@@ -300,6 +382,7 @@ fn side_by_side(a: &Value, b: &Value) -> (String, Value) {
         }));
     }
     let document = json!({
+        "comparison": if slow { "slow member beside all healthy" } else { "hubfed beside KubeFed" },
         "a": {"controller": a["parameters"]["controller"], "commit": a["commit"], "date": a["date"], "parameters": a["parameters"]},
         "b": {"controller": b["parameters"]["controller"], "commit": b["commit"], "date": b["date"], "parameters": b["parameters"]},
         "figures": figures,
@@ -375,5 +458,60 @@ mod tests {
             met,
             vec![&json!(false), &json!(true), &json!(false), &json!(false)]
         );
+    }
+
+    #[test]
+    fn a_slow_member_run_beside_an_all_healthy_one() {
+        let mut slow = result("hubfed", 10.0, 900.0, 400.0);
+        slow["slow_member"] = json!({
+            "member": "member10",
+            "delay_ms": 500,
+            "cold_start_healthy_seconds": 2.8,
+            "cold_start_slow_seconds": 9.0,
+            "latencies": [
+                {"rate": 20.0, "healthy": {"p99_ms": 70.0}, "slow": {"p99_ms": 700.0}},
+                {"rate": 5.0, "healthy": {"p99_ms": 30.0}, "slow": {"p99_ms": 600.0}},
+                {"rate": 100.0, "healthy": {"p99_ms": 800.0}, "slow": {"p99_ms": 5000.0}},
+            ],
+        });
+        let healthy = result("hubfed", 10.0, 1000.0, 400.0);
+        let (md, doc) = side_by_side(&slow, &healthy);
+        assert_eq!(doc["comparison"], "slow member beside all healthy");
+        assert!(md.starts_with("## One member slow (A) beside all healthy (B)"));
+        let judged: Vec<(String, bool)> = doc["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| Some((f["figure"].as_str()?.to_owned(), f["met"].as_bool()?)))
+            .collect();
+        // Healthy cold start 2.8 s ≤ 1.5 × 2.0; 20/s 70 > 1.5 × 40; 5/s 30 ≤ 37.5; 100/s 800
+        // ≤ 1,500. The slow member's own figures are not judged.
+        assert_eq!(
+            judged,
+            vec![
+                (
+                    "cold start: every healthy member's objects".to_owned(),
+                    true
+                ),
+                (
+                    "propagation p99 to the healthy members at 20 updates/s".to_owned(),
+                    false
+                ),
+                (
+                    "propagation p99 to the healthy members at 5 updates/s".to_owned(),
+                    true
+                ),
+                (
+                    "propagation p99 to the healthy members at 100 updates/s".to_owned(),
+                    true
+                ),
+            ]
+        );
+        assert!(
+            md.contains("| propagation p99 to member10 at 100 updates/s | 5000 ms | 1000 ms |")
+        );
+        // Two hubfed runs without a slow member are compared as hubfed and KubeFed.
+        let (md, _) = side_by_side(&healthy, &healthy);
+        assert!(md.starts_with("## hubfed beside KubeFed"));
     }
 }

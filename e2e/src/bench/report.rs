@@ -643,7 +643,7 @@ impl BenchResult {
                 Some(l) => Target {
                     name: "Propagation p99 to the healthy members, one member slow".into(),
                     goal: format!(
-                        "≤ {TARGET_SLOW_MEMBER_P99_FACTOR} × the p99 of an all-healthy run of the same size (compare by hand)"
+                        "≤ {TARGET_SLOW_MEMBER_P99_FACTOR} × the p99 of an all-healthy run of the same size (`hubfed-bench compare` this run with that one)"
                     ),
                     measured: format!(
                         "{:.0} ms at {}/s (p50 {:.0}); to the slow member {} ({} ms late): p99 {:.0} ms",

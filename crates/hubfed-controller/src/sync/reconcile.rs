@@ -55,7 +55,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
     let result = reconcile_object(&obj, &ctx).await;
     // An object whose placed cluster's cache is still warming has writes to come.
     if !matches!(result, Ok((_, Warming::Yes))) {
-        caught_up(&ctx, &obj);
+        caught_up(&ctx, &obj, &object_ref);
     }
     let result = result.map(|(action, _)| action);
     depth.dec();
@@ -88,13 +88,12 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
 
 /// Tells a start's batch of Events that `obj` has caught up, unless a write of it is still
 /// running (its Event is admitted at the object's next reconcile).
-fn caught_up(ctx: &Arc<TypeContext>, obj: &DynamicObject) {
+fn caught_up(ctx: &Arc<TypeContext>, obj: &DynamicObject, object: &ObjectRef<DynamicObject>) {
     let mut budget = ctx.event_budget.lock().unwrap_or_else(|e| e.into_inner());
     if !budget.in_start() {
         return;
     }
-    let object = ObjectRef::from_obj_with(obj, ctx.federated.clone());
-    if super::detach::any_of(ctx, &object) {
+    if super::detach::any_of(ctx, object) {
         return;
     }
     let sooner = budget.caught_up(&super::start_key(obj), std::time::Instant::now());

@@ -1,8 +1,8 @@
-//! PropagatedVersions under either CRD (docs/kubefed-compatibility.md §1.7): hubfed's serve the
-//! status as an ordinary field (one hub write per object), KubeFed's through a subresource (a
-//! create and a status write). The controller finds out from its writes which one the hub
-//! holds, and follows a change of the CRD while it runs — an upgrade applies hubfed's CRDs over
-//! KubeFed's with the controller running.
+//! PropagatedVersions under either CRD (docs/kubefed-compatibility.md §1.7): KubeFed's and
+//! hubfed's serve the status through a subresource (a create and a status write), hubfed's
+//! CRDs before 2026-12 as an ordinary field (one write). The controller finds out from its
+//! writes which one the hub holds, and follows a change of the CRD while it runs, whichever
+//! object it writes first after the change.
 //!
 //! Its own binary: the test changes the hub's PropagatedVersion CRD.
 
@@ -102,31 +102,33 @@ async fn propagated_versions_are_recorded_under_either_crd() -> anyhow::Result<(
         (template, spec)
     };
 
-    // hubfed's CRD: created with its status.
+    // hubfed's and KubeFed's CRD: a create, then a status write.
     let (template, body) = spec(1);
     let federated = fed
-        .create_federated("ConfigMap", Some(&ns), "hubfed-crd", body)
+        .create_federated("ConfigMap", Some(&ns), "subresource", body)
         .await?;
-    wait_versions(&versions, "hubfed-crd", &template).await?;
+    wait_versions(&versions, "subresource", &template).await?;
 
-    // KubeFed's CRD, applied while the controller runs: the first write's answer shows no
-    // status; the status is written through the subresource, for new and existing objects.
-    status_subresource(&hub, true).await?;
-    let (template, body) = spec(2);
-    fed.create_federated("ConfigMap", Some(&ns), "kubefed-crd", body)
-        .await?;
-    wait_versions(&versions, "kubefed-crd", &template).await?;
-    let (template, _) = spec(3);
-    update(&federated, "hubfed-crd", &template).await?;
-    wait_versions(&versions, "hubfed-crd", &template).await?;
-
-    // Back to hubfed's: the status write is answered 404, the object written instead.
+    // A CRD without the subresource (hubfed's older one), applied while the controller runs:
+    // the status write is answered 404 and the object written instead, for existing objects
+    // and new ones.
     status_subresource(&hub, false).await?;
-    let (template, _) = spec(4);
-    update(&federated, "kubefed-crd", &template).await?;
-    wait_versions(&versions, "kubefed-crd", &template).await?;
-    let (template, body) = spec(5);
-    fed.create_federated("ConfigMap", Some(&ns), "hubfed-crd-again", body)
+    let (template, _) = spec(2);
+    update(&federated, "subresource", &template).await?;
+    wait_versions(&versions, "subresource", &template).await?;
+    let (template, body) = spec(3);
+    fed.create_federated("ConfigMap", Some(&ns), "no-subresource", body)
         .await?;
-    wait_versions(&versions, "hubfed-crd-again", &template).await
+    wait_versions(&versions, "no-subresource", &template).await?;
+
+    // Back to the subresource, an existing object written first: the object write's answer
+    // keeps the old status, so the status is written through the subresource.
+    status_subresource(&hub, true).await?;
+    let (template, _) = spec(4);
+    update(&federated, "no-subresource", &template).await?;
+    wait_versions(&versions, "no-subresource", &template).await?;
+    let (template, body) = spec(5);
+    fed.create_federated("ConfigMap", Some(&ns), "subresource-again", body)
+        .await?;
+    wait_versions(&versions, "subresource-again", &template).await
 }

@@ -36,8 +36,8 @@ pub fn core_crds() -> Vec<CustomResourceDefinition> {
         KubeFedCluster::crd(),
         KubeFedConfig::crd(),
         FederatedTypeConfig::crd(),
-        without_status_subresource(PropagatedVersion::crd()),
-        without_status_subresource(ClusterPropagatedVersion::crd()),
+        PropagatedVersion::crd(),
+        ClusterPropagatedVersion::crd(),
         ReplicaSchedulingPreference::crd(),
         PlacementPolicy::crd(),
         RolloutStrategy::crd(),
@@ -45,17 +45,6 @@ pub fn core_crds() -> Vec<CustomResourceDefinition> {
     ];
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     crds
-}
-
-/// `crd` with its status an ordinary field. Only the controller writes a PropagatedVersion,
-/// and everything in one lives in its status: without the subresource, the object and its
-/// status are created in one write instead of a create and a status write (KubeFed's CRD
-/// has the subresource; readers see the same object either way).
-fn without_status_subresource(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    for version in &mut crd.spec.versions {
-        version.subresources = None;
-    }
-    crd
 }
 
 /// Every generated file as `(file name, YAML)`, in a fixed order with deterministic content.

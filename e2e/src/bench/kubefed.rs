@@ -2,10 +2,7 @@
 //! on the same clusters, CRDs (hubfed's `crds/`, wire compatible with KubeFed v1beta1),
 //! FederatedTypeConfigs and KubeFedClusters as hubfed gets.
 //!
-//! What it needs beyond what hubfed needs: the status subresource on hubfed's
-//! PropagatedVersion and ClusterPropagatedVersion CRDs (KubeFed writes their `status` through
-//! it; hubfed's CRDs, otherwise wire compatible, have none — without it every version write of
-//! KubeFed's spins for 30 s and fails); a complete KubeFedConfig in its namespace (it
+//! What it needs beyond what hubfed needs: a complete KubeFedConfig in its namespace (it
 //! validates the one it finds and refuses to start on a partial one), written here with
 //! KubeFed's defaults and the benchmark's reconcile concurrency; its leader-election lock (it
 //! cannot run without leader election) deleted before each start, since v0.10.0 does not
@@ -22,11 +19,8 @@ use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_e2e::KUBEFED_NAMESPACE;
 use hubfed_testenv::TestEnv;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceSubresourceStatus,
-};
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 
 use super::workload::KINDS;
 
@@ -66,35 +60,6 @@ pub fn args(env: &TestEnv, metrics_port: u16, healthz_port: u16) -> Vec<String> 
             std::env::var("HUBFED_BENCH_KUBEFED_LOG_LEVEL").unwrap_or_else(|_| "2".to_owned())
         ),
     ]
-}
-
-/// The version CRDs to which KubeFed needs the status subresource added.
-const VERSION_CRDS: [&str; 2] = [
-    "propagatedversions.core.kubefed.io",
-    "clusterpropagatedversions.core.kubefed.io",
-];
-
-/// Adds the status subresource to hubfed's PropagatedVersion and ClusterPropagatedVersion
-/// CRDs, as KubeFed's own CRDs have it.
-pub async fn add_version_status_subresource(hub: &Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(hub.clone());
-    for name in VERSION_CRDS {
-        let mut crd = api
-            .get(name)
-            .await
-            .with_context(|| format!("reading {name}"))?;
-        for version in &mut crd.spec.versions {
-            // An empty object enables it (the default, `null`, does not).
-            version
-                .subresources
-                .get_or_insert_with(Default::default)
-                .status = Some(CustomResourceSubresourceStatus(serde_json::json!({})));
-        }
-        api.replace(name, &PostParams::default(), &crd)
-            .await
-            .with_context(|| format!("adding the status subresource to {name}"))?;
-    }
-    Ok(())
 }
 
 /// Deletes the leader-election lock a stopped controller-manager left behind.

@@ -266,9 +266,6 @@ async fn phases(
     let kubefed_config = (args.controller == ControllerKind::Kubefed)
         .then(|| super::kubefed::config(args.reconcile_concurrency));
     hubfed_e2e::install_control_plane(&fed.hub, kubefed_config).await?;
-    if args.controller == ControllerKind::Kubefed {
-        super::kubefed::add_version_status_subresource(&fed.hub).await?;
-    }
     if args.remote_status {
         setup::enable_remote_status(&fed.hub).await?;
     }

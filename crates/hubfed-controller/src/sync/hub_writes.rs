@@ -280,12 +280,15 @@ pub fn status_to_write(
     StatusDecision::Write(Box::new(update.status))
 }
 
-/// Writes the (Cluster)PropagatedVersion's status, creating it unless it `exists`: in one
-/// write when the CRD has no status subresource (hubfed's), else a create and a status write
-/// (KubeFed's CRD); returns the resourceVersion of the last write. Which CRD the hub holds is
-/// found out by the writes themselves — a write of the object whose answer shows no status
-/// means a subresource, a status write answered 404 means none — and remembered, so applying
-/// other CRDs while the controller runs is followed.
+/// Writes the (Cluster)PropagatedVersion's status, creating it unless it `exists`.
+///
+/// Under KubeFed's CRD (the status a subresource, as hubfed's CRDs have it too) that is a
+/// create and a status write; under a CRD without the subresource (hubfed's before
+/// 2026-12) one write of the object with its status. Which one the hub holds is found out
+/// by the writes themselves and remembered: a status write answered 404 means no
+/// subresource, an object write whose answer lacks the status sent means one. So a CRD
+/// changed while the controller runs is followed. Returns the resourceVersion of the last
+/// write.
 pub async fn write_versions(
     ctx: &TypeContext,
     obj: &DynamicObject,
@@ -353,10 +356,11 @@ where
                 bounded(api.patch(&name, &PatchParams::default(), &patch)).await??
             }
         };
-        if has_status(&written) {
+        if holds_status(&written, status) {
             return Ok(written.resource_version().unwrap_or_default());
         }
-        // The status was dropped: the CRD has the subresource.
+        // The status sent was dropped (an existing object keeps its old one): the CRD has
+        // the subresource.
         subresource.store(true, Relaxed);
     } else if !exists {
         create_ignoring_conflict(&api, object).await?;
@@ -375,12 +379,11 @@ where
     }
 }
 
-/// Whether `object` as the API server answered holds a status.
-fn has_status<K: serde::Serialize>(object: &K) -> bool {
+/// Whether `object` as the API server answered holds the status of `sent`.
+fn holds_status<K: serde::Serialize>(object: &K, sent: &Value) -> bool {
     serde_json::to_value(object)
         .ok()
-        .and_then(|v| v.get("status").cloned())
-        .is_some_and(|s| !s.is_null())
+        .is_some_and(|answer| answer.get("status") == sent.get("status"))
 }
 
 /// Creates `object` with `status` in it; `None` when it exists already.
@@ -426,6 +429,21 @@ pub fn publish(
 mod tests {
     use super::*;
     use crate::test_requests::{Seen, answering};
+
+    #[test]
+    fn an_answer_holds_the_status_only_when_it_is_the_one_sent() {
+        let sent = json!({"status": {"templateVersion": "b", "overridesVersion": "o"}});
+        let answer = |status: Value| {
+            let mut pv = PropagatedVersion::new("configmap-web", Default::default());
+            pv.status = serde_json::from_value(status).unwrap();
+            pv
+        };
+        assert!(holds_status(&answer(sent["status"].clone()), &sent));
+        // Under the status subresource an existing object keeps its old status.
+        let old = json!({"templateVersion": "a", "overridesVersion": "o"});
+        assert!(!holds_status(&answer(old), &sent));
+        assert!(!holds_status(&answer(Value::Null), &sent));
+    }
 
     #[tokio::test]
     async fn writes_to_the_federated_object_ask_for_its_metadata_only() {

@@ -86,9 +86,10 @@ pub struct Shared {
     /// The UID of the control plane's namespace in the hub, once read: this control plane's
     /// identity in the proof of ownership on member copies.
     control_plane: tokio::sync::OnceCell<String>,
-    /// Whether the hub's PropagatedVersion CRDs have a status subresource (KubeFed's, or
-    /// hubfed's before it dropped it), as the last write found out
-    /// ([`hub_writes::write_versions`]).
+    /// Whether the hub's PropagatedVersion CRDs have a status subresource.
+    ///
+    /// KubeFed's and hubfed's CRDs have it; hubfed's CRDs of 2026-11 did not. Starts true;
+    /// the last write corrects it ([`hub_writes::write_versions`]).
     pub versions_status_subresource: std::sync::atomic::AtomicBool,
     /// Bumped when a KubeFedConfig setting that changes plans changes.
     settings: tokio::sync::watch::Sender<u64>,
@@ -189,7 +190,7 @@ impl Shared {
             drift_people: config.drift_revert_managers.clone(),
             hub_identities: identity::HubIdentities::default(),
             control_plane: tokio::sync::OnceCell::new(),
-            versions_status_subresource: std::sync::atomic::AtomicBool::new(false),
+            versions_status_subresource: std::sync::atomic::AtomicBool::new(true),
             settings: tokio::sync::watch::Sender::new(0),
             shutdown,
         });

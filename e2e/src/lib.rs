@@ -55,6 +55,7 @@ mod copies;
 mod example_type;
 pub mod fault_proxy;
 pub mod helm;
+pub mod kubefed;
 pub mod member_lists;
 mod objects;
 mod private;

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
 use kube::CustomResourceExt;
 use serde::Serialize;
 
@@ -38,13 +40,37 @@ pub fn core_crds() -> Vec<CustomResourceDefinition> {
         FederatedTypeConfig::crd(),
         PropagatedVersion::crd(),
         ClusterPropagatedVersion::crd(),
-        ReplicaSchedulingPreference::crd(),
+        with_empty_status(ReplicaSchedulingPreference::crd()),
         PlacementPolicy::crd(),
         RolloutStrategy::crd(),
         Work::crd(),
     ];
     crds.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     crds
+}
+
+/// `crd` with KubeFed's `status: {type: object}` in its schema.
+///
+/// KubeFed's ReplicaSchedulingPreference has an empty status struct and no status
+/// subresource; the schema keeps a `status` a KubeFed manifest or client sends.
+fn with_empty_status(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let status = JSONSchemaProps {
+        type_: Some("object".to_owned()),
+        ..JSONSchemaProps::default()
+    };
+    for version in &mut crd.spec.versions {
+        let schema = version
+            .schema
+            .as_mut()
+            .and_then(|schema| schema.open_api_v3_schema.as_mut());
+        if let Some(schema) = schema {
+            schema
+                .properties
+                .get_or_insert_with(Default::default)
+                .insert("status".to_owned(), status.clone());
+        }
+    }
+    crd
 }
 
 /// Every generated file as `(file name, YAML)`, in a fixed order with deterministic content.

@@ -73,6 +73,10 @@ pub enum Command {
     /// Show federation objects.
     #[command(subcommand)]
     Get(GetCommand),
+    /// Take over a live KubeFed hub: check what changes, back up what `helm uninstall`
+    /// deletes, upgrade the CRDs (docs/migrating-from-kubefed.md).
+    #[command(subcommand)]
+    Migrate(MigrateCommand),
     /// Print the version of hubfedctl.
     Version(VersionArgs),
     /// Print a shell completion script.
@@ -257,6 +261,36 @@ pub struct OrphaningTarget {
 pub struct OrphaningArgs {
     #[command(flatten)]
     pub target: OrphaningTarget,
+    /// Print what would be done; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MigrateCommand {
+    /// List what the takeover changes in the hub and what stands in its way; changes
+    /// nothing. Exit 0: ready, 3: blockers listed.
+    Check,
+    /// Keep a copy of the FederatedTypeConfigs and the KubeFedConfig (which `helm
+    /// uninstall` of KubeFed's chart deletes) in ConfigMap hubfed-kubefed-backup.
+    Backup(MigrateBackupArgs),
+    /// Apply hubfed's CRDs, restore the backed-up objects that are missing, and replace each
+    /// federated type's CRD with hubfed's. Refused while KubeFed's controller-manager runs.
+    Upgrade(MigrateUpgradeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MigrateBackupArgs {
+    /// Also write the backup to this file (multi-document YAML, for `kubectl apply -f`).
+    #[arg(short = 'o', long = "output-file", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// Print what would be done; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MigrateUpgradeArgs {
     /// Print what would be done; change nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -90,7 +90,7 @@ fn read_directive(path: &Path, args: &EnableArgs) -> Result<EnableRequest> {
 /// `openAPIV3Schema`; for any other type, the kind's schema in the hub's OpenAPI v3 document
 /// (as KubeFed took it from OpenAPI v2). Without one the template is free-form, which a
 /// warning says for types that should have one.
-async fn target_schema(
+pub async fn target_schema(
     session: &mut Session<'_>,
     hub: &Target,
     target: &ApiResource,

@@ -15,6 +15,7 @@ mod federate;
 mod get;
 mod join;
 mod kubeconfig;
+mod migrate;
 mod ops;
 mod orphan;
 mod plan;
@@ -141,6 +142,7 @@ async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Err
         Command::Plan(args) => plan::plan_file(session, args).await,
         Command::Diff(args) => plan::diff(session, args).await,
         Command::Rollout(command) => rollout::rollout(session, command).await.map(|()| EXIT_OK),
+        Command::Migrate(command) => migrate::migrate(session, command).await,
         Command::Version(args) => get::version(session, args).map(|()| EXIT_OK),
         Command::Completion(args) => {
             let shell = match args.shell {

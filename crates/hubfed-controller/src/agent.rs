@@ -160,6 +160,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .copies
         .start(trigger_tx, &agent.work_namespace, shutdown.clone());
     let beat = tokio::spawn(heartbeat::run(Arc::clone(&agent), shutdown.clone()));
+    tokio::spawn(crate::hub_crds::report(
+        agent.hub.clone(),
+        &crate::hub_crds::HubCrd::AGENT,
+        shutdown.clone(),
+    ));
     works::run(Arc::clone(&agent), health, trigger_rx, shutdown.clone()).await;
     shutdown.cancel();
     let _ = beat.await;

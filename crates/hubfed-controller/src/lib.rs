@@ -6,6 +6,7 @@ pub mod agent;
 pub mod clusters;
 pub mod events;
 pub mod ftc;
+pub mod hub_crds;
 pub mod metrics;
 pub mod policy;
 pub mod process;

@@ -256,6 +256,12 @@ metrics! {
         "1 when this replica holds the leader lease, else 0.",
         []
     );
+    // hubfed: the hub's own CRDs.
+    crd_installed: gauge(
+        "hubfed_crd_installed",
+        "1 when the hub serves this hubfed CRD, 0 when discovery says it does not.",
+        ["crd"]
+    );
     schedules_total: counter(
         "hubfed_schedules_total",
         "ReplicaSchedulingPreference decisions by result: changed (placement and replica overrides written), unchanged, error (retried in 15 s).",

@@ -37,7 +37,7 @@ use tracing::{info, warn};
 
 use crate::clusters::MemberClientPool;
 use crate::events::reporter;
-use crate::watch::{drive, registry_controller, scope_namespace, scoped};
+use crate::watch::{Served, drive, registry_controller_of, scope_namespace, scoped};
 
 /// How often a policy is looked at again when nothing else wakes it.
 pub const RESYNC: Duration = Duration::from_secs(30);
@@ -91,8 +91,15 @@ impl PolicyController {
     pub async fn run(self, shutdown: CancellationToken) {
         let hub = self.hub.clone();
         let namespace = scope_namespace(self.scope, &self.kubefed_namespace);
-        let mut controller =
-            registry_controller::<PlacementPolicy>(&hub, namespace, &self.pool, &shutdown);
+        // The PlacementPolicy CRD may not be installed (a hub taken over from KubeFed): the
+        // watch waits for it quietly, and policies are placed once it is (`crate::hub_crds`).
+        let mut controller = registry_controller_of::<PlacementPolicy>(
+            &hub,
+            namespace,
+            &self.pool,
+            &shutdown,
+            Served::MaybeNot,
+        );
         if self.rsp_scheduler {
             // Whether an RSP of the same name writes the placement changes with the RSP: one
             // created, fixed, broken or deleted wakes the policy of its namespace and name (a

@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::fmt::Display;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
 use hubfed_core::placement::ControlPlaneScope;
@@ -108,7 +109,38 @@ where
         + 'static,
     K::DynamicType: Default + Clone + Eq + std::hash::Hash + Unpin,
 {
-    settled_controller(scoped(hub, namespace), watcher::Config::default())
+    registry_controller_of(hub, namespace, pool, shutdown, Served::Always)
+}
+
+/// Whether the hub serves a controller's type for sure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// KubeFed's and Kubernetes' types: a watch error is logged.
+    Always,
+    /// One of hubfed's own CRDs, which a hub taken over from KubeFed may lack: the watch waits
+    /// quietly while it is not served ([`quiet_while_unserved`]).
+    MaybeNot,
+}
+
+/// [`registry_controller`], its type's presence as `served` says.
+pub(crate) fn registry_controller_of<K>(
+    hub: &Client,
+    namespace: Option<&str>,
+    pool: &MemberClientPool,
+    shutdown: &CancellationToken,
+    served: Served,
+) -> Controller<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Clone + Eq + std::hash::Hash + Unpin,
+{
+    settled_controller_of(scoped(hub, namespace), watcher::Config::default(), served)
         .reconcile_all_on(changes(pool.subscribe()))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
 }
@@ -179,6 +211,81 @@ where
     })
 }
 
+/// Whether a watch `error` says the hub does not serve the watched type (a 404 on its list or
+/// watch: its CRD is not installed).
+pub(crate) fn unserved(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
+        watcher::Error::WatchError(status) => status.code == 404,
+        _ => false,
+    }
+}
+
+/// A watch (`events`, a kube watcher's stream before any backoff) of one of hubfed's own CRDs,
+/// which the hub may not serve ([`crate::hub_crds`]): while it answers that the type is not
+/// served ([`unserved`]), nothing is logged and the watch tries again after 1 s, doubling to
+/// [`crate::hub_crds::RECHECK_MAX`]; the first such answer empties the cache and counts as its
+/// list (an `Init` and an `InitDone`, so that what waits for the cache goes on with none of
+/// these objects). Once the type is served the watch lists and goes on as any other. Other
+/// errors are passed on, for the caller's backoff and log.
+pub(crate) fn quiet_while_unserved<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    kind: String,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    K: Send + 'static,
+{
+    struct State<S> {
+        events: std::pin::Pin<Box<S>>,
+        kind: String,
+        unserved: bool,
+        /// The last wait after an answer that the type is not served.
+        wait: Option<Duration>,
+        /// A wait to sit out before the watch is polled again.
+        pending: Option<Duration>,
+    }
+    let state = State {
+        events: Box::pin(events),
+        kind,
+        unserved: false,
+        wait: None,
+        pending: None,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        if let Some(wait) = state.pending.take() {
+            tokio::time::sleep(wait).await;
+        }
+        loop {
+            match state.events.next().await? {
+                Err(e) if unserved(&e) => {
+                    let wait = state.wait.map_or(Duration::from_secs(1), |w| {
+                        (w * 2).min(crate::hub_crds::RECHECK_MAX)
+                    });
+                    state.wait = Some(wait);
+                    debug!(kind = %state.kind, error = %e, "not served by the hub; looking again in {wait:?}");
+                    if !state.unserved {
+                        state.unserved = true;
+                        state.pending = Some(wait);
+                        let emptied = vec![Ok(watcher::Event::Init), Ok(watcher::Event::InitDone)];
+                        return Some((emptied, state));
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+                item => {
+                    if item.is_ok() {
+                        state.unserved = false;
+                        state.wait = None;
+                    }
+                    return Some((vec![item], state));
+                }
+            }
+        }
+    })
+    .flat_map(futures::stream::iter)
+}
+
 /// A kube-runtime controller of `api`'s objects (`config` selects them) whose reconciles read
 /// a relist's objects only once the cache holds them ([`settled`]). Its watch retries with
 /// kube's default backoff and its errors are logged with the kind, without pausing the
@@ -188,10 +295,26 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Clone + Eq + std::hash::Hash + Unpin,
 {
+    settled_controller_of(api, config, Served::Always)
+}
+
+/// [`settled_controller`], its type's presence as `served` says.
+fn settled_controller_of<K>(api: Api<K>, config: watcher::Config, served: Served) -> Controller<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Clone + Eq + std::hash::Hash + Unpin,
+{
     let writer = reflector::store::Writer::default();
     let store = writer.as_reader();
     let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let events = reflector::reflector(writer, watcher(api, config).default_backoff());
+    let watch = watcher(api, config);
+    let events = match served {
+        Served::Always => reflector::reflector(writer, watch.default_backoff()).boxed(),
+        Served::MaybeNot => {
+            let quiet = quiet_while_unserved(watch, kind.clone());
+            reflector::reflector(writer, quiet.default_backoff()).boxed()
+        }
+    };
     Controller::for_shared_stream(
         settled_objects(settled(events, store.clone(), Deletions::Skip), kind),
         store,
@@ -338,6 +461,58 @@ mod tests {
         );
         assert_eq!(seen[3], ("b".into(), "4".into(), Some("4".into())));
         assert_eq!(seen.len(), 4);
+    }
+
+    fn api_error(code: u16) -> watcher::Error {
+        let status = kube::core::Status::failure(
+            "the server could not find the requested resource",
+            "NotFound",
+        )
+        .with_code(code);
+        watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()))
+    }
+
+    /// A type not served: one empty list, no errors, and looks again backing off; then,
+    /// served, its watch as it comes. Other errors are passed on.
+    #[tokio::test(start_paused = true)]
+    async fn an_unserved_type_reads_as_an_empty_list_and_is_looked_for_quietly() {
+        let events = vec![
+            Err(api_error(404)),
+            Err(api_error(404)),
+            Err(api_error(404)),
+            Ok(Event::Init),
+            Ok(Event::InitApply(config_map("a", "1"))),
+            Ok(Event::InitDone),
+            Err(api_error(500)),
+            Err(api_error(404)),
+        ];
+        let began = tokio::time::Instant::now();
+        let quiet = quiet_while_unserved(futures::stream::iter(events), "ConfigMap".to_owned());
+        let seen: Vec<String> = quiet
+            .map(|item| match item {
+                Ok(Event::Init) => "Init".to_owned(),
+                Ok(Event::InitApply(o)) => format!("InitApply {}", o.name_any()),
+                Ok(Event::InitDone) => "InitDone".to_owned(),
+                Ok(_) => "other".to_owned(),
+                Err(e) => format!("error {}", unserved(&e)),
+            })
+            .collect()
+            .await;
+        assert_eq!(
+            seen,
+            [
+                "Init",
+                "InitDone",
+                "Init",
+                "InitApply a",
+                "InitDone",
+                "error false",
+                "Init",
+                "InitDone"
+            ]
+        );
+        // 1 s, 2 s and 4 s after the three first answers; 1 s again after the last.
+        assert_eq!(began.elapsed(), Duration::from_secs(8));
     }
 
     #[tokio::test]

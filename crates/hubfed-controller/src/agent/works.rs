@@ -83,6 +83,9 @@ pub async fn run(
     let works = watcher(api, watcher::Config::default()).modify(|work| {
         work.metadata.managed_fields = None;
     });
+    // The hub may lack the Work CRD: the agent then waits for it quietly, ready with no works
+    // (`crate::hub_crds` says so once).
+    let works = crate::watch::quiet_while_unserved(works, "Work".to_owned());
     let works = reflector::reflector(writer, works)
         .default_backoff()
         .inspect({

@@ -71,6 +71,12 @@ pub(super) async fn control_plane(
     tokio::spawn(export_cluster_gauges(Arc::clone(&pool), shutdown.clone()));
 
     let shared = Shared::start(hub.clone(), pool, &config, kubefed, shutdown.clone());
+    let crds = crate::hub_crds::report(
+        hub.clone(),
+        &crate::hub_crds::HubCrd::CONTROLLER,
+        shutdown.clone(),
+    );
+    tokio::spawn(crds);
     let rsp_scheduler =
         kubefed_config.feature_enabled(hubfed_api::kubefedconfig::FEATURE_SCHEDULER_PREFERENCES);
     if rsp_scheduler {

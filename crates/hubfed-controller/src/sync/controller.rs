@@ -28,7 +28,7 @@ use super::{
     LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, queue, reconcile,
 };
 use crate::events::reporter;
-use crate::watch::{Deletions, changes, each_event, scoped_with, settled};
+use crate::watch::{Deletions, changes, each_event, quiet_while_unserved, scoped_with, settled};
 
 /// How long a sync controller waits for its works to list before it starts without them.
 const WORK_CACHE_GRACE: Duration = Duration::from_secs(30);
@@ -44,8 +44,9 @@ async fn caches_loaded(ctx: &TypeContext, shared: &Shared) -> anyhow::Result<()>
             .await
             .map_err(|e| anyhow::anyhow!("the FederatedNamespace cache stopped: {e}"))?;
     }
-    // This task is the only waiter on its type's work store. Works that cannot be listed
-    // (the Work CRD missing, RBAC without works) must not stop push members' sync: after a
+    // This task is the only waiter on its type's work store (loaded at once, empty, when the
+    // Work CRD is not installed). Works that cannot be listed (RBAC without works, a hub that
+    // does not answer) must not stop push members' sync: after a
     // while the controller starts without them, and pull members' works are rewritten as
     // their plans ask (nothing is deleted on a work not seen).
     let works = tokio::time::timeout(WORK_CACHE_GRACE, ctx.works.store.wait_until_ready());
@@ -119,6 +120,9 @@ fn watch_works(
     let works = watcher(api, config).modify(|work| {
         work.metadata.managed_fields = None;
     });
+    // The Work CRD may not be installed (a hub taken over from KubeFed): then the cache is
+    // empty and loaded, and the watch waits for the CRD quietly (`crate::hub_crds`).
+    let works = quiet_while_unserved(works, "Work".to_owned());
     let stream = reflector::reflector(writer, works).default_backoff();
     let stream = settled(stream, reader.clone(), Deletions::Include);
     let fed_ar = fed_ar.clone();

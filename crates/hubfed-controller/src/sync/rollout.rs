@@ -187,12 +187,24 @@ async fn usable_strategy(
     strategy_name: &str,
     covered: &[ClusterInfo],
 ) -> Result<Result<(CoreStrategy, Vec<Batch>), (&'static str, String)>, Error> {
-    let Some(strategy) = fetch_strategy(ctx, strategy_name).await? else {
-        let message = format!(
-            "RolloutStrategy {}/{strategy_name} not found: changes are held back",
-            ctx.shared.kubefed_namespace
-        );
-        return Ok(Err(("RolloutStrategyNotFound", message)));
+    let strategy = match fetch_strategy(ctx, strategy_name).await? {
+        Fetched::Found(strategy) => strategy,
+        Fetched::NotFound => {
+            let message = format!(
+                "RolloutStrategy {}/{strategy_name} not found: changes are held back",
+                ctx.shared.kubefed_namespace
+            );
+            return Ok(Err(("RolloutStrategyNotFound", message)));
+        }
+        Fetched::CrdMissing => {
+            let message = format!(
+                "RolloutStrategy {}/{strategy_name} cannot be read: the CRD {} is not \
+                 installed (apply crds/core.yaml); changes are held back",
+                ctx.shared.kubefed_namespace,
+                crate::hub_crds::HubCrd::RolloutStrategy.name()
+            );
+            return Ok(Err(("RolloutStrategyNotInstalled", message)));
+        }
     };
     Ok(match batches(&strategy, covered) {
         Ok(batches) => Ok((strategy, batches)),
@@ -246,11 +258,45 @@ fn applied_clusters(plan: &Plan, decision: &Decision, new: &str) -> Vec<String> 
         .collect()
 }
 
-async fn fetch_strategy(ctx: &TypeContext, name: &str) -> Result<Option<CoreStrategy>, Error> {
+/// What the hub holds of a rollout strategy.
+enum Fetched {
+    Found(CoreStrategy),
+    NotFound,
+    /// The hub does not serve RolloutStrategies: their CRD is not installed.
+    CrdMissing,
+}
+
+impl Fetched {
+    fn found(self) -> Option<CoreStrategy> {
+        match self {
+            Self::Found(strategy) => Some(strategy),
+            Self::NotFound | Self::CrdMissing => None,
+        }
+    }
+}
+
+async fn fetch_strategy(ctx: &TypeContext, name: &str) -> Result<Fetched, Error> {
     let shared = &ctx.shared;
     let strategies: Api<RolloutStrategy> =
         Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
-    Ok(bounded(strategies.get_opt(name)).await??.map(|s| s.spec))
+    match bounded(strategies.get(name)).await? {
+        Ok(strategy) => Ok(Fetched::Found(strategy.spec)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(if names_object(&status) {
+            Fetched::NotFound
+        } else {
+            Fetched::CrdMissing
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether a 404 answer names the object that was not found: the API server's answer for a
+/// missing object does, its answer for a resource it does not serve (no CRD) does not.
+fn names_object(status: &kube::core::Status) -> bool {
+    status
+        .details
+        .as_ref()
+        .is_some_and(|details| !details.name.is_empty())
 }
 
 /// The deletion of an object under a strategy whose rollout state is stored: its copies are
@@ -328,7 +374,7 @@ async fn deletion_staging(
 ) -> Result<Option<(CoreStrategy, Vec<Batch>)>, Error> {
     let strategy = match stored.state {
         Some(_) if !removing.is_empty() && !is_orphaning(&observed.federated.annotations) => {
-            fetch_strategy(ctx, strategy_name).await?
+            fetch_strategy(ctx, strategy_name).await?.found()
         }
         _ => None,
     };

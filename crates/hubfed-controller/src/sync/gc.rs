@@ -9,10 +9,16 @@
 //! The pass: for every ready cluster whose cache has listed, each managed copy carrying this
 //! control plane's proof of ownership whose federated object is absent from the hub (confirmed
 //! by a live read) is deleted with its UID as precondition, or unlabelled when its deletion
-//! asked to orphan. It runs after every (re)list of a member cache, when a cluster turns Ready,
+//! asked to orphan; a managed copy without proof whose federated object is absent is
+//! unlabelled. It runs after every (re)list of a member cache, when a cluster turns Ready,
 //! and every [`GC_PERIOD`].
 //! The hub's own namespace (the hub joined as a member) is never deleted, only unlabelled, and
 //! nothing in the hub's control-plane namespace is touched ([`hubfed_core::gc::guard`]).
+//!
+//! Between passes, the same task looks at each copy a member watch reports added or changed,
+//! with the same rules, within moments: KubeFed's sync controller, too, unlabels a managed
+//! object without federated object on the member's watch event. Only a copy whose federated
+//! object the hub cache lacks goes further than a cache lookup.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -116,6 +122,10 @@ pub async fn run(ctx: Arc<TypeContext>, federated: Store<DynamicObject>, stop: C
             () = stop.cancelled() => break,
             _ = ticks.tick() => {}
             changed = relisted.changed() => if changed.is_err() { break },
+            () = ctx.members.copies_changed() => {
+                collect_changed(&ctx, &federated).await;
+                continue;
+            }
             changed = registry.changed() => {
                 if changed.is_err() {
                     break;
@@ -166,34 +176,127 @@ async fn collect_garbage(ctx: &TypeContext, federated: &Store<DynamicObject>) {
         else {
             continue;
         };
-        let identity = identities.get(&cluster.name);
+        let member = Member {
+            name: &cluster.name,
+            client,
+            identity: identities.get(&cluster.name),
+        };
         for copy in copies {
-            // Copies without this control plane's proof have no deletion record.
-            let key =
-                owned_by(&plane, copy.owner.as_deref()).map(|uid| leftover_key(&cluster.name, uid));
-            let record = key.as_ref().and_then(|key| records.get(key));
-            let action = decide(ctx, federated, &plane, &copy, record).await;
-            let action = guarded(ctx, identity, &copy, action).await;
-            debug!(cluster = %cluster.name, kind = %ctx.target.kind, name = %copy.name,
-                namespace = ?copy.namespace, owner = ?copy.owner, recorded = record.is_some(),
-                ?action, "garbage collection looked at a copy");
-            if action == Collect::Keep {
-                continue;
-            }
-            let api = member_api(ctx, client.clone(), copy.namespace.as_deref());
-            if act(ctx, &api, &cluster.name, &copy, action).await
-                && let (Some(key), Some(_)) = (&key, record)
-            {
-                match forget_leftover(ctx, key).await {
-                    Ok(()) => {
-                        records.remove(key);
-                    }
-                    Err(e) => warn!(key, error = %e, "cannot update the leftover record"),
-                }
-            }
+            collect_copy(ctx, federated, &plane, &member, &copy, &mut records).await;
         }
     }
     forget_settled(ctx, &mut records).await;
+    export_leftovers(ctx, &records);
+}
+
+/// Looks at the copies member watches reported added or changed since the last look whose
+/// federated object the hub cache lacks, as the pass would.
+async fn collect_changed(ctx: &TypeContext, federated: &Store<DynamicObject>) {
+    let changed = ctx.members.take_changed_copies();
+    let absent: Vec<_> = changed
+        .into_iter()
+        .filter(|(_, copy)| {
+            federated_ref(ctx, copy)
+                .and_then(|r| federated.get(&r))
+                .is_none()
+        })
+        .collect();
+    if absent.is_empty() {
+        return;
+    }
+    let Some(plane) = ctx.shared.control_plane().await.map(str::to_owned) else {
+        return;
+    };
+    // A copy with this control plane's proof is deleted or unlabelled as its deletion record
+    // says: while the record cannot be read, it waits for the next event or pass.
+    let owned = |copy: &ManagedCopy| owned_by(&plane, copy.owner.as_deref()).is_some();
+    let any_owned = absent.iter().any(|(_, copy)| owned(copy));
+    let (mut records, records_read) = if any_owned {
+        match read_leftovers(ctx).await {
+            Ok(records) => (records, true),
+            Err(e) => {
+                warn!(kind = %ctx.federated.kind, error = %e, "cannot read the leftover record");
+                (BTreeMap::new(), false)
+            }
+        }
+    } else {
+        (BTreeMap::new(), true)
+    };
+    let clusters = ctx.shared.pool.clusters();
+    let (identities, _) = ctx
+        .shared
+        .hub_identities
+        .resolve(&ctx.shared.hub, &clusters)
+        .await;
+    for (cluster, copy) in &absent {
+        let Some(client) = clusters
+            .iter()
+            .find(|c| c.ready && &c.name == cluster)
+            .and_then(|c| c.client.as_ref())
+        else {
+            continue;
+        };
+        if !records_read && owned(copy) {
+            continue;
+        }
+        let member = Member {
+            name: cluster,
+            client,
+            identity: identities.get(cluster),
+        };
+        collect_copy(ctx, federated, &plane, &member, copy, &mut records).await;
+    }
+    if any_owned && records_read {
+        export_leftovers(ctx, &records);
+    }
+}
+
+/// A ready member cluster, as garbage collection reaches it.
+struct Member<'a> {
+    name: &'a str,
+    client: &'a kube::Client,
+    /// Whether it is the hub itself.
+    identity: Option<&'a ClusterIdentity>,
+}
+
+/// Decides about one managed copy in `member` ([`decide`], [`guarded`]) and carries it out
+/// ([`act`]); forgets the copy's deletion record in `records` once it is done.
+async fn collect_copy(
+    ctx: &TypeContext,
+    federated: &Store<DynamicObject>,
+    plane: &str,
+    member: &Member<'_>,
+    copy: &ManagedCopy,
+    records: &mut BTreeMap<String, Leftover>,
+) {
+    // Copies without this control plane's proof have no deletion record.
+    let key = owned_by(plane, copy.owner.as_deref()).map(|uid| leftover_key(member.name, uid));
+    let record = key.as_ref().and_then(|key| records.get(key));
+    let action = decide(ctx, federated, plane, copy, record).await;
+    let action = guarded(ctx, member.identity, copy, action).await;
+    debug!(cluster = %member.name, kind = %ctx.target.kind, name = %copy.name,
+        namespace = ?copy.namespace, owner = ?copy.owner, recorded = record.is_some(),
+        ?action, "garbage collection looked at a copy");
+    if action == Collect::Keep {
+        return;
+    }
+    let recorded = record.is_some();
+    let api = member_api(ctx, member.client.clone(), copy.namespace.as_deref());
+    if act(ctx, &api, member.name, copy, action).await
+        && recorded
+        && let Some(key) = &key
+    {
+        match forget_leftover(ctx, key).await {
+            Ok(()) => {
+                records.remove(key);
+            }
+            Err(e) => warn!(key, error = %e, "cannot update the leftover record"),
+        }
+    }
+}
+
+/// The number of deletion records, as the `leftovers` gauge.
+fn export_leftovers(ctx: &TypeContext, records: &BTreeMap<String, Leftover>) {
     METRICS
         .leftovers
         .with_label_values(&[&ctx.federated.kind.to_lowercase()])

@@ -9,7 +9,8 @@
 //! decisions need is kept — the object version, deletion state, labels and annotations, in
 //! compact form (a few hundred bytes an object, against a couple of KiB for a cached
 //! `ObjectMeta` keyed by an `ObjectRef`). Each event queues the federated object the member
-//! object belongs to.
+//! object belongs to, and one that adds or changes a copy notes it for garbage collection
+//! ([`super::gc`]), which removes or unlabels at once a copy whose federated object is gone.
 //!
 //! Other objects of the type: only a 64-bit keyed hash of each name is kept (and whether the
 //! object is labeled `kubefed.io/managed=false`) — 16 bytes a slot, 19 to 39 bytes an object
@@ -221,10 +222,13 @@ impl Cached {
 type Mirror<K, V> = std::sync::RwLock<Option<HashMap<K, V>>>;
 
 /// How a mirror keys the member objects it keeps.
-trait MirrorKey: std::hash::Hash + Eq + Send + Sync + 'static {
+trait MirrorKey: std::hash::Hash + Eq + Clone + Send + Sync + 'static {
     fn of(watches: &MemberWatches, name: &str, namespace: Option<&str>) -> Self;
     /// Queues the federated object of the key, when the key names one.
     fn queue(&self, watches: &MemberWatches);
+    /// A watch event added or changed the object of the key in `cluster`: garbage collection
+    /// looks at it, when the key names a managed copy.
+    fn copy_changed(&self, watches: &MemberWatches, cluster: &str);
 }
 
 /// The managed objects' key: `namespace/name`, or `name` for cluster-scoped types.
@@ -235,6 +239,10 @@ impl MirrorKey for Box<str> {
 
     fn queue(&self, watches: &MemberWatches) {
         watches.queue_key(self);
+    }
+
+    fn copy_changed(&self, watches: &MemberWatches, cluster: &str) {
+        watches.note_changed_copy(cluster, self);
     }
 }
 
@@ -249,6 +257,8 @@ impl MirrorKey for NameHash {
     }
 
     fn queue(&self, _: &MemberWatches) {}
+
+    fn copy_changed(&self, _: &MemberWatches, _: &str) {}
 }
 
 /// One of a cluster's two caches, as [`MemberWatches::mirror`] or
@@ -321,10 +331,42 @@ pub struct MemberWatches {
     /// Federated objects a reconcile could not carry to clusters whose caches' first lists are
     /// under way or wait their turn, with those clusters: queued once the last of them listed.
     awaiting_lists: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, HashSet<String>>>,
+    /// Managed copies a watch event added or changed, for garbage collection to look at.
+    changed_copies: std::sync::Mutex<ChangedCopies>,
+    /// Notified when a copy is added to `changed_copies`.
+    copies_changed: tokio::sync::Notify,
     /// The copies' status is collected (remote status): whole objects are watched.
     collect_status: bool,
     /// Keys the hashes of unmanaged objects' names.
     hasher: std::hash::RandomState,
+}
+
+/// How many changed copies [`MemberWatches`] notes one by one; beyond that, garbage collection
+/// looks at every managed copy instead.
+const CHANGED_COPIES_LIMIT: usize = 4096;
+
+/// Managed copies a watch event added or changed since garbage collection last looked.
+#[derive(Default)]
+struct ChangedCopies {
+    /// `(cluster, cache key)`.
+    keys: HashSet<(String, Box<str>)>,
+    /// More than [`CHANGED_COPIES_LIMIT`] were noted: every copy is to be looked at.
+    overflowed: bool,
+}
+
+impl ChangedCopies {
+    /// Notes `key` in `cluster`, or that every copy is to be looked at once too many are.
+    fn note(&mut self, cluster: &str, key: &str) {
+        if self.overflowed {
+            return;
+        }
+        if self.keys.len() < CHANGED_COPIES_LIMIT {
+            self.keys.insert((cluster.to_owned(), key.into()));
+        } else {
+            self.keys = HashSet::new();
+            self.overflowed = true;
+        }
+    }
 }
 
 /// A managed copy, as garbage collection sees it.
@@ -387,6 +429,8 @@ impl MemberWatches {
             caches: std::sync::RwLock::new(HashMap::new()),
             relisted: tokio::sync::watch::Sender::new(0),
             awaiting_lists: std::sync::Mutex::new(HashMap::new()),
+            changed_copies: std::sync::Mutex::new(ChangedCopies::default()),
+            copies_changed: tokio::sync::Notify::new(),
             collect_status,
             hasher: std::hash::RandomState::new(),
         })
@@ -468,23 +512,63 @@ impl MemberWatches {
             .objects
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        let copies = objects.as_ref()?.iter().map(|(key, cached)| {
-            let (namespace, name) = match key.split_once('/') {
-                Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
-                None => (None, key.to_string()),
-            };
-            ManagedCopy {
-                name,
-                namespace,
-                uid: Some(cached.uid())
-                    .filter(|uid| !uid.is_empty())
-                    .map(str::to_owned),
-                owner: cached
-                    .annotation(hubfed_api::names::OWNER_ANNOTATION)
-                    .map(str::to_owned),
+        let copies = objects.as_ref()?.iter();
+        Some(
+            copies
+                .map(|(key, cached)| managed_copy(key, cached))
+                .collect(),
+        )
+    }
+
+    /// Notes that a watch event added or changed the managed copy `key` in `cluster`.
+    fn note_changed_copy(&self, cluster: &str, key: &str) {
+        self.changed_copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .note(cluster, key);
+        self.copies_changed.notify_one();
+    }
+
+    /// Waits until a watch event added or changed a managed copy since the last
+    /// [`Self::take_changed_copies`].
+    pub async fn copies_changed(&self) {
+        self.copies_changed.notified().await;
+    }
+
+    /// The managed copies watch events added or changed since the last call, by cluster, as
+    /// the caches hold them now; every managed copy when more changed than were noted one by
+    /// one. A copy gone since, or being deleted, is left out: its deletion is under way.
+    pub fn take_changed_copies(&self) -> Vec<(String, ManagedCopy)> {
+        let changed = std::mem::take(
+            &mut *self
+                .changed_copies
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        let mut copies = Vec::new();
+        if changed.overflowed {
+            for (cluster, cache) in caches.iter() {
+                let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+                let all = objects.iter().flatten().filter(|(_, c)| !c.terminating);
+                copies
+                    .extend(all.map(|(key, cached)| (cluster.clone(), managed_copy(key, cached))));
             }
-        });
-        Some(copies.collect())
+            return copies;
+        }
+        for (cluster, key) in changed.keys {
+            let Some(cache) = caches.get(&cluster) else {
+                continue;
+            };
+            let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+            let copy = objects.as_ref().and_then(|objects| objects.get(&key));
+            if let Some(cached) = copy.filter(|c| !c.terminating) {
+                let copy = managed_copy(&key, cached);
+                drop(objects);
+                copies.push((cluster, copy));
+            }
+        }
+        copies
     }
 
     /// Number of cached managed objects per cluster.
@@ -750,7 +834,11 @@ impl MemberWatches {
                     let changed = if label == Some("true") {
                         let value = Cached::new(&object.metadata);
                         let moved = remove(unmanaged.map, &unmanaged_key);
-                        update(managed.map, managed_key, value) || moved
+                        let changed = update(managed.map, managed_key.clone(), value) || moved;
+                        if changed {
+                            managed_key.copy_changed(self, cluster);
+                        }
+                        changed
                     } else {
                         let moved = remove(managed.map, &managed_key);
                         update(unmanaged.map, unmanaged_key, label == Some("false")) || moved
@@ -837,8 +925,9 @@ impl MemberWatches {
                 }
                 Ok(watcher::Event::Apply(object)) => {
                     if let Some(key) = key_of(&object)
-                        && update(target.map, key, value(&object))
+                        && update(target.map, key.clone(), value(&object))
                     {
+                        key.copy_changed(self, cluster);
                         self.queue_owner(object.meta());
                     }
                 }
@@ -968,6 +1057,24 @@ impl MemberWatches {
     }
 }
 
+/// The copy a managed objects' cache holds under `key`.
+fn managed_copy(key: &str, cached: &Cached) -> ManagedCopy {
+    let (namespace, name) = match key.split_once('/') {
+        Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
+        None => (None, key.to_owned()),
+    };
+    ManagedCopy {
+        name,
+        namespace,
+        uid: Some(cached.uid())
+            .filter(|uid| !uid.is_empty())
+            .map(str::to_owned),
+        owner: cached
+            .annotation(hubfed_api::names::OWNER_ANNOTATION)
+            .map(str::to_owned),
+    }
+}
+
 /// A member object's `kubefed.io/managed` label.
 fn managed_label(meta: &ObjectMeta) -> Option<&str> {
     meta.labels.as_ref()?.get(MANAGED_LABEL).map(String::as_str)
@@ -1007,7 +1114,7 @@ fn list_failure(error: &watcher::Error) -> ListFailure {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cached, Readiness};
+    use super::{CHANGED_COPIES_LIMIT, Cached, ChangedCopies, Readiness};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use std::collections::BTreeMap;
 
@@ -1084,5 +1191,23 @@ mod tests {
         let member = Cached::with_readiness(&meta, Some("")).observation();
         assert_eq!(member.readiness, Readiness::NotReady(String::new()));
         assert_eq!(Cached::new(&meta).observation().readiness, Readiness::Ready);
+    }
+
+    #[test]
+    fn changed_copies_are_noted_once_each_and_bounded() {
+        let mut changed = ChangedCopies::default();
+        changed.note("member1", "ns/a");
+        changed.note("member1", "ns/a");
+        changed.note("member2", "ns/a");
+        assert_eq!(changed.keys.len(), 2);
+        assert!(!changed.overflowed);
+        for i in 0..CHANGED_COPIES_LIMIT {
+            changed.note("member1", &format!("ns/{i}"));
+        }
+        // Past the limit, the keys give way to one look at every copy.
+        assert!(changed.overflowed);
+        assert!(changed.keys.is_empty());
+        changed.note("member1", "ns/b");
+        assert!(changed.keys.is_empty());
     }
 }

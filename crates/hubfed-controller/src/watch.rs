@@ -1,7 +1,8 @@
 //! What the control plane's watch-driven loops share: the hub API of the control plane's
-//! scope, the objects a cache's watch says to look at again ([`settled`]), the stream of a
-//! watch channel's changes (the registry's, the settings'), a loop over a watch stream that
-//! ends with its task, and a kube-runtime controller driven to its end.
+//! scope, the objects a cache's watch says to look at again ([`settled`]), a watch of one of
+//! hubfed's own CRDs that waits quietly while the hub lacks it ([`quiet_while_unserved`]), the
+//! stream of a watch channel's changes (the registry's, the settings'), a loop over a watch
+//! stream that ends with its task, and a kube-runtime controller driven to its end.
 
 use std::collections::HashSet;
 use std::fmt::Display;
@@ -223,12 +224,14 @@ pub(crate) fn unserved(error: &watcher::Error) -> bool {
     }
 }
 
-/// A watch (`events`, a kube watcher's stream before any backoff) of one of hubfed's own CRDs,
-/// which the hub may not serve ([`crate::hub_crds`]): while it answers that the type is not
-/// served ([`unserved`]), nothing is logged and the watch tries again after 1 s, doubling to
-/// [`crate::hub_crds::RECHECK_MAX`]; the first such answer empties the cache and counts as its
-/// list (an `Init` and an `InitDone`, so that what waits for the cache goes on with none of
-/// these objects). Once the type is served the watch lists and goes on as any other. Other
+/// A watch of one of hubfed's own CRDs that waits quietly while the hub does not serve it.
+///
+/// `events` is a kube watcher's stream before any backoff. A hub taken over from KubeFed may
+/// lack the CRD ([`crate::hub_crds`] says so once). While the watch answers that the type is
+/// not served ([`unserved`]), nothing is logged and it tries again after 1 s, doubling to
+/// [`crate::hub_crds::RECHECK_MAX`]. The first such answer empties the cache and counts as its
+/// list (an `Init` and an `InitDone`), so that what waits for the cache goes on with none of
+/// these objects. Once the type is served the watch lists and goes on as any other. Other
 /// errors are passed on, for the caller's backoff and log.
 pub(crate) fn quiet_while_unserved<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,

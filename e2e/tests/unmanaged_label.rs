@@ -2,8 +2,9 @@
 //! watch event, not at the next garbage-collection pass: without proof of ownership it loses
 //! its managed label and is kept (KubeFed's e2e spec "should have the managed label removed
 //! if not managed" waits 30 s for it); with this control plane's proof it is deleted, as
-//! garbage collection deletes a copy whose federated object is gone. A copy whose federated
-//! object exists is left alone, and nothing is written at rest.
+//! garbage collection deletes a copy whose federated object is gone, or only unlabelled when
+//! its deletion record asks to orphan. A copy whose federated object exists is left alone, and
+//! nothing is written at rest.
 //!
 //! Its own test binary: it counts the controller's member writes, which other tests' work
 //! would move. Keep it to this one test.
@@ -11,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use hubfed_api::names::{MANAGED_LABEL, OWNER_ANNOTATION};
+use hubfed_api::names::{LEFTOVERS_CONFIGMAP_PREFIX, MANAGED_LABEL, OWNER_ANNOTATION};
 use hubfed_controller::metrics::METRICS;
 use hubfed_e2e::{
     Federation, KUBEFED_NAMESPACE, MEMBERS, Wait, get_value, placement, report, unique_ns,
@@ -19,7 +20,7 @@ use hubfed_e2e::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 /// How long a managed member object without federated object may take to be handled: well
@@ -179,6 +180,58 @@ async fn managed_objects_without_federated_object_are_handled_on_their_watch_eve
         gc_collected(MEMBERS[0], "delete") == 1,
         "deletions counted: {}",
         gc_collected(MEMBERS[0], "delete")
+    );
+
+    // With this control plane's proof and a deletion record that asks to orphan: unlabelled,
+    // kept, and the record forgotten.
+    let orphaned = "owned-orphaned";
+    let orphaned_uid = "9a0b1c2d-orphaning-deletion";
+    let records: Api<ConfigMap> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let record = format!("{LEFTOVERS_CONFIGMAP_PREFIX}federatedconfigmap");
+    let record_key = format!("{}.{orphaned_uid}", MEMBERS[0]);
+    let leftover = json!({ "namespace": ns, "name": orphaned, "orphan": true }).to_string();
+    records
+        .patch(
+            &record,
+            &PatchParams::apply("hubfed-e2e"),
+            &Patch::Apply(json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": { "name": record },
+                "data": { &record_key: leftover },
+            })),
+        )
+        .await
+        .context("recording an orphaning deletion")?;
+    let owner = format!("{plane}/{orphaned_uid}");
+    let created = create_labelled(&member1, orphaned, json!({ OWNER_ANNOTATION: owner })).await?;
+    wait_for(
+        "the orphaned copy unlabelled and kept, its record forgotten",
+        PROMPTLY,
+        async || {
+            let Some(live) = member1.get_opt(orphaned).await? else {
+                bail!("the orphaned copy was deleted");
+            };
+            ensure!(
+                live.metadata.uid == created.metadata.uid,
+                "the orphaned copy was replaced"
+            );
+            let mut problems = Vec::new();
+            if let Some(value) = live.metadata.labels.unwrap_or_default().get(MANAGED_LABEL) {
+                problems.push(format!("{MANAGED_LABEL}={value}"));
+            }
+            let data = records.get(&record).await?.data.unwrap_or_default();
+            if data.contains_key(&record_key) {
+                problems.push(format!("the record still holds {record_key}"));
+            }
+            Ok(Wait::all_or_pending(problems))
+        },
+    )
+    .await?;
+    ensure!(
+        gc_collected(MEMBERS[0], "unlabel") == 2,
+        "unlabels counted: {}",
+        gc_collected(MEMBERS[0], "unlabel")
     );
 
     // At rest: no member write, the placed copy and the foreign one as they were.

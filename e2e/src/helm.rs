@@ -136,7 +136,8 @@ pub fn strings(value: &Value) -> Vec<&str> {
 /// its dotted path, or a parent's, appears in backquotes).
 pub fn values_missing_from_readme(chart: &Path) -> anyhow::Result<Vec<String>> {
     fn leaves(prefix: &str, value: &Value, readme: &str, missing: &mut Vec<String>) {
-        if readme.contains(&format!("`{prefix}`")) {
+        // The root has no name: "``" would match any code fence.
+        if !prefix.is_empty() && readme.contains(&format!("`{prefix}`")) {
             return;
         }
         match value.as_object() {
@@ -187,4 +188,32 @@ pub async fn apply_rendered(client: &Client, object: &Value) -> anyhow::Result<(
     .await
     .with_context(|| format!("applying {kind} {}", object.name_any()))?;
     Ok(())
+}
+
+/// Runs helm against the hub of `env`: `args` then `--kubeconfig` and `--kube-context`.
+pub fn helm_on_hub(env: &hubfed_testenv::TestEnv, args: &[&str]) -> anyhow::Result<String> {
+    let kubeconfig = env
+        .kubeconfig_path()
+        .to_str()
+        .context("kubeconfig path is UTF-8")?;
+    let mut all = args.to_vec();
+    all.extend_from_slice(&[
+        "--kubeconfig",
+        kubeconfig,
+        "--kube-context",
+        env.hub().name(),
+    ]);
+    helm(&all)
+}
+
+/// A hub alone (no members, no kube-controller-manager): what the chart's install tests
+/// need, without the cost of members.
+pub fn start_hub_only() -> anyhow::Result<hubfed_testenv::TestEnv> {
+    Ok(hubfed_testenv::TestEnv::start(
+        hubfed_testenv::TestEnvConfig {
+            members: 0,
+            controller_manager: false,
+            ..Default::default()
+        },
+    )?)
 }

@@ -36,6 +36,9 @@ const WEBHOOK_PATHS: [&str; 7] = [
     "/validate-placementpolicy",
 ];
 
+/// The ClusterRoles aggregated into admin, edit and view, with KubeFed's names.
+const AGGREGATED_ROLES: [&str; 3] = ["kubefed-admin", "kubefed-edit", "kubefed-view"];
+
 #[test]
 fn chart_ships_the_generated_crds_and_default_ftcs() -> anyhow::Result<()> {
     let root = repo_root();
@@ -84,7 +87,7 @@ fn chart_lints_and_renders_every_option() -> anyhow::Result<()> {
     let chart = chart_dir();
     let chart = chart.to_str().context("chart path is UTF-8")?;
     helm(&["lint", "--strict", chart, "--namespace", KUBEFED_NAMESPACE])?;
-    let variants: [&[&str]; 6] = [
+    let variants: [&[&str]; 7] = [
         &[],
         &["--set", "webhook.certManager.enabled=true"],
         &[
@@ -112,6 +115,16 @@ fn chart_lints_and_renders_every_option() -> anyhow::Result<()> {
             "replicaCount=1",
             "--set",
             "controller.leaderElect=false",
+        ],
+        &[
+            "--set",
+            "crds.manage=true",
+            "--set",
+            "prometheusRule.enabled=true",
+            "--set",
+            "grafanaDashboard.enabled=true",
+            "--set",
+            "rbac.aggregatedRoles.enabled=false",
         ],
     ];
     for variant in variants {
@@ -319,9 +332,13 @@ fn chart_deployment_and_webhooks_match_the_controller() -> anyhow::Result<()> {
 fn chart_rbac_grants_no_wildcards() -> anyhow::Result<()> {
     for variant in [&[][..], &["--set", "kubefedConfig.scope=Namespaced"][..]] {
         let documents = render(variant)?;
+        // The controller's roles; the aggregated roles for people are checked below.
         let roles: Vec<&Value> = of_kind(&documents, "ClusterRole")
             .into_iter()
             .chain(of_kind(&documents, "Role"))
+            .filter(|role| {
+                !AGGREGATED_ROLES.contains(&role["metadata"]["name"].as_str().unwrap_or_default())
+            })
             .collect();
         assert_eq!(roles.len(), 2, "{variant:?}: one ClusterRole and one Role");
         for role in roles {
@@ -489,5 +506,252 @@ async fn helm_install_seeds_once_and_keeps_its_certificate() -> anyhow::Result<(
     Api::<Namespace>::all(admin)
         .delete(&namespace, &Default::default())
         .await?;
+    Ok(())
+}
+
+/// A mistyped key or a wrong type is refused by `values.schema.json`, naming the value, where
+/// without a schema Helm would ignore the key or fail deep in a template.
+#[test]
+fn chart_schema_refuses_unknown_values_and_wrong_types() -> anyhow::Result<()> {
+    let chart = chart_dir();
+    let chart = chart.to_str().context("chart path is UTF-8")?;
+    for (setting, named) in [
+        ("replicaCont=2", "replicaCont"),
+        ("controller.logLevl=debug", "logLevl"),
+        ("rbac.aggregatedRole.enabled=false", "aggregatedRole"),
+        ("grafanaDashboard.lable=x", "lable"),
+        ("replicaCount=two", "/replicaCount"),
+        ("webhook.port=true", "/webhook/port"),
+        ("controller.logFormat=text", "/controller/logFormat"),
+        ("kubefedConfig.scope=Global", "/kubefedConfig/scope"),
+        ("crds.manage=yes", "/crds/manage"),
+    ] {
+        for verb in ["lint", "template"] {
+            let error = helm(&[
+                verb,
+                chart,
+                "--namespace",
+                KUBEFED_NAMESPACE,
+                "--set",
+                setting,
+            ])
+            .expect_err(&format!("helm {verb} --set {setting} must be refused"));
+            let message = error.to_string();
+            assert!(
+                message.contains("schema") && message.contains(named),
+                "helm {verb} --set {setting}: the refusal names {named}: {message}"
+            );
+        }
+    }
+    render(&["--set", "podDisruptionBudget.minAvailable=50%"])?;
+    render(&["--set-string", "grafanaDashboard.labelValue=yes"])?;
+    Ok(())
+}
+
+/// Who the aggregated roles let do what: KubeFed's rights on federated and scheduling
+/// objects, read-only on the control plane's, nothing on Secrets, Works or (for view)
+/// FederatedSecrets. Only for a cluster-scoped control plane, and only when asked.
+#[test]
+fn chart_aggregated_roles_follow_kubefeds() -> anyhow::Result<()> {
+    let documents = render(&[])?;
+    let roles: Vec<&Value> = of_kind(&documents, "ClusterRole")
+        .into_iter()
+        .filter(|r| AGGREGATED_ROLES.contains(&r["metadata"]["name"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        roles.len(),
+        3,
+        "kubefed-admin, kubefed-edit and kubefed-view"
+    );
+    for role in roles {
+        let name = role["metadata"]["name"].as_str().unwrap_or_default();
+        let aggregate_to = name.trim_start_matches("kubefed-");
+        assert_eq!(
+            role["metadata"]["labels"]
+                [format!("rbac.authorization.k8s.io/aggregate-to-{aggregate_to}").as_str()],
+            "true",
+            "{name}"
+        );
+        let mut writes_federated = false;
+        for rule in role["rules"].as_array().context("rules")? {
+            let groups = strings(&rule["apiGroups"]);
+            let resources = strings(&rule["resources"]);
+            let verbs = strings(&rule["verbs"]);
+            let what = format!("{name} rule {rule}");
+            assert!(!verbs.contains(&"*"), "{what}: wildcard verb");
+            for group in &groups {
+                assert!(
+                    [
+                        "types.kubefed.io",
+                        "core.kubefed.io",
+                        "scheduling.kubefed.io",
+                        "scheduling.hubfed.io"
+                    ]
+                    .contains(group),
+                    "{what}: {group}"
+                );
+            }
+            if groups.contains(&"core.kubefed.io") {
+                assert_eq!(
+                    verbs,
+                    ["get", "list", "watch"],
+                    "{what}: the control plane is read-only"
+                );
+            }
+            if name == "kubefed-view" {
+                assert_eq!(verbs, ["get", "list", "watch"], "{what}");
+                if groups.contains(&"types.kubefed.io") {
+                    assert!(
+                        !resources.contains(&"*"),
+                        "{what}: view lists what it reads"
+                    );
+                }
+                assert!(
+                    !resources.iter().any(|r| r.starts_with("federatedsecrets")),
+                    "{what}: view reads no Secret data"
+                );
+            }
+            if groups == ["types.kubefed.io"] && verbs.contains(&"create") {
+                writes_federated = resources == ["*"];
+            }
+        }
+        assert_eq!(
+            writes_federated,
+            name != "kubefed-view",
+            "{name}: admin and edit write every federated type"
+        );
+    }
+    let view = of_kind(&documents, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "kubefed-view")
+        .context("kubefed-view")?;
+    let readable = strings(&view["rules"][0]["resources"]);
+    assert!(
+        readable.contains(&"federateddeployments/status"),
+        "{readable:?}"
+    );
+
+    for variant in [
+        &["--set", "rbac.aggregatedRoles.enabled=false"][..],
+        &["--set", "kubefedConfig.scope=Namespaced"][..],
+    ] {
+        let documents = render(variant)?;
+        let names: Vec<&Value> = of_kind(&documents, "ClusterRole")
+            .into_iter()
+            .map(|r| &r["metadata"]["name"])
+            .filter(|n| AGGREGATED_ROLES.contains(&n.as_str().unwrap_or_default()))
+            .collect();
+        assert!(
+            names.is_empty(),
+            "{variant:?}: no aggregated roles, got {names:?}"
+        );
+    }
+    let extra = render(&[
+        "--set",
+        "rbac.aggregatedRoles.extraViewResources={federatedcronjobs}",
+    ])?;
+    let view = of_kind(&extra, "ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "kubefed-view")
+        .context("kubefed-view")?;
+    assert!(strings(&view["rules"][0]["resources"]).contains(&"federatedcronjobs"));
+    Ok(())
+}
+
+/// `prometheusRule` and `grafanaDashboard` render exactly the rules and dashboard of
+/// `deploy/` (which `hack/check-monitoring.sh` checks), with the configured labels; neither
+/// by default.
+#[test]
+fn chart_monitoring_renders_the_shipped_rules_and_dashboard() -> anyhow::Result<()> {
+    let defaults = render(&[])?;
+    assert!(of_kind(&defaults, "PrometheusRule").is_empty());
+    assert!(
+        of_kind(&defaults, "ConfigMap").is_empty(),
+        "no dashboard ConfigMap by default"
+    );
+
+    let documents = render(&[
+        "--set",
+        "prometheusRule.enabled=true",
+        "--set",
+        "prometheusRule.labels.release=prometheus",
+        "--set",
+        "grafanaDashboard.enabled=true",
+        "--set",
+        "grafanaDashboard.labelKey=dashboards",
+        "--set-string",
+        "grafanaDashboard.labelValue=hubfed",
+        "--set",
+        "grafanaDashboard.namespace=monitoring",
+        "--set",
+        "grafanaDashboard.annotations.grafana_folder=Federation",
+    ])?;
+    let root = repo_root();
+    let shipped_rules: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(
+        root.join("deploy/prometheus/hubfed-alerts.yaml"),
+    )?)?;
+    let rules = of_kind(&documents, "PrometheusRule");
+    let rule = rules.first().context("a PrometheusRule")?;
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(
+        rule["spec"]["groups"], shipped_rules["groups"],
+        "the PrometheusRule holds deploy/prometheus/hubfed-alerts.yaml's groups"
+    );
+
+    let shipped_dashboard = std::fs::read_to_string(root.join("deploy/grafana/hubfed.json"))?;
+    let maps = of_kind(&documents, "ConfigMap");
+    let dashboard = maps.first().context("the dashboard ConfigMap")?;
+    assert_eq!(dashboard["metadata"]["namespace"], "monitoring");
+    assert_eq!(dashboard["metadata"]["labels"]["dashboards"], "hubfed");
+    assert_eq!(
+        dashboard["metadata"]["annotations"]["grafana_folder"],
+        "Federation"
+    );
+    assert_eq!(
+        dashboard["data"]["hubfed.json"].as_str(),
+        Some(shipped_dashboard.as_str()),
+        "the ConfigMap holds deploy/grafana/hubfed.json byte for byte"
+    );
+    let label = render(&["--set", "grafanaDashboard.enabled=true"])?;
+    assert_eq!(
+        of_kind(&label, "ConfigMap")[0]["metadata"]["labels"]["grafana_dashboard"],
+        "1",
+        "the sidecar's usual label by default"
+    );
+    Ok(())
+}
+
+/// `crds.manage` renders every CRD of `crds/` as a release object, unchanged but for Helm's
+/// labels and `helm.sh/resource-policy: keep`; off by default (Helm's crds/ step only).
+#[test]
+fn chart_renders_managed_crds_only_when_asked() -> anyhow::Result<()> {
+    assert!(of_kind(&render(&[])?, "CustomResourceDefinition").is_empty());
+    let managed = render(&["--set", "crds.manage=true"])?;
+    let rendered = of_kind(&managed, "CustomResourceDefinition");
+    let mut shipped = Vec::new();
+    for file in ["crds/core.yaml", "crds/federated-types.yaml"] {
+        shipped.extend(hubfed_e2e::helm::parse_documents(
+            &std::fs::read_to_string(chart_dir().join(file))?,
+        )?);
+    }
+    assert_eq!(rendered.len(), shipped.len(), "every CRD of crds/");
+    for (rendered, shipped) in rendered.iter().zip(&shipped) {
+        let name = &shipped["metadata"]["name"];
+        assert_eq!(
+            rendered["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "{name}: uninstall keeps it"
+        );
+        assert_eq!(
+            rendered["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "Helm"
+        );
+        let mut bare = (*rendered).clone();
+        if let Some(metadata) = bare["metadata"].as_object_mut() {
+            metadata.remove("labels");
+            metadata.remove("annotations");
+        }
+        assert_eq!(&bare, shipped, "{name}: the generated CRD as it is");
+    }
     Ok(())
 }

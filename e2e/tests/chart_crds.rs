@@ -1,8 +1,8 @@
 //! CRDs upgraded by `helm upgrade` on a real hub (`crds.manage=true`): a release installed
 //! from an older chart whose KubeFedCluster CRD lacks a field gets the current schema from
-//! `helm upgrade` alone, and `helm uninstall` leaves every CRD. Also what the docs say of the
-//! first install: Helm's own `crds/` step creates the CRDs without the release's ownership,
-//! so that install needs `--take-ownership`.
+//! `helm upgrade` alone, and `helm uninstall` leaves every CRD. Also what the docs say of
+//! turning it on: Helm's own `crds/` step created the CRDs without the release's ownership,
+//! so that first upgrade needs `--take-ownership`.
 //!
 //! Needs `helm` (see `chart.rs`). Its own hub: it changes the hub's CRDs.
 
@@ -80,36 +80,32 @@ async fn helm_upgrade_upgrades_managed_crds_and_uninstall_keeps_them() -> anyhow
     let current = chart_dir();
     let current = current.to_str().context("chart path is UTF-8")?;
     let namespace = "kube-federation-system";
-    let settings = [
-        "--namespace",
-        namespace,
-        "--set",
-        "crds.manage=true",
-        "--set",
-        "webhook.enabled=false",
-    ];
+    let settings = ["--namespace", namespace, "--set", "webhook.enabled=false"];
+    let managed = ["--set", "crds.manage=true"];
     let run = |verb: &[&str], extra: &[&str]| -> anyhow::Result<String> {
         helm_on_hub(&env, &[verb, &settings[..], extra].concat())
     };
 
-    // Helm's crds/ step runs first and creates the CRDs without ownership metadata.
-    let refused = run(&["install", "first-try", older], &["--create-namespace"])
-        .expect_err("without --take-ownership the CRDs Helm just created are not the release's");
-    assert!(
-        refused
-            .to_string()
-            .contains("cannot be imported into the current release"),
-        "{refused:#}"
-    );
+    // A release of the older chart without crds.manage: Helm's crds/ step creates the CRDs,
+    // without the release's ownership metadata.
+    run(&["install", "hubfed", older], &["--create-namespace"])?;
     let (has_field, _) = kubefedclusters_crd(&admin).await?;
     assert!(
         !has_field,
         "the older chart's crds/ installed the older CRD"
     );
 
+    let refused = run(&["upgrade", "hubfed", older], &managed)
+        .expect_err("without --take-ownership the existing CRDs are not the release's");
+    assert!(
+        refused
+            .to_string()
+            .contains("cannot be imported into the current release"),
+        "{refused:#}"
+    );
     run(
-        &["install", "hubfed", older],
-        &["--take-ownership", "--create-namespace"],
+        &["upgrade", "hubfed", older],
+        &[&managed[..], &["--take-ownership"]].concat(),
     )?;
     let (has_field, metadata) = kubefedclusters_crd(&admin).await?;
     assert!(!has_field, "the older release holds the older schema");
@@ -119,7 +115,8 @@ async fn helm_upgrade_upgrades_managed_crds_and_uninstall_keeps_them() -> anyhow
     );
     assert_eq!(metadata["annotations"]["helm.sh/resource-policy"], "keep");
 
-    run(&["upgrade", "hubfed", current], &[])?;
+    // The upgrade to the current chart, as every later one: no flag beyond the value.
+    run(&["upgrade", "hubfed", current], &managed)?;
     let (has_field, _) = kubefedclusters_crd(&admin).await?;
     assert!(has_field, "helm upgrade applied the current schema");
 

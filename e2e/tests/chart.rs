@@ -755,3 +755,32 @@ fn chart_renders_managed_crds_only_when_asked() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `helm upgrade --reuse-values` from a release of a chart that had none of the newer values
+/// renders with their defaults instead of failing on a nil value (values set to null are
+/// dropped, as the older release's values lack them).
+#[test]
+fn chart_renders_without_the_newer_values() -> anyhow::Result<()> {
+    let documents = render(&[
+        "--set",
+        "crds=null",
+        "--set",
+        "prometheusRule=null",
+        "--set",
+        "grafanaDashboard=null",
+        "--set",
+        "rbac.aggregatedRoles=null",
+    ])?;
+    let aggregated = of_kind(&documents, "ClusterRole")
+        .into_iter()
+        .filter(|r| AGGREGATED_ROLES.contains(&r["metadata"]["name"].as_str().unwrap_or_default()))
+        .count();
+    assert_eq!(aggregated, 3, "the aggregated roles, on by default");
+    for kind in ["CustomResourceDefinition", "PrometheusRule", "ConfigMap"] {
+        assert!(
+            of_kind(&documents, kind).is_empty(),
+            "no {kind}: off by default"
+        );
+    }
+    Ok(())
+}

@@ -14,17 +14,19 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## tools: build/cache kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (pinned in hack/KUBE_VERSION), etcd and helm
+## tools: build/cache kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (pinned in hack/KUBE_VERSION), etcd, helm, and KubeFed v0.10.0's controller-manager and kubefedctl (the takeover tests)
 tools:
-	@echo "==> test tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, helm (built once and cached)"
+	@echo "==> test tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, helm, KubeFed (built once and cached)"
 	@hack/build-kube.sh >/dev/null
 	@hack/build-kube.sh kubelet >/dev/null
 	@hack/install-etcd.sh >/dev/null
 	@hack/build-helm.sh >/dev/null
+	@hack/build-kubefed.sh >/dev/null
 	@echo "kube binaries: $$(hack/build-kube.sh)"
 	@echo "kubelet:       $$(hack/build-kube.sh kubelet)/kubelet"
 	@echo "etcd:          $$(hack/install-etcd.sh)"
 	@echo "helm:          $$(hack/build-helm.sh)"
+	@echo "KubeFed:       $$(hack/build-kubefed.sh)"
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -41,9 +43,9 @@ unit:
 ## (hack/e2e-lanes.sh): E2E_BESIDE (grace periods, soaks, outages), E2E_SECOND (staged rollouts,
 ## pods, pull mode, shutdown, large objects) and the rest; the two lanes' output follows the rest's.
 ## E2E_BESIDE= E2E_SECOND= runs everything in one sequence.
-E2E_BESIDE ?= placement_policy hub_identity faults backoff partition health_flap list_slots
+E2E_BESIDE ?= placement_policy hub_identity faults backoff partition health_flap list_slots missing_crds
 E2E_SECOND ?= rollout_state rollout scheduling pull pull_agent rollout_restart shutdown hub_member \
-	large_object_room
+	large_object_room takeover
 e2e: tools image
 	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
 	$(CARGO) test -p hubfed-e2e --no-run

@@ -19,12 +19,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use hubfed_api::propagatedversion::PropagatedVersion;
+use hubfed_e2e::cli::resource;
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
 use hubfed_e2e::helm::helm_on_hub;
 use hubfed_e2e::kubefed::{self, KubefedProcess};
 use hubfed_e2e::{
-    ExampleType, KUBEFED_NAMESPACE, TIMEOUT, Wait, hubfedctl, install_crds, register_cluster,
-    report, wait_for,
+    ExampleType, KUBEFED_NAMESPACE, TIMEOUT, Wait, hubfedctl, install_crds, placement,
+    register_cluster, report, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -49,20 +50,6 @@ const KINDS: [(&str, &str, &str, &str, bool); 5] = [
     ("example.hubfed.io", "v1", "Widget", "widgets", true),
 ];
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.to_owned(),
-        version: version.to_owned(),
-        api_version: if group.is_empty() {
-            version.to_owned()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.to_owned(),
-        plural: plural.to_owned(),
-    }
-}
-
 fn federated(kind: &str) -> ApiResource {
     resource(
         "types.kubefed.io",
@@ -78,10 +65,6 @@ fn api(client: &Client, resource: &ApiResource, namespaced: bool) -> Api<Dynamic
     } else {
         Api::all_with(client.clone(), resource)
     }
-}
-
-fn placement(clusters: &[&str]) -> Value {
-    json!({"clusters": clusters.iter().map(|name| json!({"name": name})).collect::<Vec<_>>()})
 }
 
 /// The federated objects: (kind, namespaced, name, spec).

@@ -38,6 +38,7 @@ use tracing::{debug, info, warn};
 use super::TypeContext;
 use super::member_io::member_api;
 use super::members::ManagedCopy;
+use crate::clusters::MemberCluster;
 use crate::metrics::METRICS;
 
 /// How often every cluster is looked at, besides after each (re)list of its cache.
@@ -163,12 +164,7 @@ async fn collect_garbage(ctx: &TypeContext, federated: &Store<DynamicObject>) {
             return;
         }
     };
-    let clusters = ctx.shared.pool.clusters();
-    let (identities, _) = ctx
-        .shared
-        .hub_identities
-        .resolve(&ctx.shared.hub, &clusters)
-        .await;
+    let (clusters, identities) = clusters_and_identities(ctx).await;
     debug!(kind = %ctx.federated.kind, records = records.len(), "garbage collection pass");
     for cluster in clusters.iter().filter(|c| c.ready) {
         let (Some(client), Some(copies)) =
@@ -222,12 +218,7 @@ async fn collect_changed(ctx: &TypeContext, federated: &Store<DynamicObject>) {
     } else {
         (BTreeMap::new(), true)
     };
-    let clusters = ctx.shared.pool.clusters();
-    let (identities, _) = ctx
-        .shared
-        .hub_identities
-        .resolve(&ctx.shared.hub, &clusters)
-        .await;
+    let (clusters, identities) = clusters_and_identities(ctx).await;
     for (cluster, copy) in &absent {
         let Some(client) = clusters
             .iter()
@@ -249,6 +240,19 @@ async fn collect_changed(ctx: &TypeContext, federated: &Store<DynamicObject>) {
     if any_owned && records_read {
         export_leftovers(ctx, &records);
     }
+}
+
+/// The registry's clusters and, by name, which of them are the hub itself.
+async fn clusters_and_identities(
+    ctx: &TypeContext,
+) -> (Vec<Arc<MemberCluster>>, BTreeMap<String, ClusterIdentity>) {
+    let clusters = ctx.shared.pool.clusters();
+    let (identities, _) = ctx
+        .shared
+        .hub_identities
+        .resolve(&ctx.shared.hub, &clusters)
+        .await;
+    (clusters, identities)
 }
 
 /// A ready member cluster, as garbage collection reaches it.

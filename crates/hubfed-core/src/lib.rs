@@ -22,6 +22,7 @@ pub mod health;
 pub mod hub;
 pub mod intent;
 pub mod lease;
+pub mod mcs;
 pub mod openapi;
 pub mod overrides;
 pub mod ownership;

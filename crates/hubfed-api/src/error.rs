@@ -13,6 +13,13 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    #[error("the schema generated for {kind} is not an OpenAPI v3 schema")]
+    InvalidSchema {
+        kind: String,
+        #[source]
+        source: serde_json::Error,
+    },
+
     #[error("cannot render {what} as YAML")]
     Yaml {
         what: String,

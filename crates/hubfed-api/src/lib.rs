@@ -4,6 +4,7 @@
 //! Wire shapes follow `docs/kubefed-compatibility.md`; a KubeFed manifest deserialises
 //! into these types unchanged.
 
+pub mod about;
 pub mod condition;
 pub mod defaulttypes;
 pub mod duration;
@@ -13,10 +14,12 @@ pub mod federatedcrd;
 pub mod federatedtypeconfig;
 pub mod kubefedcluster;
 pub mod kubefedconfig;
+pub mod mcs;
 pub mod names;
 pub mod propagatedversion;
 pub mod render;
 pub mod scheduling;
+mod upstream;
 pub mod work;
 
 pub use error::Error;

@@ -66,6 +66,7 @@ mod setup;
 mod shared;
 pub mod staged;
 pub mod statuses;
+pub mod upstream_crds;
 mod wait;
 pub mod webhooks;
 

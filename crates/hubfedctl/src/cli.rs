@@ -277,6 +277,11 @@ pub enum MigrateCommand {
     /// Apply hubfed's CRDs, restore the backed-up objects that are missing, and replace each
     /// federated type's CRD with hubfed's. Refused while KubeFed's controller-manager runs.
     Upgrade(MigrateUpgradeArgs),
+    /// The way back: mark the FederatedTypeConfigs and the KubeFedConfig KubeFed's chart
+    /// installs for adoption by its Helm release, so `helm install` of KubeFed's chart takes
+    /// them over. Refused while hubfed's controller or another release's copies of KubeFed's
+    /// roles and webhooks remain.
+    Rollback(MigrateRollbackArgs),
 }
 
 #[derive(Args, Debug)]
@@ -291,6 +296,16 @@ pub struct MigrateBackupArgs {
 
 #[derive(Args, Debug)]
 pub struct MigrateUpgradeArgs {
+    /// Print what would be done; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MigrateRollbackArgs {
+    /// The Helm release name KubeFed's chart will be installed as.
+    #[arg(long, default_value = "kubefed", value_name = "NAME")]
+    pub release: String,
     /// Print what would be done; change nothing.
     #[arg(long)]
     pub dry_run: bool,

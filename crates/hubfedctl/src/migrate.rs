@@ -3,8 +3,9 @@
 //! `check` lists what the takeover will change and what stands in its way; `backup` keeps
 //! a copy of the objects `helm uninstall` of KubeFed's chart deletes (its FederatedTypeConfigs
 //! and KubeFedConfig) in a ConfigMap of the control-plane namespace; `upgrade` restores them,
-//! applies hubfed's CRDs and replaces each federated type's CRD with hubfed's. Nothing here
-//! touches a federated object or a member cluster.
+//! applies hubfed's CRDs and replaces each federated type's CRD with hubfed's; `rollback`
+//! is the way back, marking the objects KubeFed's chart installs for adoption by its Helm
+//! release. Nothing here touches a federated object or a member cluster.
 
 use std::time::Duration;
 
@@ -14,13 +15,18 @@ use hubfed_api::federatedtypeconfig::FederatedTypeConfig;
 use hubfed_api::kubefedconfig::KubeFedConfig;
 use hubfed_api::names::{FTC_FINALIZER, KUBEFED_CONFIG_NAME};
 use hubfed_api::render::core_crds;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::cli::{MigrateBackupArgs, MigrateCommand, MigrateUpgradeArgs};
+use crate::cli::{MigrateBackupArgs, MigrateCommand, MigrateRollbackArgs, MigrateUpgradeArgs};
 use crate::enable::target_schema;
 use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
 use crate::kubeconfig::Target;
@@ -44,6 +50,7 @@ pub async fn migrate(session: &mut Session<'_>, command: MigrateCommand) -> Resu
         MigrateCommand::Check => check(session).await,
         MigrateCommand::Backup(args) => backup(session, args).await.map(|()| EXIT_OK),
         MigrateCommand::Upgrade(args) => upgrade(session, args).await.map(|()| EXIT_OK),
+        MigrateCommand::Rollback(args) => rollback(session, args).await.map(|()| EXIT_OK),
     }
 }
 
@@ -367,6 +374,154 @@ async fn restore(session: &mut Session<'_>, hub: &Target, ns: &str, dry_run: boo
         }
     }
     Ok(())
+}
+
+/// hubfed's leader Lease (the name of KubeFed's lock, as a Lease).
+const HUBFED_LEASE: &str = "kubefed-controller-manager";
+/// Cluster-scoped objects KubeFed's chart installs under names hubfed's chart uses too.
+const SHARED_NAMES: [(&str, &str); 5] = [
+    ("ClusterRole", "kubefed-admin"),
+    ("ClusterRole", "kubefed-edit"),
+    ("ClusterRole", "kubefed-view"),
+    (
+        "ValidatingWebhookConfiguration",
+        "validations.core.kubefed.io",
+    ),
+    ("MutatingWebhookConfiguration", "mutation.core.kubefed.io"),
+];
+const HELM_NAMESPACE_ANNOTATION: &str = "meta.helm.sh/release-namespace";
+const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+
+/// Marks the FTCs and the KubeFedConfig KubeFed's chart installs for adoption by its
+/// release; refused while hubfed runs or another release still owns KubeFed's names.
+async fn rollback(session: &mut Session<'_>, args: MigrateRollbackArgs) -> Result<()> {
+    let hub = session.hub().await?;
+    let ns = session.kubefed_namespace().to_owned();
+    if let Some(line) = hubfed_running(&hub, &ns).await? {
+        return Err(Error::Refused(format!(
+            "{line}: stop it first (`helm uninstall` of hubfed's chart; two controllers must never run together)"
+        )));
+    }
+    let taken = taken_names(&hub, &args.release).await?;
+    if !taken.is_empty() {
+        return Err(Error::Refused(format!(
+            "{} still installed by another Helm release: {}; uninstall that release first",
+            hub.subject,
+            taken.join(", ")
+        )));
+    }
+    let chart_ftcs: Vec<String> = hubfed_api::defaulttypes::default_federated_type_configs(&ns)
+        .iter()
+        .map(|ftc| ftc.name_any())
+        .collect();
+    let marks = json!({
+        "metadata": {
+            "labels": {MANAGED_BY_LABEL: "Helm"},
+            "annotations": {HELM_RELEASE_ANNOTATION: args.release, HELM_NAMESPACE_ANNOTATION: ns},
+        }
+    });
+    for object in control_plane_objects(&hub, &ns).await? {
+        let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
+        let name = object.name_any();
+        if kind == "FederatedTypeConfig" && !chart_ftcs.contains(&name) {
+            continue;
+        }
+        let what = format!("{} {name}", kind.to_lowercase());
+        if marked_for(&object, &args.release, &ns) {
+            ops::report(session, "hub", &what, "unchanged", args.dry_run)?;
+            continue;
+        }
+        ops::report(
+            session,
+            "hub",
+            &what,
+            &format!("marked for adoption by release {}", args.release),
+            args.dry_run,
+        )?;
+        if !args.dry_run {
+            let patch = Patch::Merge(&marks);
+            let params = PatchParams::default();
+            let patched = if kind == "KubeFedConfig" {
+                Api::<KubeFedConfig>::namespaced(hub.client.clone(), &ns)
+                    .patch(&name, &params, &patch)
+                    .await
+                    .map(drop)
+            } else {
+                Api::<FederatedTypeConfig>::namespaced(hub.client.clone(), &ns)
+                    .patch(&name, &params, &patch)
+                    .await
+                    .map(drop)
+            };
+            patched.map_err(|e| hub.err(e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `object` carries Helm's ownership marks for `release` in `ns`.
+fn marked_for(object: &kube::api::DynamicObject, release: &str, ns: &str) -> bool {
+    let annotations = object.annotations();
+    object.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some("Helm")
+        && annotations.get(HELM_RELEASE_ANNOTATION).map(String::as_str) == Some(release)
+        && annotations
+            .get(HELM_NAMESPACE_ANNOTATION)
+            .map(String::as_str)
+            == Some(ns)
+}
+
+/// A line naming hubfed's controller when its leader Lease is held and not expired.
+async fn hubfed_running(hub: &Target, ns: &str) -> Result<Option<String>> {
+    let api: Api<Lease> = Api::namespaced(hub.client.clone(), ns);
+    let Some(lease) = api.get_opt(HUBFED_LEASE).await.map_err(|e| hub.err(e))? else {
+        return Ok(None);
+    };
+    let Some(spec) = lease.spec else {
+        return Ok(None);
+    };
+    let holder = spec.holder_identity.unwrap_or_default();
+    let Some(renewed) = spec.renew_time else {
+        return Ok(None);
+    };
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(renewed.0);
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+    Ok((!holder.is_empty() && age.as_secs() < duration).then(|| {
+        format!(
+            "hubfed's controller runs ({holder} holds the Lease {ns}/{HUBFED_LEASE}, renewed {}s ago)",
+            age.as_secs().max(0)
+        )
+    }))
+}
+
+/// KubeFed's chart's cluster-scoped names that exist under another Helm release (hubfed's
+/// chart not uninstalled yet), as `kind/name (release R)`.
+async fn taken_names(hub: &Target, release: &str) -> Result<Vec<String>> {
+    let mut taken = Vec::new();
+    for (kind, name) in SHARED_NAMES {
+        let object = match kind {
+            "ClusterRole" => Api::<ClusterRole>::all(hub.client.clone())
+                .get_opt(name)
+                .await
+                .map(|o| o.map(|o| o.metadata)),
+            "ValidatingWebhookConfiguration" => {
+                Api::<ValidatingWebhookConfiguration>::all(hub.client.clone())
+                    .get_opt(name)
+                    .await
+                    .map(|o| o.map(|o| o.metadata))
+            }
+            _ => Api::<MutatingWebhookConfiguration>::all(hub.client.clone())
+                .get_opt(name)
+                .await
+                .map(|o| o.map(|o| o.metadata)),
+        }
+        .map_err(|e| hub.err(e))?;
+        let owner = object
+            .and_then(|metadata| metadata.annotations)
+            .and_then(|annotations| annotations.get(HELM_RELEASE_ANNOTATION).cloned());
+        if let Some(owner) = owner.filter(|owner| owner != release) {
+            taken.push(format!("{kind} {name} (release {owner})"));
+        }
+    }
+    Ok(taken)
 }
 
 /// The objects of a multi-document YAML text.

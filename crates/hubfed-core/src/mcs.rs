@@ -26,6 +26,10 @@
 //! too. Nothing without both is ever listed for deletion, so another MCS controller's objects
 //! in a member survive.
 
+use hubfed_api::mcs::{
+    SERVICE_NAME_LABEL as MCS_SERVICE_NAME_LABEL, SOURCE_CLUSTER_LABEL as MCS_SOURCE_CLUSTER_LABEL,
+};
+
 mod aggregate;
 mod derived;
 mod membership;
@@ -38,11 +42,12 @@ mod tests;
 
 pub use aggregate::{
     Aggregate, ConflictReason, ExportCondition, ExportInput, ExportStatus, ImportPort, ImportSpec,
-    ImportType, ValidReason, aggregate,
+    ValidReason, aggregate,
 };
 pub use derived::{
     ImportIps, ImportObject, derived_service, derived_service_name, import_ips, is_derived_service,
 };
+pub use hubfed_api::mcs::ServiceImportType;
 pub use membership::{
     ClusterIdDecision, ClusterIdRefusal, DEFAULT_ENDPOINT_TTL, EndpointFate, IdSource,
     ImportMembers, MemberId, NamespaceState, SourcePresence, cluster_ids, import_members,
@@ -68,14 +73,7 @@ pub const CONTROL_PLANE_LABEL: &str = "hubfed.io/mcs-control-plane";
 /// Label on a derived Service: the name of the ServiceImport (the exported Service) it serves.
 pub const SERVICE_IMPORT_LABEL: &str = "hubfed.io/service-import";
 
-// TODO: use hubfed_api::mcs once it lands (upstream's `v1beta1.LabelServiceName` and
-// `v1beta1.LabelSourceCluster`, pkg/apis/v1beta1/well_known_labels.go).
-/// The multi-cluster service an EndpointSlice belongs to.
-const MCS_SERVICE_NAME_LABEL: &str = "multicluster.kubernetes.io/service-name";
-/// The cluster an exported resource comes from.
-const MCS_SOURCE_CLUSTER_LABEL: &str = "multicluster.kubernetes.io/source-cluster";
-// TODO: use hubfed_api::mcs once it lands (upstream's `v1beta1.GroupVersion` and kind).
-const SERVICE_IMPORT_API_VERSION: &str = "multicluster.x-k8s.io/v1beta1";
+/// The kind of the member's ServiceImport that owns derived objects.
 const SERVICE_IMPORT_KIND: &str = "ServiceImport";
 
 /// `discoveryv1.LabelServiceName`: the Service whose endpoints a slice holds.

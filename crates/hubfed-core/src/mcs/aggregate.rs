@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use hubfed_api::mcs::{ServiceExportConditionReason as Reason, ServiceImportType};
 use k8s_openapi::api::core::v1::{ServiceSpec, SessionAffinityConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -16,25 +17,6 @@ pub struct ExportInput<'a> {
     pub created: &'a Time,
     /// The spec of the member's Service of the same namespace and name, if it exists.
     pub service: Option<&'a ServiceSpec>,
-}
-
-/// A ServiceImport's `spec.type`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ImportType {
-    /// Behind one ClusterSet IP per IP family (a derived ClusterIP Service in each member).
-    ClusterSetIp,
-    /// No IP: DNS answers with the endpoints' addresses.
-    Headless,
-}
-
-impl ImportType {
-    /// The wire value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ClusterSetIp => "ClusterSetIP",
-            Self::Headless => "Headless",
-        }
-    }
 }
 
 /// A ServiceImport's port (upstream's `ServicePort`).
@@ -54,7 +36,7 @@ pub struct ImportPort {
 /// ([`super::import_ips`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ImportSpec {
-    pub type_: ImportType,
+    pub type_: ServiceImportType,
     pub ports: Vec<ImportPort>,
     pub session_affinity: Option<String>,
     pub session_affinity_config: Option<SessionAffinityConfig>,
@@ -79,10 +61,11 @@ impl ValidReason {
     /// The wire value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Valid => "Valid",
-            Self::NoService => "NoService",
-            Self::InvalidServiceType => "InvalidServiceType",
+            Self::Valid => Reason::Valid,
+            Self::NoService => Reason::NoService,
+            Self::InvalidServiceType => Reason::InvalidServiceType,
         }
+        .as_str()
     }
 }
 
@@ -102,14 +85,15 @@ impl ConflictReason {
     /// The wire value.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Port => "PortConflict",
-            Self::Type => "TypeConflict",
-            Self::SessionAffinity => "SessionAffinityConflict",
-            Self::SessionAffinityConfig => "SessionAffinityConfigConflict",
-            Self::InternalTrafficPolicy => "InternalTrafficPolicyConflict",
-            Self::TrafficDistribution => "TrafficDistributionConflict",
-            Self::IpFamily => "IPFamilyConflict",
+            Self::Port => Reason::PortConflict,
+            Self::Type => Reason::TypeConflict,
+            Self::SessionAffinity => Reason::SessionAffinityConflict,
+            Self::SessionAffinityConfig => Reason::SessionAffinityConfigConflict,
+            Self::InternalTrafficPolicy => Reason::InternalTrafficPolicyConflict,
+            Self::TrafficDistribution => Reason::TrafficDistributionConflict,
+            Self::IpFamily => Reason::IpFamilyConflict,
         }
+        .as_str()
     }
 }
 
@@ -145,7 +129,7 @@ pub struct Aggregate {
 struct Constituent<'a> {
     cluster: &'a str,
     spec: &'a ServiceSpec,
-    type_: ImportType,
+    type_: ServiceImportType,
 }
 
 /// Aggregates the ServiceExports of one `namespace/name`, one per cluster.
@@ -207,7 +191,7 @@ pub fn aggregate(exports: &[ExportInput<'_>]) -> Aggregate {
 
 fn classify(
     service: Option<&ServiceSpec>,
-) -> Result<(ImportType, &ServiceSpec), (ValidReason, String)> {
+) -> Result<(ServiceImportType, &ServiceSpec), (ValidReason, String)> {
     let Some(spec) = service else {
         return Err((
             ValidReason::NoService,
@@ -218,9 +202,9 @@ fn classify(
         "ClusterIP" | "NodePort" | "LoadBalancer" => {
             let headless = spec.cluster_ip.as_deref() == Some("None");
             let type_ = if headless {
-                ImportType::Headless
+                ServiceImportType::Headless
             } else {
-                ImportType::ClusterSetIp
+                ServiceImportType::ClusterSetIp
             };
             Ok((type_, spec))
         }
@@ -391,7 +375,7 @@ fn conflict_condition(conflicts: &[Conflict], valid: usize) -> ExportCondition {
         };
         return ExportCondition {
             status: false,
-            reason: "NoConflicts".to_owned(),
+            reason: Reason::NoConflicts.as_str().to_owned(),
             message,
         };
     }

@@ -3,12 +3,13 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use hubfed_api::mcs::{self, ServiceImportType};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::aggregate::{ImportSpec, ImportType};
+use super::aggregate::ImportSpec;
 use super::sha256::short_hash;
-use super::{CONTROL_PLANE_LABEL, SERVICE_IMPORT_API_VERSION, SERVICE_IMPORT_KIND};
+use super::{CONTROL_PLANE_LABEL, SERVICE_IMPORT_KIND};
 use super::{MCS_SERVICE_NAME_LABEL, SERVICE_IMPORT_LABEL};
 
 /// The ServiceImport in one member that derived objects serve.
@@ -40,7 +41,7 @@ impl ImportObject<'_> {
             labels: Some(labels),
             owner_references: self.uid.map(|uid| {
                 vec![OwnerReference {
-                    api_version: SERVICE_IMPORT_API_VERSION.to_owned(),
+                    api_version: format!("{}/{}", mcs::GROUP, mcs::VERSION),
                     kind: SERVICE_IMPORT_KIND.to_owned(),
                     name: self.name.to_owned(),
                     uid: uid.to_owned(),
@@ -89,7 +90,7 @@ pub fn derived_service_name(namespace: &str, name: &str) -> String {
 /// which derived slices cannot carry truthfully across clusters (the ServiceImport still
 /// says them to its consumers). Labels: [`CONTROL_PLANE_LABEL`] and [`SERVICE_IMPORT_LABEL`].
 pub fn derived_service(import: &ImportSpec, object: &ImportObject<'_>) -> Option<Service> {
-    if import.type_ != ImportType::ClusterSetIp {
+    if import.type_ != ServiceImportType::ClusterSetIp {
         return None;
     }
     let labels = BTreeMap::from([(SERVICE_IMPORT_LABEL.to_owned(), object.name.to_owned())]);

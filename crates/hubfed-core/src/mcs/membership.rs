@@ -3,12 +3,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hubfed_api::about::CLUSTER_ID_PROPERTY as ID_PROPERTY;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Longest cluster id: it is a label value, and a DNS label in `status.clusters`.
 const MAX_ID_LENGTH: usize = 63;
-/// The About API's ClusterProperty holding a member's cluster id (KEP-2149).
-const ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
 
 /// One member of the ClusterSet, as its id is decided.
 #[derive(Clone, Copy, Debug)]

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::aggregate::{ImportSpec, ImportType};
+use hubfed_api::mcs::ServiceImportType;
+
+use super::aggregate::ImportSpec;
 use super::derived::{ImportObject, derived_service_name, is_derived_slice_of};
 use super::sha256::short_hash;
 use super::{ENDPOINTSLICE_MANAGED_BY, MANAGED_BY_LABEL, SERVICE_NAME_LABEL};
@@ -91,7 +93,7 @@ pub fn derived_endpoint_slices(
             ENDPOINTSLICE_MANAGED_BY.to_owned(),
         ),
     ]);
-    if import.type_ == ImportType::ClusterSetIp {
+    if import.type_ == ServiceImportType::ClusterSetIp {
         labels.insert(
             SERVICE_NAME_LABEL.to_owned(),
             derived_service_name(object.namespace, object.name),

@@ -116,7 +116,7 @@ fn a_single_exporter_yields_an_import_of_its_service_without_conflict() {
     let result = Fixture::default().export("c1", 100, spec).aggregate();
 
     let import = result.import.clone().unwrap();
-    assert_eq!(import.type_, ImportType::ClusterSetIp);
+    assert_eq!(import.type_, ServiceImportType::ClusterSetIp);
     assert_eq!(
         import.ports,
         [
@@ -304,7 +304,7 @@ fn headless_next_to_an_older_cluster_ip_keeps_cluster_set_ip_with_a_type_conflic
 
     assert_eq!(
         result.import.clone().unwrap().type_,
-        ImportType::ClusterSetIp
+        ServiceImportType::ClusterSetIp
     );
     for cluster in ["c1", "c2"] {
         assert_eq!(
@@ -327,7 +327,10 @@ fn an_older_headless_export_makes_the_import_headless() {
         .export("c2", 200, headless(json!([tcp("http", 80)])))
         .aggregate();
 
-    assert_eq!(result.import.clone().unwrap().type_, ImportType::Headless);
+    assert_eq!(
+        result.import.clone().unwrap().type_,
+        ServiceImportType::Headless
+    );
     assert_eq!(result.conflicts, [ConflictReason::Type]);
 }
 
@@ -339,7 +342,7 @@ fn node_port_and_load_balancer_services_are_cluster_set_ip() {
         let result = Fixture::default().export("c1", 100, spec).aggregate();
         assert_eq!(
             result.import.clone().unwrap().type_,
-            ImportType::ClusterSetIp,
+            ServiceImportType::ClusterSetIp,
             "{type_}"
         );
     }
@@ -369,7 +372,7 @@ fn an_external_name_export_contributes_nothing_beside_a_valid_one() {
 
     let import = result.import.clone().unwrap();
     assert_eq!(import.clusters, ["c2"]);
-    assert_eq!(import.type_, ImportType::ClusterSetIp);
+    assert_eq!(import.type_, ServiceImportType::ClusterSetIp);
     assert_eq!(valid(&result, "c1"), (false, "InvalidServiceType".into()));
     assert_eq!(valid(&result, "c2"), (true, "Valid".into()));
     assert!(!conflict(&result, "c2").0);

@@ -1,5 +1,6 @@
 //! Cluster ids, import members, endpoint TTL.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::*;
@@ -30,8 +31,6 @@ fn refusal(decision: &ClusterIdDecision) -> (ClusterIdRefusal, &str) {
         ClusterIdDecision::Member { .. } => panic!("not refused: {decision:?}"),
     }
 }
-
-use std::collections::BTreeMap;
 
 #[test]
 fn a_members_existing_cluster_property_is_respected_else_its_name_is_the_id() {

@@ -74,9 +74,9 @@ pub enum Command {
     #[command(subcommand)]
     Get(GetCommand),
     /// Take over a live KubeFed hub: check what changes, back up what `helm uninstall`
-    /// deletes, upgrade the CRDs (docs/migrating-from-kubefed.md).
+    /// deletes, upgrade the CRDs, narrow the members' grants (docs/migrating-from-kubefed.md).
     #[command(subcommand)]
-    Migrate(MigrateCommand),
+    Migrate(MigrateStep),
     /// Print the version of hubfedctl.
     Version(VersionArgs),
     /// Print a shell completion script.
@@ -311,6 +311,32 @@ pub struct MigrateRollbackArgs {
     pub dry_run: bool,
 }
 
+/// A `migrate` subcommand: a step in the hub, or a member's grant narrowed.
+#[derive(Subcommand, Debug)]
+pub enum MigrateStep {
+    #[command(flatten)]
+    Hub(MigrateCommand),
+    /// Replace a push member's join grant (kubefedctl's: every right) with hubfed's least
+    /// privilege, in place: the same ServiceAccount and token, the hub left as it is.
+    LeastPrivilege(LeastPrivilegeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LeastPrivilegeArgs {
+    /// Name of the cluster in the federation (the KubeFedCluster's name).
+    #[arg(value_name = "CLUSTER")]
+    pub cluster: String,
+    /// Context of the cluster; default: CLUSTER.
+    #[arg(long, value_name = "CONTEXT")]
+    pub cluster_context: Option<String>,
+    /// Name of the hub used at join; default: the hub context's name.
+    #[arg(long, value_name = "NAME")]
+    pub host_cluster_name: Option<String>,
+    /// Print what would be done; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum GetCommand {
     /// Joined clusters: name, readiness, Kubernetes version, age.
@@ -470,6 +496,24 @@ mod tests {
             "m1",
             "--error-on-existing=false"
         ]));
+    }
+
+    #[test]
+    fn migrate_holds_the_hub_steps_and_least_privilege() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Migrate(step) => step,
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(
+            parse(&["hubfedctl", "migrate", "check"]),
+            MigrateStep::Hub(MigrateCommand::Check)
+        ));
+        match parse(&["hubfedctl", "migrate", "least-privilege", "m1", "--dry-run"]) {
+            MigrateStep::LeastPrivilege(args) => {
+                assert_eq!((args.cluster.as_str(), args.dry_run), ("m1", true));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

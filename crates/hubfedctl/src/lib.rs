@@ -15,6 +15,7 @@ mod federate;
 mod get;
 mod join;
 mod kubeconfig;
+mod least_privilege;
 mod migrate;
 mod ops;
 mod orphan;
@@ -34,7 +35,7 @@ use clap::{CommandFactory as _, Parser as _};
 
 pub use error::{EXIT_ERROR, EXIT_NOT_READY, EXIT_OK, EXIT_USAGE, Error};
 
-use crate::cli::{Cli, Command, CompletionShell, GetCommand};
+use crate::cli::{Cli, Command, CompletionShell, GetCommand, MigrateStep};
 use crate::session::Session;
 
 /// Output stream of [`run`].
@@ -142,7 +143,10 @@ async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Err
         Command::Plan(args) => plan::plan_file(session, args).await,
         Command::Diff(args) => plan::diff(session, args).await,
         Command::Rollout(command) => rollout::rollout(session, command).await.map(|()| EXIT_OK),
-        Command::Migrate(command) => migrate::migrate(session, command).await,
+        Command::Migrate(MigrateStep::Hub(command)) => migrate::migrate(session, command).await,
+        Command::Migrate(MigrateStep::LeastPrivilege(args)) => {
+            least_privilege::least_privilege(session, args).await
+        }
         Command::Version(args) => get::version(session, args).map(|()| EXIT_OK),
         Command::Completion(args) => {
             let shell = match args.shell {

@@ -1,110 +1,14 @@
-//! SHA-256 (FIPS 180-4) and Go's `base32.HexEncoding`, for names that must match upstream's.
-//!
-//! hubfed-core has no SHA-256 dependency, and derived names hash a few dozen bytes, so the
-//! plain textbook algorithm is enough.
+//! Go's `base32.HexEncoding` of a SHA-256, for names that must match upstream's.
 
-const K: [u32; 64] = [
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-];
+use sha2::{Digest as _, Sha256};
 
-const H0: [u32; 8] = [
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-];
-
-/// The SHA-256 digest of `data`.
-pub(super) fn digest(data: &[u8]) -> [u8; 32] {
-    let mut message = data.to_vec();
-    let bits = (data.len() as u64).wrapping_mul(8);
-    message.push(0x80);
-    while message.len() % 64 != 56 {
-        message.push(0);
-    }
-    message.extend_from_slice(&bits.to_be_bytes());
-
-    let mut state = H0;
-    for block in message.chunks_exact(64) {
-        compress(&mut state, block);
-    }
-    let mut out = [0u8; 32];
-    for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
-        chunk.copy_from_slice(&word.to_be_bytes());
-    }
-    out
-}
-
-fn compress(state: &mut [u32; 8], block: &[u8]) {
-    let mut w = [0u32; 64];
-    for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
-        *word = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-    }
-    for i in 16..64 {
-        let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-        let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16]
-            .wrapping_add(s0)
-            .wrapping_add(w[i - 7])
-            .wrapping_add(s1);
-    }
-    let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = *state;
-    for (k, w) in K.iter().zip(w) {
-        let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-        let choice = (e & f) ^ (!e & g);
-        let t1 = h
-            .wrapping_add(s1)
-            .wrapping_add(choice)
-            .wrapping_add(*k)
-            .wrapping_add(w);
-        let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-        let majority = (a & b) ^ (a & c) ^ (b & c);
-        let t2 = s0.wrapping_add(majority);
-        h = g;
-        g = f;
-        f = e;
-        e = d.wrapping_add(t1);
-        d = c;
-        c = b;
-        b = a;
-        a = t1.wrapping_add(t2);
-    }
-    for (word, add) in state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
-        *word = word.wrapping_add(add);
-    }
-}
-
-/// RFC 4648's base32 "Extended Hex" encoding, lower-cased, without padding.
-///
-/// Go: `strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(data))`.
-pub(super) fn base32hex_lower(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
-    let mut out = String::with_capacity(data.len().div_ceil(5) * 8);
-    let mut buffer: u32 = 0;
-    let mut bits = 0;
-    for byte in data {
-        buffer = (buffer << 8) | u32::from(*byte);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(char::from(ALPHABET[((buffer >> bits) & 0x1f) as usize]));
-        }
-    }
-    if bits > 0 {
-        out.push(char::from(
-            ALPHABET[((buffer << (5 - bits)) & 0x1f) as usize],
-        ));
-    }
-    out
-}
-
-/// The first `len` characters of [`base32hex_lower`] of the SHA-256 of `input`.
+/// The first `len` characters of the lower-case base32hex (RFC 4648 §7) of the SHA-256 of
+/// `input`, as `strings.ToLower(base32.HexEncoding.EncodeToString(sha256.Sum256(...)))`.
 pub(super) fn short_hash(input: &str, len: usize) -> String {
-    let mut encoded = base32hex_lower(&digest(input.as_bytes()));
+    let digest = Sha256::digest(input.as_bytes());
+    let mut encoded = data_encoding::BASE32HEX_NOPAD
+        .encode(&digest)
+        .to_ascii_lowercase();
     encoded.truncate(len);
     encoded
 }
@@ -113,41 +17,15 @@ pub(super) fn short_hash(input: &str, len: usize) -> String {
 mod tests {
     use super::*;
 
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
     #[test]
-    fn digests_match_the_fips_180_examples() {
-        assert_eq!(
-            hex(&digest(b"abc")),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_eq!(
-            hex(&digest(b"")),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-        assert_eq!(
-            hex(&digest(
-                b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
-            )),
-            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
-        );
-    }
-
-    #[test]
-    fn a_digest_matches_gos_for_a_namespaced_name() {
-        // Go: fmt.Printf("%x", sha256.Sum256([]byte("default/hello"))).
-        assert_eq!(
-            hex(&digest(b"default/hello")),
-            "a159efe0307130e2366f05bca00c1cb2cb9e40375e35d351e4efe9f2c468c427"
-        );
+    fn a_short_hash_matches_gos_for_a_namespaced_name() {
+        // Go: sha256.Sum256("default/hello") is a159efe0…, whose base32hex starts k5cuvo1ge4.
+        assert_eq!(short_hash("default/hello", 10), "k5cuvo1ge4");
     }
 
     #[test]
     fn base32hex_matches_rfc_4648_test_vectors() {
         for (input, expected) in [
-            ("", ""),
             ("f", "co"),
             ("fo", "cpng"),
             ("foo", "cpnmu"),
@@ -155,7 +33,13 @@ mod tests {
             ("fooba", "cpnmuoj1"),
             ("foobar", "cpnmuoj1e8"),
         ] {
-            assert_eq!(base32hex_lower(input.as_bytes()), expected, "{input:?}");
+            assert_eq!(
+                data_encoding::BASE32HEX_NOPAD
+                    .encode(input.as_bytes())
+                    .to_ascii_lowercase(),
+                expected,
+                "{input:?}"
+            );
         }
     }
 }

@@ -18,8 +18,13 @@
 //!    earlier and no longer wants is found by [`leftover_endpoint_slices`]. A source cluster
 //!    that is offline keeps its endpoints for [`DEFAULT_ENDPOINT_TTL`] ([`source_endpoints`]).
 //!
+//! 5. [`needs_write`] compares each body with the member's cached object, so that nothing
+//!    unchanged is written; [`export_conditions`] gives each ServiceExport its `Valid`,
+//!    `Conflict` and `Ready` conditions.
+//!
 //! Members take part under their cluster id (KEP-2149's ClusterProperty
-//! `cluster.clusterset.k8s.io`), decided by [`cluster_ids`].
+//! `cluster.clusterset.k8s.io`), decided by [`cluster_ids`], in the ClusterSet
+//! their `clusterset.k8s.io` names ([`cluster_set_property`]).
 //!
 //! Every object the controller writes into a member carries [`CONTROL_PLANE_LABEL`], the proof
 //! that this control plane wrote it; derived EndpointSlices carry [`ENDPOINTSLICE_MANAGED_BY`]
@@ -36,6 +41,7 @@ mod membership;
 mod ports;
 mod sha256;
 mod slices;
+mod writes;
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +61,9 @@ pub use membership::{
 };
 pub use slices::{
     derived_endpoint_slices, derived_slice_name, is_source_slice, leftover_endpoint_slices,
+};
+pub use writes::{
+    ClusterSetProperty, ExportReadiness, cluster_set_property, export_conditions, needs_write,
 };
 
 /// The `endpointslice.kubernetes.io/managed-by` value of every EndpointSlice hubfed derives.

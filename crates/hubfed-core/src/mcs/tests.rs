@@ -9,6 +9,7 @@ use super::*;
 mod derived;
 mod membership;
 mod slices;
+mod writes;
 
 fn at(second: i64) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_second(second).unwrap())

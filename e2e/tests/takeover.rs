@@ -1,12 +1,15 @@
 //! A live KubeFed v0.10.0 hub taken over by hubfed, then given back to KubeFed, on a hub and
 //! two members: KubeFed's own chart (installed by helm) and controller-manager (a process,
 //! built from KubeFed's Go module: the chart's Deployment cannot pull its image here), the
-//! steps of docs/migrating-from-kubefed.md with `hubfedctl migrate`, then hubfed's controller.
+//! steps of docs/migrating-from-kubefed.md with `hubfedctl migrate`, then hubfed's chart
+//! (without its webhooks) and controller (a process authenticated as the chart's
+//! ServiceAccount, for the same reason).
 //!
 //! What must hold: no member copy deleted or recreated (UIDs kept), each rewritten at most
 //! once by the takeover, nothing written at rest after it, versions and statuses carried on,
-//! a change, a placement move and a deletion carried out right after; then KubeFed, started
-//! again, carries a change out.
+//! a change, a placement move and a deletion carried out right after; then the way back:
+//! hubfed's chart uninstalled, `hubfedctl migrate rollback`, KubeFed's chart installed again
+//! over the kept objects, and KubeFed carrying a change out.
 //!
 //! The chart is KubeFed's with one file left out: its webhook configurations call a Service
 //! that no Pod serves here, and with `failurePolicy: Fail` they would refuse every write of
@@ -17,6 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use futures::StreamExt as _;
 use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_e2e::cli::resource;
@@ -28,8 +33,10 @@ use hubfed_e2e::{
     register_cluster, report, wait_for,
 };
 use hubfed_testenv::{TestEnv, TestEnvConfig};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 
@@ -161,6 +168,17 @@ async fn copies(env: &TestEnv) -> anyhow::Result<BTreeMap<String, (String, Strin
     Ok(out)
 }
 
+/// Tasks aborted when dropped, on every way out of the test.
+struct Aborting(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// Counts the writes to managed copies in the members from now on, per copy, from watches.
 /// Writes of a status subresource alone (kube-controller-manager's to Deployments) are not
 /// counted: a copy's write is a change of anything but its status and resourceVersion,
@@ -168,7 +186,7 @@ async fn copies(env: &TestEnv) -> anyhow::Result<BTreeMap<String, (String, Strin
 async fn count_writes(
     env: &TestEnv,
     counts: Arc<Mutex<BTreeMap<String, u32>>>,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+) -> anyhow::Result<Aborting> {
     let mut tasks = Vec::new();
     for member in MEMBERS {
         let client = env.cluster(member).context("member")?.client().await?;
@@ -179,7 +197,9 @@ async fn count_writes(
                 let api = api(&client, &resource(group, version, kind, plural), namespaced);
                 let config = watcher::Config::default().labels("kubefed.io/managed=true");
                 let mut seen: BTreeMap<String, Value> = BTreeMap::new();
-                let mut stream = watcher::watcher(api, config).boxed();
+                // Backoff: once the clusters are gone (a failed test tearing down), an
+                // error at once on every poll would never yield, and the runtime could not stop.
+                let mut stream = watcher::watcher(api, config).default_backoff().boxed();
                 while let Some(event) = stream.next().await {
                     let (object, deleted, counted) = match event {
                         Ok(watcher::Event::InitApply(object)) => (object, false, false),
@@ -202,7 +222,7 @@ async fn count_writes(
             }));
         }
     }
-    Ok(tasks)
+    Ok(Aborting(tasks))
 }
 
 /// What a write of the copy (not of its status) changes: the object without its status and
@@ -381,23 +401,7 @@ async fn take_over(kubefedctl: bool) -> anyhow::Result<()> {
     let chart = env.dir().join("kubefed-chart");
     copy_dir(&module.join("charts/kubefed"), &chart)?;
     std::fs::remove_file(chart.join("charts/controllermanager/templates/webhook.yaml"))?;
-    let chart_path = chart.to_str().context("chart path")?;
-    helm_on_hub(
-        &env,
-        &[
-            "install",
-            "kubefed",
-            chart_path,
-            "-n",
-            KUBEFED_NAMESPACE,
-            "--create-namespace",
-            "--no-hooks",
-            // The feature gates the chart's post-install hook job would write (a null list
-            // otherwise, which helm's server-side apply refuses).
-            "--set",
-            "controllermanager.featureGates.PushReconciler=Enabled,controllermanager.featureGates.SchedulerPreferences=Enabled",
-        ],
-    )?;
+    install_kubefed_chart(&env, &chart, &[])?;
     let widget = ExampleType::new("Widget", "widgets")?;
     for cluster in env.clusters() {
         install_crds(&cluster.client().await?, std::slice::from_ref(&widget.crd)).await?;
@@ -560,9 +564,17 @@ async fn take_over(kubefedctl: bool) -> anyhow::Result<()> {
         writes.lock().expect("counts")
     );
 
-    // hubfed.
+    // hubfed: its chart, and its controller as the chart's ServiceAccount, with leader
+    // election as deployed (the chart's Deployment cannot pull its image here).
+    let account = install_hubfed_chart(&env, &hub).await?;
     let started = Instant::now();
-    let controller = ControllerProcess::start(&env, &ControllerOptions::single("takeover"))?;
+    let controller = ControllerProcess::start(
+        &env,
+        &ControllerOptions {
+            kubeconfig: Some(account),
+            ..ControllerOptions::replica("takeover")
+        },
+    )?;
     let settled = wait_for(
         "hubfed's status on every federated object",
         TIMEOUT * 2,
@@ -681,8 +693,9 @@ async fn take_over(kubefedctl: bool) -> anyhow::Result<()> {
         first_change.as_secs_f64()
     ));
 
-    // The way back: hubfed stopped, KubeFed started again on the same hub.
+    // The way back: hubfed stopped, KubeFed's chart and controller-manager again.
     drop(controller);
+    give_back(&env, &chart).await?;
     let kubefed = KubefedProcess::start(&env, &binary, "after").await?;
     patch_spec(
         &hub,
@@ -715,11 +728,132 @@ async fn take_over(kubefedctl: bool) -> anyhow::Result<()> {
         },
     )
     .await?;
-    for task in watches {
-        task.abort();
-    }
+    drop(watches);
     kubefed.stop();
     Ok(())
+}
+
+/// `helm install` of KubeFed's chart (a copy without its webhooks) as release `kubefed`,
+/// with `extra` flags.
+fn install_kubefed_chart(
+    env: &TestEnv,
+    chart: &std::path::Path,
+    extra: &[&str],
+) -> anyhow::Result<()> {
+    let args = [
+        &[
+            "install",
+            "kubefed",
+            chart.to_str().context("chart path")?,
+            "-n",
+            KUBEFED_NAMESPACE,
+            "--create-namespace",
+            "--no-hooks",
+            // The feature gates the chart's post-install hook job would write (a null list
+            // otherwise, which helm's server-side apply refuses).
+            "--set",
+            "controllermanager.featureGates.PushReconciler=Enabled,controllermanager.featureGates.SchedulerPreferences=Enabled",
+        ][..],
+        extra,
+    ]
+    .concat();
+    helm_on_hub(env, &args)?;
+    Ok(())
+}
+
+/// Step 5 of the takeover: `helm install` of hubfed's chart, without its webhooks (no Pod
+/// serves them here). Its seeds must leave the restored FTCs and KubeFedConfig alone. Returns
+/// a kubeconfig authenticated as the chart's ServiceAccount, for the controller process.
+async fn install_hubfed_chart(env: &TestEnv, hub: &Client) -> anyhow::Result<std::path::PathBuf> {
+    let ftcs: Api<hubfed_api::federatedtypeconfig::FederatedTypeConfig> =
+        Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let versions = |list: Vec<hubfed_api::federatedtypeconfig::FederatedTypeConfig>| {
+        list.into_iter()
+            .map(|ftc| (ftc.name_any(), ftc.resource_version()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let before = versions(ftcs.list(&Default::default()).await?.items);
+    let chart = hubfed_e2e::helm::chart_dir();
+    helm_on_hub(
+        env,
+        &[
+            "install",
+            hubfed_e2e::helm::RELEASE,
+            chart.to_str().context("chart path")?,
+            "-n",
+            KUBEFED_NAMESPACE,
+            "--set",
+            "webhook.enabled=false",
+        ],
+    )?;
+    let after = versions(ftcs.list(&Default::default()).await?.items);
+    anyhow::ensure!(
+        before == after,
+        "helm install of hubfed's chart changed the FederatedTypeConfigs: {before:?} -> {after:?}"
+    );
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(hubfed_e2e::helm::RELEASE, &PostParams::default(), &request)
+        .await?
+        .status
+        .map(|status| status.token)
+        .context("no token for the chart's ServiceAccount")?;
+    let kubeconfig = env.dir().join("chart-account.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        serde_json::to_string(&json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "hub",
+            "clusters": [{"name": "hub", "cluster": {
+                "server": env.hub().server_url(),
+                "certificate-authority-data": BASE64.encode(env.hub().ca_pem()),
+            }}],
+            "users": [{"name": "hubfed", "user": {"token": token}}],
+            "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "hubfed"}}],
+        }))?,
+    )?;
+    Ok(kubeconfig)
+}
+
+/// The way back, as documented: hubfed's chart uninstalled, `migrate rollback` (refused
+/// while hubfed's release still holds KubeFed's names), KubeFed's chart installed again over
+/// the kept objects.
+async fn give_back(env: &TestEnv, chart: &std::path::Path) -> anyhow::Result<()> {
+    let (code, _, err) = hubfedctl(env.kubeconfig_path(), &["migrate", "rollback"]).await;
+    anyhow::ensure!(
+        code != 0 && err.contains("hubfed"),
+        "migrate rollback went ahead with hubfed's chart installed (exit {code}): {err}"
+    );
+    helm_on_hub(
+        env,
+        &[
+            "uninstall",
+            hubfed_e2e::helm::RELEASE,
+            "-n",
+            KUBEFED_NAMESPACE,
+        ],
+    )?;
+    hubfedctl_ok(env, &["migrate", "rollback", "--dry-run"], 0).await?;
+    let marked = hubfedctl_ok(env, &["migrate", "rollback"], 0).await?;
+    report(format_args!("takeover: migrate rollback:\n{marked}"));
+    anyhow::ensure!(
+        marked.matches("marked for adoption").count() == 11,
+        "migrate rollback did not mark the 10 chart FTCs and the KubeFedConfig:\n{marked}"
+    );
+    let again = hubfedctl_ok(env, &["migrate", "rollback"], 0).await?;
+    anyhow::ensure!(
+        !again.contains("marked for adoption"),
+        "migrate rollback run again changed the hub:\n{again}"
+    );
+    // The CRDs exist, hubfed's a superset of KubeFed's; Helm 4 would server-side apply
+    // KubeFed's over them (and conflict with `migrate upgrade`'s fields).
+    install_kubefed_chart(env, chart, &["--skip-crds"])
 }
 
 fn run_tool(tool: &std::path::Path, args: &[&str]) -> anyhow::Result<()> {

@@ -20,6 +20,7 @@ use hubfed_e2e::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::config::AuthInfo;
@@ -238,6 +239,24 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
     .await
     .ok()?;
     ensure!(run.stdout.contains("joined and Ready"), "{run:#?}");
+    // The MCS and About CRDs, installed by the first join, are hubfed's own: applied again.
+    let crds: Api<CustomResourceDefinition> = Api::all(fixture.client("member1").await?);
+    for crd in [
+        "serviceexports.multicluster.x-k8s.io",
+        "serviceimports.multicluster.x-k8s.io",
+        "clusterproperties.about.k8s.io",
+    ] {
+        ensure!(
+            crds.get_opt(crd).await?.is_some(),
+            "join did not install {crd}"
+        );
+        ensure!(
+            run.stdout.contains(&format!(
+                "member1: customresourcedefinition {crd} unchanged"
+            )),
+            "{run:#?}"
+        );
+    }
     // Not the ClusterRole: another test may enable a type meanwhile, which widens it.
     ensure!(
         run.stdout

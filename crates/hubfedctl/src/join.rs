@@ -121,6 +121,8 @@ struct PushJoin {
     targets: Option<Vec<ApiResource>>,
     existing_cluster: Option<KubeFedCluster>,
     secret_name: Option<String>,
+    /// `--mcs`: the MCS CRDs installed in the member.
+    mcs: bool,
 }
 
 impl PushJoin {
@@ -193,6 +195,7 @@ impl PushJoin {
             targets,
             existing_cluster,
             secret_name: args.secret_name.clone(),
+            mcs: args.mcs,
         })
     }
 
@@ -216,6 +219,9 @@ impl PushJoin {
         writes
             .create_if_missing(&namespaces, &namespace_object(ns))
             .await?;
+        if self.mcs {
+            crate::mcs_crds::install(&mut writes).await?;
+        }
         let accounts: Api<ServiceAccount> = Api::namespaced(member.client.clone(), ns);
         writes
             .apply(&accounts, &service_account(&self.names))

@@ -15,6 +15,7 @@ mod federate;
 mod get;
 mod join;
 mod kubeconfig;
+mod mcs_crds;
 mod least_privilege;
 mod migrate;
 mod ops;

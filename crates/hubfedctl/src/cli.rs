@@ -347,6 +347,36 @@ pub enum GetCommand {
     /// Joined clusters: name, readiness, Kubernetes version, age.
     #[command(visible_alias = "cluster", visible_alias = "kubefedclusters")]
     Clusters(GetClustersArgs),
+    /// Multi-cluster services: each member's ServiceExports and ServiceImports, read in the
+    /// members, with their conditions.
+    #[command(visible_alias = "serviceexport", visible_alias = "svcex")]
+    Serviceexports(GetServiceExportsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GetServiceExportsArgs {
+    /// Only services with these names.
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Only this namespace; default: every namespace.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context of a member (`CLUSTER=CONTEXT`, repeatable); by default the
+    /// context named like the cluster, as `join` assumes.
+    #[arg(long = "cluster-context", value_name = "CLUSTER=CONTEXT", value_parser = parse_cluster_context)]
+    pub cluster_contexts: Vec<(String, String)>,
+    /// Print as YAML or JSON instead of a table.
+    #[arg(short = 'o', long, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+fn parse_cluster_context(value: &str) -> std::result::Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((cluster, context)) if !cluster.is_empty() && !context.is_empty() => {
+            Ok((cluster.to_owned(), context.to_owned()))
+        }
+        _ => Err(format!("{value:?} is not CLUSTER=CONTEXT")),
+    }
 }
 
 #[derive(Args, Debug)]

@@ -40,7 +40,11 @@ pub async fn clusters(session: &mut Session<'_>, args: GetClustersArgs) -> Resul
 
 /// The KubeFedClusters of the hub sorted by name: those `names` asks for (each must be
 /// joined), or all.
-async fn joined_clusters(hub: &Target, ns: &str, names: &[String]) -> Result<Vec<KubeFedCluster>> {
+pub(crate) async fn joined_clusters(
+    hub: &Target,
+    ns: &str,
+    names: &[String],
+) -> Result<Vec<KubeFedCluster>> {
     let api: Api<KubeFedCluster> = Api::namespaced(hub.client.clone(), ns);
     let mut clusters = api
         .list(&ListParams::default())

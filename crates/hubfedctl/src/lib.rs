@@ -13,10 +13,11 @@ mod enable;
 mod error;
 mod federate;
 mod get;
+mod get_services;
 mod join;
 mod kubeconfig;
-mod mcs_crds;
 mod least_privilege;
+mod mcs_crds;
 mod migrate;
 mod ops;
 mod orphan;
@@ -139,6 +140,9 @@ async fn execute(command: Command, session: &mut Session<'_>) -> Result<i32, Err
         }
         Command::Get(GetCommand::Clusters(args)) => {
             get::clusters(session, args).await.map(|()| EXIT_OK)
+        }
+        Command::Get(GetCommand::Serviceexports(args)) => {
+            get_services::exports(session, args).await
         }
         Command::Status(args) => status::status(session, args).await.map(|()| EXIT_OK),
         Command::Plan(args) => plan::plan_file(session, args).await,

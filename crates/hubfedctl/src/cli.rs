@@ -337,6 +337,10 @@ pub struct LeastPrivilegeArgs {
     /// Name of the hub used at join; default: the hub context's name.
     #[arg(long, value_name = "NAME")]
     pub host_cluster_name: Option<String>,
+    /// The multi-cluster services controller's rights, as `join --mcs` grants them;
+    /// `--mcs=false` leaves them out.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub mcs: bool,
     /// Print what would be done; change nothing.
     #[arg(long)]
     pub dry_run: bool,

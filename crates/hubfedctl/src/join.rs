@@ -22,7 +22,7 @@ use crate::control_plane::{control_plane_scope, ensure_kubefed_installed, federa
 use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
 use crate::kubeconfig::{ClusterEndpoint, Target};
 use crate::ops::{self, FIELD_MANAGER};
-use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account};
+use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account, with_mcs};
 use crate::session::Session;
 
 /// Secret type the token controller fills with a token for the annotated ServiceAccount.
@@ -121,7 +121,7 @@ struct PushJoin {
     targets: Option<Vec<ApiResource>>,
     existing_cluster: Option<KubeFedCluster>,
     secret_name: Option<String>,
-    /// `--mcs`: the MCS CRDs installed in the member.
+    /// `--mcs`: the MCS CRDs installed in the member, and the MCS controller's rights.
     mcs: bool,
 }
 
@@ -230,7 +230,10 @@ impl PushJoin {
         let account = &self.names.service_account;
         let token_secret = service_account_token_secret(ns, account, account);
         writes.apply(&secrets, &token_secret).await?;
-        let rbac = member_rbac(&self.names, self.scope, self.grant());
+        let mut rbac = member_rbac(&self.names, self.scope, self.grant());
+        if self.mcs {
+            rbac = with_mcs(rbac, self.scope, &self.grant());
+        }
         write_rbac(&mut writes, ns, &rbac).await?;
         if self.dry_run {
             return Ok((Vec::new(), None));

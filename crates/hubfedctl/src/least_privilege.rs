@@ -24,7 +24,7 @@ use crate::error::{EXIT_OK, Error, Result};
 use crate::join::{HostCluster, check_dns_subdomain, host_cluster, member_context};
 use crate::kubeconfig::Target;
 use crate::ops;
-use crate::rbac::{Grant, JoinNames, member_rbac};
+use crate::rbac::{Grant, JoinNames, member_rbac, with_mcs};
 use crate::session::Session;
 
 use plan::{GrantPlan, LiveRbac, RbacObject, Step, plan_grant};
@@ -35,7 +35,11 @@ pub async fn least_privilege(session: &mut Session<'_>, args: LeastPrivilegeArgs
     let swap = GrantSwap::prepare(session, &args).await?;
     swap.check_hub_token().await?;
     let live = swap.read_live().await?;
-    let desired = member_rbac(&swap.names, swap.scope, Grant::Types(&swap.targets));
+    let grant = Grant::Types(&swap.targets);
+    let mut desired = member_rbac(&swap.names, swap.scope, grant);
+    if args.mcs {
+        desired = with_mcs(desired, swap.scope, &grant);
+    }
     let plan = plan_grant(&swap.names, &desired, &live)
         .map_err(|reason| Error::Refused(format!("{}: {reason}", swap.member.subject)))?;
     swap.carry_out(session, &plan).await?;

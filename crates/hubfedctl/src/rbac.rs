@@ -7,7 +7,9 @@
 //! `kube-system` to recognise the hub joined as a member) and `get` on `/healthz` and
 //! `/version` (health probes). When Deployments or ReplicaSets are federated, also `get` and
 //! `list` on pods: the ReplicaSchedulingPreference scheduler counts their running and
-//! unschedulable pods. `--cluster-admin` grants everything, as kubefedctl does.
+//! unschedulable pods. With `--mcs` (the default) a cluster-scoped control plane's grant also
+//! covers what the multi-cluster services controller reads and writes ([`with_mcs`]).
+//! `--cluster-admin` grants everything, as kubefedctl does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -235,6 +237,45 @@ pub fn member_rbac(names: &JoinNames, scope: ResourceScope, grant: Grant<'_>) ->
     }
 }
 
+/// What hubfed's multi-cluster services controller does in a member: it reads ServiceExports
+/// and writes their status, reads Services and EndpointSlices and writes the derived ones and
+/// the ServiceImports, watches namespaces (an import goes only where its namespace exists),
+/// writes the ClusterProperties that name the member, and Events on ServiceExports.
+fn mcs_rules() -> Vec<PolicyRule> {
+    let mcs = hubfed_api::mcs::GROUP;
+    vec![
+        rule(&[mcs], &["serviceexports"], &["get", "list", "watch"]),
+        rule(&[mcs], &["serviceimports"], OBJECT_VERBS),
+        rule(
+            &[mcs],
+            &["serviceexports/status", "serviceimports/status"],
+            &["get", "update", "patch"],
+        ),
+        rule(&[""], &["services"], OBJECT_VERBS),
+        rule(&["discovery.k8s.io"], &["endpointslices"], OBJECT_VERBS),
+        rule(&[""], &["namespaces"], &["get", "list", "watch"]),
+        rule(
+            &[hubfed_api::about::GROUP],
+            &["clusterproperties"],
+            &["get", "list", "watch", "create", "update", "patch"],
+        ),
+        rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
+    ]
+}
+
+/// `rbac` with the multi-cluster services controller's rules added to a cluster-scoped
+/// least-privilege grant. A namespaced control plane takes no part in multi-cluster services
+/// (a ClusterSet spans whole clusters), and `--cluster-admin` has every right already.
+pub fn with_mcs(mut rbac: MemberRbac, scope: ResourceScope, grant: &Grant<'_>) -> MemberRbac {
+    if scope == ResourceScope::Cluster
+        && matches!(grant, Grant::Types(_))
+        && let Some((role, _)) = rbac.cluster_roles.first_mut()
+    {
+        role.rules.get_or_insert_with(Vec::new).extend(mcs_rules());
+    }
+    rbac
+}
+
 /// The ServiceAccount hubfed acts as in the member; its token is only used from the hub.
 pub fn service_account(names: &JoinNames) -> ServiceAccount {
     ServiceAccount {
@@ -340,6 +381,31 @@ pub(crate) mod tests {
         let rbac = member_rbac(&names(), ResourceScope::Cluster, Grant::Types(&types));
         let rules = rbac.cluster_roles[0].0.rules.clone().unwrap();
         assert_eq!(rules.len(), 2, "{rules:?}");
+    }
+
+    #[test]
+    fn mcs_rights_extend_only_a_cluster_scoped_least_privilege_grant() {
+        let types = [resource("", "configmaps", ResourceScope::Namespaced)];
+        let rules_of = |scope, grant| {
+            let rbac = with_mcs(member_rbac(&names(), scope, grant), scope, &grant);
+            serde_json::to_value((&rbac.cluster_roles, &rbac.roles))
+                .unwrap()
+                .to_string()
+        };
+        let rules = rules_of(ResourceScope::Cluster, Grant::Types(&types));
+        for part in [
+            "serviceexports/status",
+            "serviceimports",
+            "endpointslices",
+            "clusterproperties",
+        ] {
+            assert!(rules.contains(part), "{part} missing: {rules}");
+        }
+        assert!(!rules.contains('*'), "{rules}");
+        let namespaced = rules_of(ResourceScope::Namespaced, Grant::Types(&types));
+        assert!(!namespaced.contains("serviceimports"), "{namespaced}");
+        let admin = rules_of(ResourceScope::Cluster, Grant::ClusterAdmin);
+        assert!(!admin.contains("serviceimports"), "{admin}");
     }
 
     #[test]

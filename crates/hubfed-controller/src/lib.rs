@@ -7,6 +7,7 @@ pub mod clusters;
 pub mod events;
 pub mod ftc;
 pub mod hub_crds;
+pub mod mcs;
 pub mod metrics;
 pub mod policy;
 pub mod process;

@@ -267,6 +267,27 @@ metrics! {
         "ReplicaSchedulingPreference decisions by result: changed (placement and replica overrides written), unchanged, error (retried in 15 s).",
         ["result"]
     );
+    // hubfed: multi-cluster services.
+    mcs_exported_services: gauge(
+        "hubfed_mcs_exported_services",
+        "Exported names (namespace/name) with a ServiceImport: at least one valid ServiceExport.",
+        []
+    );
+    mcs_imports_written: counter(
+        "hubfed_mcs_imports_written_total",
+        "ServiceImports written (created or changed) into members, by cluster.",
+        ["cluster"]
+    );
+    mcs_member_writes: counter(
+        "hubfed_mcs_member_writes_total",
+        "Multi-cluster services writes to members by cluster, kind, operation (apply, apply-status, delete) and result (ok, error, absent).",
+        ["cluster", "kind", "operation", "result"]
+    );
+    mcs_member_crds: gauge(
+        "hubfed_mcs_member_crds",
+        "1 when the member serves the MCS CRDs (multicluster.x-k8s.io), 0 when it does not: it takes no part in multi-cluster services.",
+        ["cluster"]
+    );
     rollout_events_total: counter(
         "hubfed_rollout_events_total",
         "Staged rollout steps by federated type and event: StageCompleted, RolloutCompleted, RolloutHalted, RolloutResumed, RolloutAborted.",

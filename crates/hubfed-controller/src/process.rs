@@ -80,6 +80,14 @@ struct Args {
     /// and by etcd, however little of it the controller keeps.
     #[arg(long, env = "HUBFED_MEMBER_LIST_PAGE_SIZE", default_value_t = crate::settings::DEFAULT_MEMBER_LIST_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
     member_list_page_size: u32,
+    /// Run the multi-cluster services controller: members' ServiceExports become
+    /// ServiceImports and derived EndpointSlices in every member.
+    #[arg(long, env = "HUBFED_MCS", default_value_t = true, action = clap::ArgAction::Set)]
+    mcs: bool,
+    /// How long an Offline member's exported endpoints stay in the other members before they
+    /// are withdrawn (a Go duration).
+    #[arg(long, env = "HUBFED_MCS_ENDPOINT_TTL", default_value = "5m", value_parser = parse_duration)]
+    mcs_endpoint_ttl: Duration,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
@@ -99,6 +107,11 @@ struct Args {
     /// Log format.
     #[arg(long, env = "HUBFED_LOG_FORMAT", value_parser = ["plain", "json"], default_value = "plain")]
     log_format: String,
+}
+
+/// A Go duration flag (`30s`, `5m`).
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    hubfed_api::duration::parse_go_duration(value).map_err(|e| e.to_string())
 }
 
 async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
@@ -294,6 +307,8 @@ fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -
         large_object_budget_mib: args.large_object_budget_mib,
         member_list_concurrency: args.member_list_concurrency,
         member_list_page_size: args.member_list_page_size,
+        mcs: args.mcs,
+        mcs_endpoint_ttl: args.mcs_endpoint_ttl,
         ..ControllerConfig::default()
     };
     parts.spawn(

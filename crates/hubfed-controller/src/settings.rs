@@ -31,6 +31,11 @@ pub struct ControllerConfig {
     /// How long a member list may get no page before it gives its slot back and goes on
     /// without one. Not a flag: tests shorten it.
     pub member_list_stall: std::time::Duration,
+    /// Run the multi-cluster services controller (`crate::mcs`).
+    pub mcs: bool,
+    /// How long an Offline member's endpoints stay in the other members
+    /// ([`hubfed_core::mcs::DEFAULT_ENDPOINT_TTL`]).
+    pub mcs_endpoint_ttl: std::time::Duration,
 }
 
 /// Default of `--member-list-concurrency`.
@@ -57,6 +62,8 @@ impl Default for ControllerConfig {
             member_list_concurrency: DEFAULT_MEMBER_LIST_CONCURRENCY,
             member_list_page_size: DEFAULT_MEMBER_LIST_PAGE_SIZE,
             member_list_stall: DEFAULT_MEMBER_LIST_STALL,
+            mcs: true,
+            mcs_endpoint_ttl: hubfed_core::mcs::DEFAULT_ENDPOINT_TTL,
         }
     }
 }

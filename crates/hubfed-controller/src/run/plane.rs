@@ -97,6 +97,20 @@ pub(super) async fn control_plane(
         rsp_scheduler,
     };
     tokio::spawn(policies.run(shutdown.clone()));
+    if config.mcs {
+        let settings = crate::mcs::McsSettings {
+            endpoint_ttl: config.mcs_endpoint_ttl,
+            concurrency: usize::from(config.reconcile_concurrency),
+        };
+        let mcs = crate::mcs::run(
+            hub.clone(),
+            Arc::clone(&shared.pool),
+            config.kubefed_namespace.clone(),
+            settings,
+            shutdown.clone(),
+        );
+        tokio::spawn(mcs);
+    }
     health.set_ready(true);
     let ftcs = crate::ftc::run(Arc::clone(&shared), shutdown.clone());
     let result = ftcs.await;

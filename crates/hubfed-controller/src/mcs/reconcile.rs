@@ -134,7 +134,14 @@ async fn reconcile_key(ctx: &Context, key: &Key) -> Option<Duration> {
     let results = join_all(writes).await;
     let written = results.iter().all(Result::is_ok);
     let everywhere = written && admitted.unknown.is_empty();
-    let statuses = export_status::write(key, &writable, &decided, everywhere, &now).await;
+    // A member whose writes just failed (it may not answer) gets no status write either.
+    let answering: Vec<&View> = writable
+        .iter()
+        .zip(&results)
+        .filter(|(_, result)| result.is_ok())
+        .map(|(view, _)| *view)
+        .collect();
+    let statuses = export_status::write(key, &answering, &decided, everywhere, &now).await;
     ctx.set_exported(key, decided.import.is_some());
     debug!(
         namespace = %key.0,

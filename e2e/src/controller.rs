@@ -144,6 +144,15 @@ pub fn free_port() -> anyhow::Result<u16> {
 impl ControllerProcess {
     /// Starts `hubfed-controller` against `env`'s hub (kubeconfig context `hub`).
     pub fn start(env: &TestEnv, options: &ControllerOptions) -> anyhow::Result<Self> {
+        Self::start_with_flags(env, options, &[])
+    }
+
+    /// [`Self::start`] with more flags (`--mcs-endpoint-ttl=5s`), after the harness's own.
+    pub fn start_with_flags(
+        env: &TestEnv,
+        options: &ControllerOptions,
+        flags: &[&str],
+    ) -> anyhow::Result<Self> {
         let identity = &options.identity;
         let admin_port = free_port()?;
         let pid_dir = env.dir().join("controller-pids");
@@ -165,7 +174,10 @@ impl ControllerProcess {
                     format!("--admin-addr=127.0.0.1:{admin_port}"),
                     format!("--leader-elect={}", options.leader_elect),
                     format!("--identity={identity}"),
-                ],
+                ]
+                .into_iter()
+                .chain(flags.iter().map(|flag| (*flag).to_owned()))
+                .collect(),
                 env: process_env("HUBFED_E2E_CONTROLLER_LOG"),
                 pid_dir: &pid_dir,
                 log_file: log_path(env, identity),

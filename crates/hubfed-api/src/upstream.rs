@@ -1,9 +1,11 @@
 //! What the hand-written root objects of upstream APIs share (the MCS API's ServiceExport and
-//! ServiceImport, the About API's ClusterProperty): `kube::Resource` and the wire form
-//! ([`upstream_resource!`]), the structural schema ([`root_schema`]) and the CRD ([`Crd`]).
+//! ServiceImport, the About API's ClusterProperty, KubeFed's multi-cluster DNS kinds):
+//! `kube::Resource` and the wire form ([`upstream_resource!`]), the structural schema
+//! ([`root_schema`]) and the CRD ([`Crd`]).
 //!
 //! They are written out rather than derived with `kube`'s `CustomResource`, because their
-//! `spec` is optional upstream (a ServiceExport rarely has one) and the derive requires it.
+//! `spec` is optional upstream (a ServiceExport rarely has one) or absent (KubeFed's Domain
+//! keeps its fields at the top level), and the derive requires one.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +23,27 @@ use crate::Error;
 /// Implements `kube::Resource` and `Serialize` (with `apiVersion` and `kind`) for a root
 /// object with `metadata`, `spec` and an optional `status`.
 macro_rules! upstream_resource {
+    ($type:ident, $scope:ty, $group:expr, $version:expr, $kind:literal, $plural:literal) => {
+        crate::upstream::upstream_resource_meta!($type, $scope, $group, $version, $kind, $plural);
+
+        impl serde::Serialize for $type {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                crate::upstream::WireObject {
+                    api_version: &format!("{}/{}", $group, $version),
+                    kind: $kind,
+                    metadata: &self.metadata,
+                    spec: &self.spec,
+                    status: self.status.as_ref(),
+                }
+                .serialize(serializer)
+            }
+        }
+    };
+}
+
+/// Implements `kube::Resource` alone, for a root object with `metadata` whose other fields
+/// are not `spec` and `status` (KubeFed's `Domain`): its `Serialize` is written by hand.
+macro_rules! upstream_resource_meta {
     ($type:ident, $scope:ty, $group:expr, $version:expr, $kind:literal, $plural:literal) => {
         impl kube::Resource for $type {
             type DynamicType = ();
@@ -52,23 +75,11 @@ macro_rules! upstream_resource {
                 &mut self.metadata
             }
         }
-
-        impl serde::Serialize for $type {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                crate::upstream::WireObject {
-                    api_version: &format!("{}/{}", $group, $version),
-                    kind: $kind,
-                    metadata: &self.metadata,
-                    spec: &self.spec,
-                    status: self.status.as_ref(),
-                }
-                .serialize(serializer)
-            }
-        }
     };
 }
 
 pub(crate) use upstream_resource;
+pub(crate) use upstream_resource_meta;
 
 /// A root object as it goes on the wire.
 #[derive(Serialize)]

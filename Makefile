@@ -14,19 +14,23 @@ all: build
 build:
 	$(CARGO) build --workspace --all-targets
 
-## tools: build/cache kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (pinned in hack/KUBE_VERSION), etcd, helm, and KubeFed v0.10.0's controller-manager and kubefedctl (the takeover tests)
+## tools: build/cache kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (pinned in hack/KUBE_VERSION), etcd, helm, KubeFed v0.10.0's controller-manager and kubefedctl (the takeover tests), and external-dns v0.23.0 and CoreDNS v1.15.0 (a real DNS answer, e2e/tests/dns_publish.rs)
 tools:
-	@echo "==> test tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, helm, KubeFed (built once and cached)"
+	@echo "==> test tools: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, helm, KubeFed, external-dns, CoreDNS (built once and cached)"
 	@hack/build-kube.sh >/dev/null
 	@hack/build-kube.sh kubelet >/dev/null
 	@hack/install-etcd.sh >/dev/null
 	@hack/build-helm.sh >/dev/null
 	@hack/build-kubefed.sh >/dev/null
+	@hack/build-external-dns.sh >/dev/null
+	@hack/build-coredns.sh >/dev/null
 	@echo "kube binaries: $$(hack/build-kube.sh)"
 	@echo "kubelet:       $$(hack/build-kube.sh kubelet)/kubelet"
 	@echo "etcd:          $$(hack/install-etcd.sh)"
 	@echo "helm:          $$(hack/build-helm.sh)"
 	@echo "KubeFed:       $$(hack/build-kubefed.sh)"
+	@echo "external-dns:  $$(hack/build-external-dns.sh)"
+	@echo "CoreDNS:       $$(hack/build-coredns.sh)"
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -86,6 +90,8 @@ generate:
 	cp crds/default-ftcs.yaml charts/hubfed/files/
 	cd hack/overrides-golden && GOTOOLCHAIN=local GOFLAGS=-mod=mod go run . ../../$(OVERRIDES_TESTDATA)/cases.json > ../../$(OVERRIDES_TESTDATA)/golden.json.new
 	mv $(OVERRIDES_TESTDATA)/golden.json.new $(OVERRIDES_TESTDATA)/golden.json
+	cd hack/dns-golden && GOTOOLCHAIN=local GOFLAGS=-mod=mod go run . ../../crates/hubfed-core/testdata/dns/cases.json > ../../crates/hubfed-core/testdata/dns/golden.json.new
+	mv crates/hubfed-core/testdata/dns/golden.json.new crates/hubfed-core/testdata/dns/golden.json
 
 ## clusters-up: a hub and $(MEMBERS) members on loopback, in the background
 clusters-up: tools

@@ -13,6 +13,7 @@ pub mod burst;
 pub mod conclude;
 pub mod desired;
 pub mod detach;
+pub mod dns;
 pub mod drift;
 pub mod error;
 pub mod gc;

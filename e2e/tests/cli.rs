@@ -12,6 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail, ensure};
 use hubfed_api::kubefedcluster::KubeFedCluster;
+use hubfed_api::mcs::{ServiceExport, ServiceImport};
 use hubfed_api::names::MANAGED_LABEL;
 use hubfed_e2e::cli::{cli_federation, create_configmap, join_ready, resource, run_hubfedctl};
 use hubfed_e2e::{
@@ -26,6 +27,36 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::config::AuthInfo;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
+
+/// Multi-cluster services through the least-privilege join grant alone: a Service exported
+/// in member1 is imported in member2, its ClusterSet IP allocated there.
+async fn mcs_through_joined_credentials(fixture: &Federation, ns: &str) -> anyhow::Result<()> {
+    let member1 = fixture.client("member1").await?;
+    let service: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+        "metadata": {"name": "api", "namespace": ns},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+    }))?;
+    Api::namespaced(member1.clone(), ns)
+        .create(&PostParams::default(), &service)
+        .await?;
+    let export: ServiceExport =
+        serde_json::from_value(json!({"metadata": {"name": "api", "namespace": ns}}))?;
+    Api::namespaced(member1, ns)
+        .create(&PostParams::default(), &export)
+        .await?;
+    let imports: Api<ServiceImport> = Api::namespaced(fixture.client("member2").await?, ns);
+    wait_for(
+        "member2's ServiceImport of member1's export, with an IP",
+        TIMEOUT,
+        async || {
+            Ok(match imports.get_opt("api").await? {
+                Some(import) if !import.properties().ips.is_empty() => Wait::Done(()),
+                other => Wait::Pending(format!("{other:?}")),
+            })
+        },
+    )
+    .await
+}
 
 /// The member's join artifacts that exist: (kind, name).
 async fn join_artifacts(member: &Client, sa: &str) -> anyhow::Result<Vec<String>> {
@@ -263,6 +294,8 @@ async fn join_least_privilege_propagate_and_unjoin() -> anyhow::Result<()> {
             .contains("member1: serviceaccount kube-federation-system/member1-hub unchanged"),
         "{run:#?}"
     );
+
+    mcs_through_joined_credentials(fixture, &ns).await?;
 
     let table = run_hubfedctl(kubeconfig, &["get", "clusters"]).await.ok()?;
     let rows: Vec<Vec<&str>> = table

@@ -75,6 +75,8 @@ pub struct McsSettings {
     pub endpoint_ttl: Duration,
     /// Keys reconciled at a time.
     pub concurrency: usize,
+    /// Objects per page of a member list (`--member-list-page-size`).
+    pub list_page_size: u32,
 }
 
 /// One member as the MCS controller follows it.

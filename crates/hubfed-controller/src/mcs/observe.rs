@@ -31,7 +31,8 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 pub(super) fn start(ctx: &Arc<Context>, member: &Arc<Member>, client: &Client) -> Vec<AbortHandle> {
     let own = super::own_selector(&ctx.control_plane);
     let sources = format!("{SERVICE_NAME_LABEL},!{}", mcs::SERVICE_NAME_LABEL);
-    let all = watcher::Config::default;
+    let page_size = ctx.settings.list_page_size;
+    let all = || watcher::Config::default().page_size(page_size);
     let feeds = Feeds { ctx, member };
     vec![
         feeds.spawn(

@@ -101,6 +101,7 @@ pub(super) async fn control_plane(
         let settings = crate::mcs::McsSettings {
             endpoint_ttl: config.mcs_endpoint_ttl,
             concurrency: usize::from(config.reconcile_concurrency),
+            list_page_size: config.member_list_page_size,
         };
         let mcs = crate::mcs::run(
             hub.clone(),

@@ -52,6 +52,12 @@ impl Feed {
         matches!(self, Self::Exports | Self::Imports)
     }
 
+    /// The feeds of every Service, source slice and namespace, started only once the member
+    /// serves the MCS CRDs: a member without them costs no watch of its whole cluster.
+    pub(super) fn waits_for_mcs_crds(self) -> bool {
+        matches!(self, Self::Services | Self::SourceSlices | Self::Namespaces)
+    }
+
     pub(super) fn as_str(self) -> &'static str {
         match self {
             Self::Exports => "ServiceExport",
@@ -132,9 +138,12 @@ impl MemberIndex {
 
     /// Whether every watch has listed, or found its resource unserved.
     pub(super) fn listed(&self) -> bool {
-        Feed::ALL
-            .iter()
-            .all(|f| self.listed.contains(f) || self.unserved.contains(f))
+        let lacks = self.lacks_mcs_crds();
+        Feed::ALL.iter().all(|f| {
+            self.listed.contains(f)
+                || self.unserved.contains(f)
+                || (lacks && f.waits_for_mcs_crds())
+        })
     }
 
     /// Whether the member lacks the MCS CRDs.

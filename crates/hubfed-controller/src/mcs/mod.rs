@@ -86,6 +86,8 @@ pub(crate) struct Member {
     index: Mutex<MemberIndex>,
     /// Events on the member's own objects (its ServiceExports).
     recorder: Recorder,
+    /// True once a watch of the MCS CRDs listed: the cluster-wide feeds start then.
+    crds_served: tokio::sync::watch::Sender<bool>,
 }
 
 /// A member's watches: aborted when dropped.
@@ -323,6 +325,7 @@ fn sync_members(ctx: &Arc<Context>, watched: &mut BTreeMap<String, Watched>) -> 
             client_id: cluster.client_id,
             index: Mutex::new(MemberIndex::default()),
             recorder: Recorder::new(client.clone(), crate::events::reporter(REPORTER)),
+            crds_served: tokio::sync::watch::Sender::new(false),
         });
         let tasks = observe::start(ctx, &member, watch_client);
         watched.insert(name.to_owned(), Watched { member, tasks });

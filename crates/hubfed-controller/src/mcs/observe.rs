@@ -146,6 +146,12 @@ async fn watch_feed<K>(
 ) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
+    if feed.waits_for_mcs_crds() {
+        let mut served = member.crds_served.subscribe();
+        if served.wait_for(|served| *served).await.is_err() {
+            return;
+        }
+    }
     let mut events = pin!(watcher(api, config).default_backoff());
     let mut listing: Vec<(Slot, Cached)> = Vec::new();
     while let Some(event) = events.next().await {
@@ -165,6 +171,7 @@ async fn watch_feed<K>(
                 let was_unserved = index.lacks_mcs_crds() && feed.needs_mcs_crds();
                 let touched = index.reset(feed, std::mem::take(&mut listing));
                 if feed.needs_mcs_crds() && !index.lacks_mcs_crds() {
+                    member.crds_served.send_replace(true);
                     if was_unserved {
                         info!(cluster = %member.name, "the member serves the MCS CRDs now");
                     }

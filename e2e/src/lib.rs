@@ -52,6 +52,7 @@ mod checks;
 pub mod cli;
 pub mod controller;
 mod copies;
+pub mod dns;
 mod example_type;
 pub mod fault_proxy;
 pub mod helm;

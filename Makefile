@@ -22,15 +22,15 @@ tools:
 	@hack/install-etcd.sh >/dev/null
 	@hack/build-helm.sh >/dev/null
 	@hack/build-kubefed.sh >/dev/null
-	@hack/build-external-dns.sh >/dev/null
-	@hack/build-coredns.sh >/dev/null
+	@[ -n "$(SKIP_DNS_TOOLS)" ] || hack/build-external-dns.sh >/dev/null
+	@[ -n "$(SKIP_DNS_TOOLS)" ] || hack/build-coredns.sh >/dev/null
 	@echo "kube binaries: $$(hack/build-kube.sh)"
 	@echo "kubelet:       $$(hack/build-kube.sh kubelet)/kubelet"
 	@echo "etcd:          $$(hack/install-etcd.sh)"
 	@echo "helm:          $$(hack/build-helm.sh)"
 	@echo "KubeFed:       $$(hack/build-kubefed.sh)"
-	@echo "external-dns:  $$(hack/build-external-dns.sh)"
-	@echo "CoreDNS:       $$(hack/build-coredns.sh)"
+	@[ -n "$(SKIP_DNS_TOOLS)" ] || echo "external-dns:  $$(hack/build-external-dns.sh)"
+	@[ -n "$(SKIP_DNS_TOOLS)" ] || echo "CoreDNS:       $$(hack/build-coredns.sh)"
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

@@ -26,6 +26,15 @@ if [ -n "${HUBFED_COREDNS:-}" ]; then
   exit 1
 fi
 command -v go >/dev/null || { echo "go is needed to build CoreDNS (https://go.dev)" >&2; exit 3; }
+# One build at a time (CI starts it in the background; make tools or a test may ask meanwhile):
+# a second caller waits for the first, then finds the binary.
+mkdir -p "$(dirname "$OUT_DIR")"
+exec 9>"$OUT_DIR.lock"
+flock 9
+if [ -x "$OUT" ]; then
+  echo "$OUT"
+  exit 0
+fi
 . "$(dirname "$0")/go-module-build.sh"
 go_module_workdir CoreDNS corednsbin "$OUT_DIR.tmp"
 

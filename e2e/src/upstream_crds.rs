@@ -280,6 +280,47 @@ fn keys(value: &Value) -> impl Iterator<Item = &String> {
     value.as_object().into_iter().flat_map(|map| map.keys())
 }
 
+/// Checks the differences `found` from `upstream`'s CRDs against the `deliberate` list: each
+/// difference found must be listed, and each listed one still found.
+///
+/// `found` holds `(CRD name, whether it is one of a family, difference)`; a `deliberate` row
+/// `(CRD name or "*" for every CRD of the family, difference, why)`.
+pub fn check_deliberate(
+    upstream: &str,
+    found: &[(String, bool, String)],
+    deliberate: &[(&str, &str, &str)],
+) -> anyhow::Result<()> {
+    let listed = |name: &str, family: bool, difference: &str| {
+        deliberate
+            .iter()
+            .any(|(n, d, _)| (*n == name || (*n == "*" && family)) && *d == difference)
+    };
+    let unexplained: Vec<String> = found
+        .iter()
+        .filter(|(name, family, difference)| !listed(name, *family, difference))
+        .map(|(name, _, difference)| format!("{name}: {difference}"))
+        .collect();
+    let seen: std::collections::BTreeSet<(&str, &str)> = found
+        .iter()
+        .map(|(name, family, difference)| {
+            let name = if *family { "*" } else { name.as_str() };
+            (name, difference.as_str())
+        })
+        .collect();
+    let stale: Vec<String> = deliberate
+        .iter()
+        .filter(|(name, difference, _)| !seen.contains(&(*name, *difference)))
+        .map(|(name, difference, _)| format!("{name}: {difference}"))
+        .collect();
+    anyhow::ensure!(
+        unexplained.is_empty() && stale.is_empty(),
+        "differences from {upstream} not listed as deliberate:\n  {}\nlisted but gone:\n  {}",
+        unexplained.join("\n  "),
+        stale.join("\n  ")
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::crd_differences;

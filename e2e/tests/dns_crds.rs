@@ -7,11 +7,9 @@
 //! Skips, saying why, when Go is missing (KubeFed's module comes through the Go module proxy,
 //! `hack/kubefed-module.sh` with `KUBEFED_VERSION`).
 
-use std::collections::BTreeSet;
-
 use hubfed_api::multiclusterdns::{GROUP, KUBEFED_RELEASE};
 use hubfed_e2e::helm::repo_root;
-use hubfed_e2e::upstream_crds::{crd_differences, crds_in, go_module_dir};
+use hubfed_e2e::upstream_crds::{check_deliberate, crd_differences, crds_in, go_module_dir};
 
 /// Where KubeFed's chart keeps its CRDs, in its module.
 const KUBEFED_CRDS: &str = "charts/kubefed/charts/controllermanager/crds/crds.yaml";
@@ -71,37 +69,7 @@ fn hubfeds_dns_crds_are_kubefed_v0_6_1s() -> anyhow::Result<()> {
                 .map(|difference| (name.clone(), record(name), difference)),
         );
     }
-    let deliberate = |name: &str, record: bool, difference: &str| {
-        DELIBERATE
-            .iter()
-            .any(|(n, d, _)| (*n == name || (*n == "*" && record)) && *d == difference)
-    };
-    let unexplained: Vec<String> = found
-        .iter()
-        .filter(|(name, record, difference)| !deliberate(name, *record, difference))
-        .map(|(name, _, difference)| format!("{name}: {difference}"))
-        .collect();
-    let seen: BTreeSet<(&str, &str)> = found
-        .iter()
-        .map(|(name, record, difference)| {
-            (
-                if *record { "*" } else { name.as_str() },
-                difference.as_str(),
-            )
-        })
-        .collect();
-    let stale: Vec<String> = DELIBERATE
-        .iter()
-        .filter(|(name, difference, _)| !seen.contains(&(*name, *difference)))
-        .map(|(name, difference, _)| format!("{name}: {difference}"))
-        .collect();
-    anyhow::ensure!(
-        unexplained.is_empty() && stale.is_empty(),
-        "differences from KubeFed {KUBEFED_RELEASE} not listed as deliberate:\n  {}\nlisted but \
-         gone:\n  {}",
-        unexplained.join("\n  "),
-        stale.join("\n  ")
-    );
+    check_deliberate(&format!("KubeFed {KUBEFED_RELEASE}"), &found, DELIBERATE)?;
     eprintln!(
         "{} deliberate differences from KubeFed {KUBEFED_RELEASE}'s DNS CRDs, each listed with why",
         found.len()

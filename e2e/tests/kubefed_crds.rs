@@ -6,10 +6,9 @@
 //! Skips, saying why, when Go is missing (KubeFed's module comes through the Go module proxy,
 //! `hack/kubefed-module.sh`).
 
-use std::collections::BTreeSet;
-
 use hubfed_e2e::helm::repo_root;
 use hubfed_e2e::kubefed::{self, crd_differences, crds_in};
+use hubfed_e2e::upstream_crds::check_deliberate;
 
 /// KubeFed's CRDs hubfed does not ship, and why.
 const NOT_SHIPPED: [(&str, &str); 1] = [(
@@ -198,37 +197,7 @@ fn hubfeds_crds_keep_kubefeds() -> anyhow::Result<()> {
         missing.is_empty(),
         "KubeFed's CRDs not shipped: {missing:?}"
     );
-    let deliberate = |name: &str, federated: bool, difference: &str| {
-        DELIBERATE
-            .iter()
-            .any(|(n, d, _)| (*n == name || (*n == "*" && federated)) && *d == difference)
-    };
-    let unexplained: Vec<String> = found
-        .iter()
-        .filter(|(name, federated, difference)| !deliberate(name, *federated, difference))
-        .map(|(name, _, difference)| format!("{name}: {difference}"))
-        .collect();
-    let seen: BTreeSet<(&str, &str)> = found
-        .iter()
-        .map(|(name, federated, difference)| {
-            (
-                if *federated { "*" } else { name.as_str() },
-                difference.as_str(),
-            )
-        })
-        .collect();
-    let stale: Vec<String> = DELIBERATE
-        .iter()
-        .filter(|(name, difference, _)| !seen.contains(&(*name, *difference)))
-        .map(|(name, difference, _)| format!("{name}: {difference}"))
-        .collect();
-    anyhow::ensure!(
-        unexplained.is_empty() && stale.is_empty(),
-        "differences from KubeFed {} not listed as deliberate:\n  {}\nlisted but gone:\n  {}",
-        kubefed::VERSION,
-        unexplained.join("\n  "),
-        stale.join("\n  ")
-    );
+    check_deliberate(&format!("KubeFed {}", kubefed::VERSION), &found, DELIBERATE)?;
     eprintln!(
         "{} deliberate differences from KubeFed {}'s CRDs, each listed with why",
         found.len(),

@@ -15,13 +15,11 @@
 //! upstream module here to compare with (`hubfed_api::about`); it is tested on the API
 //! server the same way.
 
-use std::collections::BTreeSet;
-
 use anyhow::Context as _;
 use hubfed_api::about::{self, CLUSTER_ID_PROPERTY, ClusterProperty};
 use hubfed_api::mcs::{self, ServiceExport, ServiceImport};
 use hubfed_e2e::helm::{repo_root, start_hub_only};
-use hubfed_e2e::upstream_crds::{crd_differences, crds_in, go_module_dir};
+use hubfed_e2e::upstream_crds::{check_deliberate, crd_differences, crds_in, go_module_dir};
 use hubfed_e2e::{create_hub_namespace, install_crds, unique_ns};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -58,7 +56,7 @@ fn hubfeds_mcs_crds_are_upstreams() -> anyhow::Result<()> {
         theirs.keys().collect::<Vec<_>>(),
         ours.keys().collect::<Vec<_>>()
     );
-    let mut found: Vec<(String, String)> = Vec::new();
+    let mut found: Vec<(String, bool, String)> = Vec::new();
     for (name, crd) in &theirs {
         let hubfed = &ours[name];
         let mut differences = crd_differences(UPSTREAM, crd, hubfed);
@@ -69,29 +67,13 @@ fn hubfeds_mcs_crds_are_upstreams() -> anyhow::Result<()> {
                 labels.0, labels.1
             ));
         }
-        found.extend(differences.into_iter().map(|d| (name.clone(), d)));
+        found.extend(differences.into_iter().map(|d| (name.clone(), false, d)));
     }
-    let unexplained: Vec<String> = found
-        .iter()
-        .filter(|(name, d)| !DELIBERATE.iter().any(|(n, dd, _)| n == name && dd == d))
-        .map(|(name, d)| format!("{name}: {d}"))
-        .collect();
-    let seen: BTreeSet<(&str, &str)> = found
-        .iter()
-        .map(|(name, d)| (name.as_str(), d.as_str()))
-        .collect();
-    let stale: Vec<String> = DELIBERATE
-        .iter()
-        .filter(|(name, d, _)| !seen.contains(&(*name, *d)))
-        .map(|(name, d, _)| format!("{name}: {d}"))
-        .collect();
-    anyhow::ensure!(
-        unexplained.is_empty() && stale.is_empty(),
-        "differences from {UPSTREAM} {} not listed as deliberate:\n  {}\nlisted but gone:\n  {}",
-        mcs::MCS_API_RELEASE,
-        unexplained.join("\n  "),
-        stale.join("\n  ")
-    );
+    check_deliberate(
+        &format!("{UPSTREAM} {}", mcs::MCS_API_RELEASE),
+        &found,
+        DELIBERATE,
+    )?;
     Ok(())
 }
 

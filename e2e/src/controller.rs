@@ -111,6 +111,29 @@ impl ControllerOptions {
     }
 }
 
+/// Writes `path`: a kubeconfig whose context `hub` reaches `server` (its serving certificate
+/// verified by `ca_pem`) as `user` with `token`, for [`ControllerOptions::kubeconfig`].
+pub fn token_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    token: &str,
+) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "hub",
+        "clusters": [{"name": "hub", "cluster": {
+            "server": server, "certificate-authority-data": ca,
+        }}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": user}}],
+    });
+    std::fs::write(path, serde_json::to_string(&config)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 /// A running (or exited, not yet reaped) `hubfed-controller` process.
 pub struct ControllerProcess {
     identity: String,

@@ -6,10 +6,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use hubfed_api::kubefedconfig::{KubeFedConfig, KubeFedConfigSpec};
-use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, print_logs, sample};
+use hubfed_e2e::controller::{
+    ControllerOptions, ControllerProcess, print_logs, sample, token_kubeconfig,
+};
 use hubfed_e2e::fault_proxy::FaultProxy;
 use hubfed_e2e::{
     KUBEFED_NAMESPACE, PrivateFederation, TIMEOUT, Wait, create_federated, create_hub_namespace,
@@ -406,17 +406,12 @@ async fn a_leader_cut_off_from_the_hub_steps_down_before_the_standby_leads() -> 
     let proxy = FaultProxy::start(&env.hub().server_url(), env.hub().ca_pem(), None).await?;
     let token = service_account_token(&hub, "replica-a", "cluster-admin").await?;
     let kubeconfig = env.dir().join("replica-a.kubeconfig");
-    std::fs::write(
+    token_kubeconfig(
         &kubeconfig,
-        serde_json::to_string(&json!({
-            "apiVersion": "v1", "kind": "Config", "current-context": "hub",
-            "clusters": [{"name": "hub", "cluster": {
-                "server": proxy.url(),
-                "certificate-authority-data": BASE64.encode(proxy.ca_pem()),
-            }}],
-            "users": [{"name": "replica-a", "user": {"token": token}}],
-            "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "replica-a"}}],
-        }))?,
+        &proxy.url(),
+        proxy.ca_pem(),
+        "replica-a",
+        &token,
     )?;
     let a = ControllerProcess::start(
         &env,

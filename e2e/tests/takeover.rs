@@ -20,12 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use futures::StreamExt as _;
 use hubfed_api::propagatedversion::PropagatedVersion;
 use hubfed_e2e::cli::resource;
-use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
+use hubfed_e2e::controller::{ControllerOptions, ControllerProcess, token_kubeconfig};
 use hubfed_e2e::helm::helm_on_hub;
 use hubfed_e2e::kubefed::{self, KubefedProcess};
 use hubfed_e2e::{
@@ -803,21 +801,12 @@ async fn install_hubfed_chart(env: &TestEnv, hub: &Client) -> anyhow::Result<std
         .create_token_request(hubfed_e2e::helm::RELEASE, &PostParams::default(), &request)
         .await?
         .status
-        .map(|status| status.token)
+        .and_then(|status| status.token)
+        .filter(|token| !token.is_empty())
         .context("no token for the chart's ServiceAccount")?;
     let kubeconfig = env.dir().join("chart-account.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        serde_json::to_string(&json!({
-            "apiVersion": "v1", "kind": "Config", "current-context": "hub",
-            "clusters": [{"name": "hub", "cluster": {
-                "server": env.hub().server_url(),
-                "certificate-authority-data": BASE64.encode(env.hub().ca_pem()),
-            }}],
-            "users": [{"name": "hubfed", "user": {"token": token}}],
-            "contexts": [{"name": "hub", "context": {"cluster": "hub", "user": "hubfed"}}],
-        }))?,
-    )?;
+    let server = env.hub().server_url();
+    token_kubeconfig(&kubeconfig, &server, env.hub().ca_pem(), "hubfed", &token)?;
     Ok(kubeconfig)
 }
 

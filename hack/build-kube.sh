@@ -30,6 +30,20 @@ if [ -n "${HUBFED_KUBE_BIN_DIR:-}" ]; then
   exit 1
 fi
 command -v go >/dev/null || { echo "go is needed to build the test binaries (https://go.dev)" >&2; exit 1; }
+# One build at a time (tests, make tools and CI may ask at once; a second build would remove
+# the first one's half-built binaries): a second caller waits, then builds only what is still
+# missing.
+mkdir -p "$(dirname "$OUT")"
+exec 9>"$OUT.lock"
+flock 9
+MISSING=()
+for c in "${BINS[@]}"; do
+  [ -x "$OUT/$c" ] || MISSING+=("$c")
+done
+if [ ${#MISSING[@]} -eq 0 ]; then
+  echo "$OUT"
+  exit 0
+fi
 
 MINOR=$(cut -d. -f2 <<<"$V")
 STAGING=v0.${V#*.}

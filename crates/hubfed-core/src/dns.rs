@@ -3,7 +3,10 @@
 //! data out.
 //!
 //! The API is KubeFed v0.6.1's (`hubfed_api::multiclusterdns`). For one record the controller
-//! writes the status (each member's load balancer, region and zones), then:
+//! writes the status (each member's load balancer, region and zones:
+//! [`service_record_status`] or [`ingress_record_status`] from a [`MemberObservation`] per
+//! member; the `RecordsComplete` condition from [`record_conditions`], with an Event when it
+//! changes, [`condition_event`]), then:
 //!
 //! 1. [`service_endpoints`] (or [`ingress_endpoints`]) turns the record into the endpoints of
 //!    its DNSEndpoint, named by [`service_endpoint_name`] (`service-<name>`) or
@@ -43,6 +46,7 @@ mod merge;
 mod names;
 mod problems;
 mod resolve;
+mod status;
 mod topology;
 mod validation;
 
@@ -58,6 +62,10 @@ pub use problems::{
     domain_not_found_message, records_condition,
 };
 pub use resolve::{HostResolver, ResolvedHosts, load_balancer_hostnames, load_balancer_targets};
+pub use status::{
+    MemberObservation, RecordOutcome, condition_event, ingress_record_status, record_conditions,
+    service_record_status,
+};
 pub use topology::{
     ClusterTopology, DEPRECATED_REGION_LABEL, DEPRECATED_ZONE_LABEL, REGION_LABEL, ZONE_LABEL,
     cluster_topology,

@@ -8,6 +8,7 @@ use super::*;
 
 mod differences;
 mod golden;
+mod status;
 mod topology;
 mod validation;
 

@@ -86,7 +86,7 @@ clippy-driver:
 OVERRIDES_TESTDATA := crates/hubfed-core/testdata/overrides
 generate:
 	$(CARGO) run -q -p hubfed-api --bin crdgen -- crds
-	cp crds/core.yaml crds/federated-types.yaml charts/hubfed/crds/
+	cp crds/core.yaml crds/federated-types.yaml crds/multiclusterdns.yaml charts/hubfed/crds/
 	cp crds/default-ftcs.yaml charts/hubfed/files/
 	cd hack/overrides-golden && GOTOOLCHAIN=local GOFLAGS=-mod=mod go run . ../../$(OVERRIDES_TESTDATA)/cases.json > ../../$(OVERRIDES_TESTDATA)/golden.json.new
 	mv $(OVERRIDES_TESTDATA)/golden.json.new $(OVERRIDES_TESTDATA)/golden.json

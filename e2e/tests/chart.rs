@@ -49,6 +49,10 @@ fn chart_ships_the_generated_crds_and_default_ftcs() -> anyhow::Result<()> {
             "crds/federated-types.yaml",
         ),
         (
+            "charts/hubfed/crds/multiclusterdns.yaml",
+            "crds/multiclusterdns.yaml",
+        ),
+        (
             "charts/hubfed/files/default-ftcs.yaml",
             "crds/default-ftcs.yaml",
         ),
@@ -66,7 +70,7 @@ fn chart_ships_the_generated_crds_and_default_ftcs() -> anyhow::Result<()> {
     shipped.sort();
     assert_eq!(
         shipped,
-        ["core.yaml", "federated-types.yaml"],
+        ["core.yaml", "federated-types.yaml", "multiclusterdns.yaml"],
         "charts/hubfed/crds/ holds exactly the generated CRD files"
     );
     Ok(())

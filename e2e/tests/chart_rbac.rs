@@ -166,6 +166,57 @@ const ACCESSES: &[Access] = &[
         )
     },
     access("create", "coordination.k8s.io", "leases", Some(""), false),
+    // Multi-cluster DNS: records read and their status written, DNSEndpoints of both groups
+    // written, Domains read in the control plane's namespace only.
+    access(
+        "watch",
+        "multiclusterdns.kubefed.io",
+        "servicednsrecords",
+        None,
+        true,
+    ),
+    access(
+        "patch",
+        "multiclusterdns.kubefed.io",
+        "ingressdnsrecords/status",
+        Some(""),
+        true,
+    ),
+    access(
+        "update",
+        "multiclusterdns.kubefed.io",
+        "servicednsrecords",
+        Some(""),
+        false,
+    ),
+    access(
+        "delete",
+        "externaldns.k8s.io",
+        "dnsendpoints",
+        Some(""),
+        true,
+    ),
+    access(
+        "create",
+        "multiclusterdns.kubefed.io",
+        "dnsendpoints",
+        Some(""),
+        true,
+    ),
+    access(
+        "watch",
+        "multiclusterdns.kubefed.io",
+        "domains",
+        Some(KUBEFED_NAMESPACE),
+        true,
+    ),
+    access(
+        "create",
+        "multiclusterdns.kubefed.io",
+        "domains",
+        Some(KUBEFED_NAMESPACE),
+        false,
+    ),
 ];
 
 async fn check_accesses(client: &Client, namespace: &str) -> anyhow::Result<()> {

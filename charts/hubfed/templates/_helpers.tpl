@@ -162,7 +162,18 @@ cluster-scoped control plane, in the Role for a namespaced one.
 - apiGroups: ["scheduling.hubfed.io"]
   resources: ["placementpolicies/status"]
   verbs: ["get", "patch", "update"]
-# Events on federated objects, ReplicaSchedulingPreferences and KubeFedClusters.
+# Multi-cluster DNS: ServiceDNSRecords and IngressDNSRecords read, their status written;
+# their DNSEndpoints (external-dns's group and KubeFed's) written and deleted.
+- apiGroups: ["multiclusterdns.kubefed.io"]
+  resources: ["servicednsrecords", "ingressdnsrecords"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["multiclusterdns.kubefed.io"]
+  resources: ["servicednsrecords/status", "ingressdnsrecords/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["multiclusterdns.kubefed.io", "externaldns.k8s.io"]
+  resources: ["dnsendpoints"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+# Events on federated objects, ReplicaSchedulingPreferences, KubeFedClusters and DNS records.
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

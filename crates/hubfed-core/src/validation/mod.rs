@@ -1,7 +1,8 @@
 //! Admission validation and defaulting (docs/kubefed-compatibility.md §6): pure functions behind
-//! the webhooks for FederatedTypeConfig, KubeFedCluster, KubeFedConfig and — a hubfed addition —
-//! federated objects. Errors are apimachinery field errors (`spec.apiEndpoint: Required value`) and
-//! [`summary`] joins them the way an aggregate error does, which is what the webhook reports.
+//! the webhooks for FederatedTypeConfig, KubeFedCluster, KubeFedConfig and — hubfed additions —
+//! federated objects, PlacementPolicies and the multi-cluster DNS kinds. Errors are
+//! apimachinery field errors (`spec.apiEndpoint: Required value`) and [`summary`] joins them
+//! the way an aggregate error does, which is what the webhook reports.
 //!
 //! Each kind has a typed entry point over the `hubfed-api` structs and a `*_value` entry point
 //! over the raw admission object. The raw entry points first check the object's shape field by
@@ -22,6 +23,7 @@
 
 mod cluster;
 mod config;
+mod dns;
 mod federated;
 mod fields;
 mod ftc;
@@ -57,6 +59,7 @@ use crate::selector::Selector;
 
 pub use self::cluster::*;
 pub use self::config::*;
+pub use self::dns::*;
 pub use self::federated::*;
 pub use self::fields::*;
 pub use self::ftc::*;

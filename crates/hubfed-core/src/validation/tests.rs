@@ -4,6 +4,7 @@ use super::*;
 
 mod cluster;
 mod config;
+mod dns;
 mod federated;
 mod ftc;
 

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod agent;
 pub mod clusters;
+pub mod dns;
 pub mod events;
 pub mod ftc;
 pub mod hub_crds;

@@ -288,6 +288,17 @@ metrics! {
         "1 when the member serves the MCS CRDs (multicluster.x-k8s.io), 0 when it does not: it takes no part in multi-cluster services.",
         ["cluster"]
     );
+    // hubfed: multi-cluster DNS.
+    dns_records: gauge(
+        "hubfed_dns_records",
+        "Multi-cluster DNS records in the hub by kind (ServiceDNSRecord, IngressDNSRecord).",
+        ["kind"]
+    );
+    dns_writes: counter(
+        "hubfed_dns_writes_total",
+        "Multi-cluster DNS writes to the hub by kind (the record kinds, DNSEndpoint.<group>), operation (apply-status, apply, delete) and result (ok, error).",
+        ["kind", "operation", "result"]
+    );
     rollout_events_total: counter(
         "hubfed_rollout_events_total",
         "Staged rollout steps by federated type and event: StageCompleted, RolloutCompleted, RolloutHalted, RolloutResumed, RolloutAborted.",

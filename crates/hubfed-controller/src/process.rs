@@ -88,6 +88,15 @@ struct Args {
     /// are withdrawn (a Go duration).
     #[arg(long, env = "HUBFED_MCS_ENDPOINT_TTL", default_value = "5m", value_parser = parse_duration)]
     mcs_endpoint_ttl: Duration,
+    /// Run the multi-cluster DNS controller: ServiceDNSRecords and IngressDNSRecords get
+    /// their status from the members and DNSEndpoints for external-dns.
+    #[arg(long, env = "HUBFED_DNS", default_value_t = true, action = clap::ArgAction::Set)]
+    dns: bool,
+    /// The groups the DNSEndpoints are written in: `externaldns` (externaldns.k8s.io, read by
+    /// external-dns v0.21 and later), `kubefed` (multiclusterdns.kubefed.io, KubeFed's) or
+    /// `both`.
+    #[arg(long, env = "HUBFED_DNS_ENDPOINT_GROUPS", value_enum, default_value_t = crate::dns::EndpointGroups::Externaldns)]
+    dns_endpoint_groups: crate::dns::EndpointGroups,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "HUBFED_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
@@ -309,6 +318,8 @@ fn start_parts(args: Args, client: kube::Client, shutdown: &CancellationToken) -
         member_list_page_size: args.member_list_page_size,
         mcs: args.mcs,
         mcs_endpoint_ttl: args.mcs_endpoint_ttl,
+        dns: args.dns,
+        dns_endpoint_groups: args.dns_endpoint_groups,
         ..ControllerConfig::default()
     };
     parts.spawn(

@@ -36,6 +36,10 @@ pub struct ControllerConfig {
     /// How long an Offline member's endpoints stay in the other members
     /// ([`hubfed_core::mcs::DEFAULT_ENDPOINT_TTL`]).
     pub mcs_endpoint_ttl: std::time::Duration,
+    /// Run the multi-cluster DNS controller (`crate::dns`).
+    pub dns: bool,
+    /// The groups its DNSEndpoints are written in.
+    pub dns_endpoint_groups: crate::dns::EndpointGroups,
 }
 
 /// Default of `--member-list-concurrency`.
@@ -64,6 +68,8 @@ impl Default for ControllerConfig {
             member_list_stall: DEFAULT_MEMBER_LIST_STALL,
             mcs: true,
             mcs_endpoint_ttl: hubfed_core::mcs::DEFAULT_ENDPOINT_TTL,
+            dns: true,
+            dns_endpoint_groups: crate::dns::EndpointGroups::default(),
         }
     }
 }

@@ -112,6 +112,22 @@ pub(super) async fn control_plane(
         );
         tokio::spawn(mcs);
     }
+    if config.dns {
+        let settings = crate::dns::DnsSettings {
+            groups: config.dns_endpoint_groups,
+            lookup: Arc::new(crate::dns::SystemLookup),
+            list_page_size: config.member_list_page_size,
+        };
+        let dns = crate::dns::run(
+            hub.clone(),
+            Arc::clone(&shared.pool),
+            shared.scope,
+            config.kubefed_namespace.clone(),
+            settings,
+            shutdown.clone(),
+        );
+        tokio::spawn(dns);
+    }
     health.set_ready(true);
     let ftcs = crate::ftc::run(Arc::clone(&shared), shutdown.clone());
     let result = ftcs.await;

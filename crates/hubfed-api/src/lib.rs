@@ -19,6 +19,7 @@ pub mod mcs;
 pub mod multiclusterdns;
 pub mod names;
 pub mod propagatedversion;
+pub mod pull_mcs;
 pub mod render;
 pub mod scheduling;
 mod upstream;

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
+mod mcs;
 mod work;
+pub use mcs::*;
 pub use work::*;
 
 /// Prefix of a pull-mode cluster's work namespace in the hub.

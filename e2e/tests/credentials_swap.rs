@@ -181,7 +181,12 @@ impl Fixture {
 }
 
 /// What kubefedctl's grant allows and hubfed's does not: (verb, resource), cluster-wide.
-const ADMIN_ONLY: [(&str, &str); 2] = [("create", "clusterrolebindings"), ("list", "nodes")];
+/// Nodes are read-only in hubfed's grant (region and zones come from their labels).
+const ADMIN_ONLY: [(&str, &str); 3] = [
+    ("create", "clusterrolebindings"),
+    ("delete", "nodes"),
+    ("list", "persistentvolumes"),
+];
 
 /// `kubefedctl join` of both members, as KubeFed's docs run it.
 fn join_with_kubefedctl(env: &TestEnv, tool: &std::path::Path) -> anyhow::Result<()> {
@@ -335,7 +340,11 @@ async fn check_grants(member1: &Client, member2: &Client) -> anyhow::Result<()> 
             "member1's account may still {verb} {resource}"
         );
     }
-    for (verb, resource) in [("watch", "configmaps"), ("patch", "namespaces")] {
+    for (verb, resource) in [
+        ("watch", "configmaps"),
+        ("patch", "namespaces"),
+        ("watch", "nodes"),
+    ] {
         anyhow::ensure!(
             can(member1, verb, resource).await?,
             "member1's account may not {verb} {resource}"

@@ -22,7 +22,9 @@ use crate::control_plane::{control_plane_scope, ensure_kubefed_installed, federa
 use crate::error::{EXIT_NOT_READY, EXIT_OK, Error, Result};
 use crate::kubeconfig::{ClusterEndpoint, Target};
 use crate::ops::{self, FIELD_MANAGER};
-use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account, with_mcs};
+use crate::rbac::{
+    Grant, JoinNames, MemberRbac, member_rbac, service_account, with_mcs, with_node_reads,
+};
 use crate::session::Session;
 
 /// Secret type the token controller fills with a token for the annotated ServiceAccount.
@@ -230,7 +232,10 @@ impl PushJoin {
         let account = &self.names.service_account;
         let token_secret = service_account_token_secret(ns, account, account);
         writes.apply(&secrets, &token_secret).await?;
-        let mut rbac = member_rbac(&self.names, self.scope, self.grant());
+        let mut rbac = with_node_reads(
+            member_rbac(&self.names, self.scope, self.grant()),
+            &self.grant(),
+        );
         if self.mcs {
             rbac = with_mcs(rbac, self.scope, &self.grant());
         }

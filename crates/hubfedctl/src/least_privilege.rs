@@ -24,7 +24,7 @@ use crate::error::{EXIT_OK, Error, Result};
 use crate::join::{HostCluster, check_dns_subdomain, host_cluster, member_context};
 use crate::kubeconfig::Target;
 use crate::ops;
-use crate::rbac::{Grant, JoinNames, member_rbac, with_mcs};
+use crate::rbac::{Grant, JoinNames, member_rbac, with_mcs, with_node_reads};
 use crate::session::Session;
 
 use plan::{GrantPlan, LiveRbac, RbacObject, Step, plan_grant};
@@ -36,7 +36,7 @@ pub async fn least_privilege(session: &mut Session<'_>, args: LeastPrivilegeArgs
     swap.check_hub_token().await?;
     let live = swap.read_live().await?;
     let grant = Grant::Types(&swap.targets);
-    let mut desired = member_rbac(&swap.names, swap.scope, grant);
+    let mut desired = with_node_reads(member_rbac(&swap.names, swap.scope, grant), &grant);
     if args.mcs {
         desired = with_mcs(desired, swap.scope, &grant);
     }

@@ -5,7 +5,8 @@
 //! By default the grant is least privilege: full object rights on exactly the target types of
 //! the hub's FederatedTypeConfigs, `get` on namespaces (the controller compares the UID of
 //! `kube-system` to recognise the hub joined as a member) and `get` on `/healthz` and
-//! `/version` (health probes). When Deployments or ReplicaSets are federated, also `get` and
+//! `/version` (health probes); for a push member, `get`, `list` and `watch` on nodes
+//! ([`with_node_reads`]: region and zones from their labels). When Deployments or ReplicaSets are federated, also `get` and
 //! `list` on pods: the ReplicaSchedulingPreference scheduler counts their running and
 //! unschedulable pods. With `--mcs` (the default) a cluster-scoped control plane's grant also
 //! covers what the multi-cluster services controller reads and writes ([`with_mcs`]).
@@ -276,6 +277,23 @@ pub fn with_mcs(mut rbac: MemberRbac, scope: ResourceScope, grant: &Grant<'_>) -
     rbac
 }
 
+/// `rbac` with read-only nodes added to a push member's least-privilege grant: the registry
+/// fills `KubeFedCluster.status.region` and `zones` from their `topology.kubernetes.io`
+/// labels, as KubeFed's cluster controller read them. A pull member's agent reads no nodes
+/// (the hub never connects to its cluster), and `--cluster-admin` has every right already.
+pub fn with_node_reads(mut rbac: MemberRbac, grant: &Grant<'_>) -> MemberRbac {
+    if matches!(grant, Grant::Types(_))
+        && let Some((role, _)) = rbac.cluster_roles.first_mut()
+    {
+        role.rules.get_or_insert_with(Vec::new).push(rule(
+            &[""],
+            &["nodes"],
+            &["get", "list", "watch"],
+        ));
+    }
+    rbac
+}
+
 /// The ServiceAccount hubfed acts as in the member; its token is only used from the hub.
 pub fn service_account(names: &JoinNames) -> ServiceAccount {
     ServiceAccount {
@@ -373,6 +391,31 @@ pub(crate) mod tests {
         ];
         let rules = rules_of(&both);
         assert!(!rules.as_array().unwrap().contains(&pods_rule), "{rules}");
+    }
+
+    #[test]
+    fn push_members_read_nodes_for_their_region_and_zones() {
+        let nodes = serde_json::json!({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]});
+        let types = [resource("", "configmaps", ResourceScope::Namespaced)];
+        for scope in [ResourceScope::Cluster, ResourceScope::Namespaced] {
+            let grant = Grant::Types(&types);
+            let rbac = with_node_reads(member_rbac(&names(), scope, grant), &grant);
+            let cluster_rules = serde_json::to_value(&rbac.cluster_roles[0].0.rules).unwrap();
+            assert!(
+                cluster_rules.as_array().unwrap().contains(&nodes),
+                "{scope:?}: {cluster_rules}"
+            );
+            let roles = serde_json::to_value(&rbac.roles).unwrap().to_string();
+            assert!(!roles.contains("nodes"), "{roles}");
+        }
+        let admin = with_node_reads(
+            member_rbac(&names(), ResourceScope::Cluster, Grant::ClusterAdmin),
+            &Grant::ClusterAdmin,
+        );
+        let admin = serde_json::to_value(&admin.cluster_roles)
+            .unwrap()
+            .to_string();
+        assert!(!admin.contains("nodes"), "{admin}");
     }
 
     #[test]

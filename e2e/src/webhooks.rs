@@ -63,6 +63,12 @@ pub async fn with_webhooks() -> anyhow::Result<&'static Federation> {
                     federated_validation_hook(port, &ca),
                     hook("placementpolicies.scheduling.hubfed.io", "/validate-placementpolicy", "scheduling.hubfed.io",
                          vec!["placementpolicies"]),
+                    hook("domains.multiclusterdns.kubefed.io", "/validate-domain", "multiclusterdns.kubefed.io",
+                         vec!["domains"]),
+                    hook("servicednsrecords.multiclusterdns.kubefed.io", "/validate-servicednsrecord",
+                         "multiclusterdns.kubefed.io", vec!["servicednsrecords"]),
+                    hook("ingressdnsrecords.multiclusterdns.kubefed.io", "/validate-ingressdnsrecord",
+                         "multiclusterdns.kubefed.io", vec!["ingressdnsrecords"]),
                 ],
             }))?;
             let mutating: MutatingWebhookConfiguration = serde_json::from_value(json!({

@@ -312,6 +312,9 @@ fn chart_deployment_and_webhooks_match_the_controller() -> anyhow::Result<()> {
             ("kubefedclusters.core.kubefed.io", "Fail"),
             ("kubefedconfigs.core.kubefed.io", "Fail"),
             ("placementpolicies.scheduling.hubfed.io", "Fail"),
+            ("domains.multiclusterdns.kubefed.io", "Fail"),
+            ("servicednsrecords.multiclusterdns.kubefed.io", "Fail"),
+            ("ingressdnsrecords.multiclusterdns.kubefed.io", "Fail"),
             ("federated.types.kubefed.io", "Ignore"),
         ],
         "only the federated-object webhook's failurePolicy is a value"

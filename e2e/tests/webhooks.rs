@@ -1,8 +1,9 @@
 //! Admission webhooks through a real kube-apiserver: invalid FederatedTypeConfigs,
-//! KubeFedClusters, KubeFedConfigs, federated objects and PlacementPolicies are refused with a readable
-//! message; valid ones pass; KubeFedConfig is defaulted; new federated objects get the sync
-//! finalizer when their type's sync controller runs; with the validating webhook of federated
-//! objects unreachable, only changes of spec wait for it.
+//! KubeFedClusters, KubeFedConfigs, federated objects, PlacementPolicies and the multi-cluster
+//! DNS kinds (Domain, ServiceDNSRecord, IngressDNSRecord) are refused with a readable message;
+//! valid ones pass; KubeFedConfig is defaulted; new federated objects get the sync finalizer
+//! when their type's sync controller runs; with the validating webhook of federated objects
+//! unreachable, only changes of spec wait for it.
 //!
 //! The webhook server runs in-process with a certificate for 127.0.0.1; the webhook
 //! configurations call it by URL. Its own test binary: the configurations apply to the whole
@@ -297,6 +298,131 @@ async fn placement_policies_are_validated() -> anyhow::Result<()> {
     .expect("an invalid selector is refused");
     assert!(
         message.contains("spec.preferences[0].clusterSelector"),
+        "{message}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn multicluster_dns_objects_are_validated() -> anyhow::Result<()> {
+    let federation = with_webhooks().await?;
+    let hub = federation.hub().await?;
+    install_crds(&hub, &hubfed_api::multiclusterdns::crds()?).await?;
+    let namespace = hubfed_e2e::unique_ns("webhook-dns");
+    federation.create_hub_namespace(&namespace).await?;
+    let api = |kind: &str, plural: &str| {
+        let resource = kube::api::ApiResource {
+            group: "multiclusterdns.kubefed.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "multiclusterdns.kubefed.io/v1alpha1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        Api::<DynamicObject>::namespaced_with(hub.clone(), &namespace, &resource)
+    };
+    let object = |kind: &str, body: Value| {
+        let mut object = json!({
+            "apiVersion": "multiclusterdns.kubefed.io/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "probe", "namespace": namespace},
+        });
+        if let (Some(object), Value::Object(body)) = (object.as_object_mut(), body) {
+            object.extend(body);
+        }
+        object
+    };
+
+    let domains = api("Domain", "domains");
+    assert_eq!(
+        refusal(
+            &domains,
+            object(
+                "Domain",
+                json!({"domain": "example.com", "nameServer": "ns1.example.com"})
+            ),
+            true
+        )
+        .await?,
+        None,
+        "a valid Domain passes"
+    );
+    let message = refusal(&domains, object("Domain", json!({"domain": ""})), true)
+        .await?
+        .expect("a Domain with an empty domain is refused");
+    assert!(
+        message.contains("Domain \"probe\" is invalid: domain: Required value"),
+        "{message}"
+    );
+    let message = refusal(
+        &domains,
+        object("Domain", json!({"domain": "Example_com"})),
+        true,
+    )
+    .await?
+    .expect("a Domain that is no DNS name is refused");
+    assert!(
+        message.contains("domain: Invalid value: \"Example_com\""),
+        "{message}"
+    );
+
+    let services = api("ServiceDNSRecord", "servicednsrecords");
+    let record = |spec: Value| object("ServiceDNSRecord", json!({ "spec": spec }));
+    // A domainRef that names no Domain is admitted: the DNS controller reports it.
+    assert_eq!(
+        refusal(
+            &services,
+            record(json!({"domainRef": "no-such-domain", "recordTTL": 300, "dnsPrefix": "shop"})),
+            true
+        )
+        .await?,
+        None,
+        "a valid ServiceDNSRecord passes"
+    );
+    let message = refusal(
+        &services,
+        record(json!({"domainRef": "zone", "dnsPrefix": "shop.eu"})),
+        true,
+    )
+    .await?
+    .expect("a dnsPrefix that is not a DNS label is refused");
+    assert!(
+        message.contains("ServiceDNSRecord \"probe\" is invalid: spec.dnsPrefix: Invalid value: \"shop.eu\": must be one DNS label"),
+        "{message}"
+    );
+    let message = refusal(
+        &services,
+        record(json!({"domainRef": "", "recordTTL": -1})),
+        true,
+    )
+    .await?
+    .expect("an empty domainRef and a negative TTL are refused");
+    assert!(
+        message.contains("spec.domainRef: Required value")
+            && message.contains("spec.recordTTL: Invalid value: -1"),
+        "{message}"
+    );
+
+    let ingresses = api("IngressDNSRecord", "ingressdnsrecords");
+    let record = |spec: Value| object("IngressDNSRecord", json!({ "spec": spec }));
+    assert_eq!(
+        refusal(
+            &ingresses,
+            record(json!({"hosts": ["www.example.com", "*.apps.example.com"], "recordTTL": 60})),
+            true
+        )
+        .await?,
+        None,
+        "a valid IngressDNSRecord passes"
+    );
+    let message = refusal(
+        &ingresses,
+        record(json!({"hosts": ["www.example.com", "web_1.example.com"]})),
+        true,
+    )
+    .await?
+    .expect("a host that is no DNS name is refused");
+    assert!(
+        message.contains("IngressDNSRecord \"probe\" is invalid: spec.hosts[1]: Invalid value: \"web_1.example.com\""),
         "{message}"
     );
     Ok(())

@@ -1,7 +1,9 @@
 //! Admission webhooks over HTTPS (docs/kubefed-compatibility.md §6): KubeFed's validations of
 //! FederatedTypeConfig, KubeFedCluster and KubeFedConfig, KubeFedConfig defaulting, and —
-//! hubfed's addition — validation of every federated object's placement and overrides, so
-//! bad input is refused at `kubectl apply` with a readable message — and the sync finalizer
+//! hubfed's additions — validation of every federated object's placement and overrides, of
+//! PlacementPolicies and of the multi-cluster DNS kinds (Domain, ServiceDNSRecord,
+//! IngressDNSRecord), so bad input is refused at `kubectl apply` with a readable message — and
+//! the sync finalizer
 //! given to a federated object in the write that creates it (`/default-federated`,
 //! [`hubfed_core::admission`]), which spares the controller a hub write per object. The rules
 //! themselves are pure functions in `hubfed_core::validation` and `hubfed_core::admission`.
@@ -177,6 +179,25 @@ pub fn decide(path: &str, request: &AdmissionRequest<DynamicObject>, hub: &HubVi
                 &format!("PlacementPolicy {name:?}"),
             )
         }
+        "/validate-domain" | "/validate-servicednsrecord" | "/validate-ingressdnsrecord" => {
+            // A record's status is the DNS controller's; an object being deleted is let go.
+            let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+            if deleting || status_update {
+                return Verdict::Allow;
+            }
+            let (errors, kind) = match path {
+                "/validate-domain" => (validation::validate_domain_value(&object), "Domain"),
+                "/validate-servicednsrecord" => (
+                    validation::validate_service_dns_record_value(&object),
+                    "ServiceDNSRecord",
+                ),
+                _ => (
+                    validation::validate_ingress_dns_record_value(&object),
+                    "IngressDNSRecord",
+                ),
+            };
+            verdict(errors, &format!("{kind} {name:?}"))
+        }
         other => Verdict::Deny(format!("no admission webhook at {other}")),
     }
 }
@@ -308,6 +329,15 @@ pub fn router(hub: HubView) -> Router {
         .route(
             "/validate-placementpolicy",
             route("/validate-placementpolicy"),
+        )
+        .route("/validate-domain", route("/validate-domain"))
+        .route(
+            "/validate-servicednsrecord",
+            route("/validate-servicednsrecord"),
+        )
+        .route(
+            "/validate-ingressdnsrecord",
+            route("/validate-ingressdnsrecord"),
         )
         .route("/readyz", get(|| async { "ok" }))
 }

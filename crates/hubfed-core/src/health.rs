@@ -1,6 +1,6 @@
 //! Cluster health decisions (docs/kubefed-compatibility.md §2.6): what a probe means, when a changed
 //! result is published (thresholds), the conditions KubeFed writes for it, and whether the status
-//! on the hub needs a write at all.
+//! on the hub (its conditions, version, region and zones) needs a write at all.
 
 use hubfed_api::condition::ConditionStatus;
 use hubfed_api::kubefedcluster::{
@@ -9,6 +9,8 @@ use hubfed_api::kubefedcluster::{
     MESSAGE_HEALTHZ_NOT_OK, MESSAGE_HEALTHZ_OK,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::dns::ClusterTopology;
 
 /// The result of one health probe.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,16 +195,22 @@ pub fn desired_conditions(
         .collect()
 }
 
-/// Whether the hub's status differs from the desired one in anything but `lastProbeTime`.
-/// KubeFed rewrote the status every period; hubfed writes only real changes.
+/// Whether the hub's status differs from the desired one in anything but `lastProbeTime`:
+/// its conditions, its version, and its region and zones when `topology` is known (`None`
+/// leaves them to people). KubeFed rewrote the status every period; hubfed writes only real
+/// changes.
 pub fn status_needs_write(
     current: Option<&KubeFedClusterStatus>,
     conditions: &[ClusterCondition],
     kubernetes_version: Option<&str>,
+    topology: Option<&ClusterTopology>,
 ) -> bool {
     let Some(current) = current else {
         return true;
     };
+    if topology.is_some_and(|topology| topology_needs_write(Some(current), topology)) {
+        return true;
+    }
     let current_version = current
         .kubernetes_version
         .as_deref()
@@ -227,15 +235,45 @@ fn same_beyond_probe_time(a: &ClusterCondition, b: &ClusterCondition) -> bool {
 }
 
 /// The merge patch for the status subresource. Conditions replace the list wholesale;
-/// `kubernetesVersion: null` removes a version once the cluster is no longer ready.
+/// `kubernetesVersion: null` removes a version once the cluster is no longer ready. Region and
+/// zones are written only when `topology` is known.
 pub fn status_patch(
     conditions: &[ClusterCondition],
     kubernetes_version: Option<&str>,
+    topology: Option<&ClusterTopology>,
 ) -> serde_json::Value {
-    serde_json::json!({
+    let mut patch = serde_json::json!({
         "status": {
             "conditions": conditions,
             "kubernetesVersion": kubernetes_version,
+        }
+    });
+    if let Some(topology) = topology {
+        patch["status"]["region"] = serde_json::json!(topology.region);
+        patch["status"]["zones"] = serde_json::json!(topology.zones);
+    }
+    patch
+}
+
+/// Whether the hub's `region` or `zones` differ from `topology` (an empty region is none).
+pub fn topology_needs_write(
+    current: Option<&KubeFedClusterStatus>,
+    topology: &ClusterTopology,
+) -> bool {
+    let region = current
+        .and_then(|status| status.region.as_deref())
+        .filter(|region| !region.is_empty());
+    let zones = current.map_or(&[][..], |status| status.zones.as_slice());
+    region != topology.region.as_deref() || zones != topology.zones.as_slice()
+}
+
+/// The merge patch that writes only `region` and `zones`, for a change of the nodes between
+/// probes: the conditions stay as they are.
+pub fn topology_patch(topology: &ClusterTopology) -> serde_json::Value {
+    serde_json::json!({
+        "status": {
+            "region": topology.region,
+            "zones": topology.zones,
         }
     })
 }
@@ -461,33 +499,48 @@ mod tests {
         let written = desired_conditions(&healthy(Some("v1")), &[], &at(100));
         let current = status(written.clone(), Some("v1"));
         let again = desired_conditions(&healthy(Some("v1")), &written, &at(200));
-        assert!(!status_needs_write(Some(&current), &again, Some("v1")));
+        assert!(!status_needs_write(
+            Some(&current),
+            &again,
+            Some("v1"),
+            None
+        ));
     }
 
     #[test]
     fn real_changes_need_a_write() {
         let written = desired_conditions(&healthy(Some("v1")), &[], &at(100));
         let current = status(written.clone(), Some("v1"));
-        assert!(status_needs_write(None, &written, Some("v1")));
+        assert!(status_needs_write(None, &written, Some("v1"), None));
         // Version change.
-        assert!(status_needs_write(Some(&current), &written, Some("v2")));
-        assert!(status_needs_write(Some(&current), &written, None));
+        assert!(status_needs_write(
+            Some(&current),
+            &written,
+            Some("v2"),
+            None
+        ));
+        assert!(status_needs_write(Some(&current), &written, None, None));
         // Condition change.
         let offline = desired_conditions(&unreachable("x"), &written, &at(200));
-        assert!(status_needs_write(Some(&current), &offline, Some("v1")));
+        assert!(status_needs_write(
+            Some(&current),
+            &offline,
+            Some("v1"),
+            None
+        ));
         // Message change within the same status.
         let current = status(offline.clone(), None);
         let other = desired_conditions(&unreachable("y"), &offline, &at(300));
-        assert!(status_needs_write(Some(&current), &other, None));
+        assert!(status_needs_write(Some(&current), &other, None, None));
         // An empty version on the hub equals none.
         let current = status(offline.clone(), Some(""));
-        assert!(!status_needs_write(Some(&current), &offline, None));
+        assert!(!status_needs_write(Some(&current), &offline, None, None));
     }
 
     #[test]
     fn patch_sets_or_clears_version() {
         let conditions = desired_conditions(&ProbeOutcome::NotOk, &[], &at(0));
-        let patch = status_patch(&conditions, None);
+        let patch = status_patch(&conditions, None, None);
         assert_eq!(
             patch["status"]["kubernetesVersion"],
             serde_json::Value::Null
@@ -497,7 +550,75 @@ mod tests {
             patch["status"]["conditions"][0]["lastProbeTime"],
             "1970-01-01T00:00:00Z"
         );
-        let patch = status_patch(&conditions, Some("v1.36.0"));
+        let patch = status_patch(&conditions, Some("v1.36.0"), None);
         assert_eq!(patch["status"]["kubernetesVersion"], "v1.36.0");
+        assert!(patch["status"].get("region").is_none(), "{patch}");
+        assert!(patch["status"].get("zones").is_none(), "{patch}");
+    }
+
+    fn topology(region: Option<&str>, zones: &[&str]) -> ClusterTopology {
+        ClusterTopology {
+            region: region.map(str::to_owned),
+            zones: zones.iter().map(|z| (*z).to_owned()).collect(),
+            other_regions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn region_and_zones_are_written_only_when_they_change() {
+        let written = desired_conditions(&healthy(Some("v1")), &[], &at(100));
+        let mut current = status(written.clone(), Some("v1"));
+        current.region = Some("eu".to_owned());
+        current.zones = vec!["eu-a".to_owned(), "eu-b".to_owned()];
+        let same = topology(Some("eu"), &["eu-a", "eu-b"]);
+        assert!(!topology_needs_write(Some(&current), &same));
+        assert!(!status_needs_write(
+            Some(&current),
+            &written,
+            Some("v1"),
+            Some(&same)
+        ));
+        // Unknown nodes leave the status's values alone.
+        assert!(!status_needs_write(
+            Some(&current),
+            &written,
+            Some("v1"),
+            None
+        ));
+        for changed in [
+            topology(Some("us"), &["eu-a", "eu-b"]),
+            topology(Some("eu"), &["eu-a"]),
+            topology(None, &["eu-a", "eu-b"]),
+        ] {
+            assert!(
+                topology_needs_write(Some(&current), &changed),
+                "{changed:?}"
+            );
+            assert!(
+                status_needs_write(Some(&current), &written, Some("v1"), Some(&changed)),
+                "{changed:?}"
+            );
+        }
+        // An empty region on the hub is none.
+        current.region = Some(String::new());
+        assert!(!topology_needs_write(
+            Some(&current),
+            &topology(None, &["eu-a", "eu-b"])
+        ));
+        assert!(topology_needs_write(None, &topology(Some("eu"), &[])));
+        assert!(!topology_needs_write(None, &topology(None, &[])));
+    }
+
+    #[test]
+    fn patches_carry_region_and_zones_when_known() {
+        let conditions = desired_conditions(&ProbeOutcome::NotOk, &[], &at(0));
+        let known = topology(Some("eu"), &["eu-a"]);
+        let patch = status_patch(&conditions, None, Some(&known));
+        assert_eq!(patch["status"]["region"], "eu");
+        assert_eq!(patch["status"]["zones"], serde_json::json!(["eu-a"]));
+        assert_eq!(
+            topology_patch(&known),
+            serde_json::json!({"status": {"region": "eu", "zones": ["eu-a"]}})
+        );
     }
 }

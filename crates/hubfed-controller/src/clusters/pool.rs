@@ -1,5 +1,5 @@
 //! The registry's IO: watches on KubeFedClusters and Secrets, client builds, health probes,
-//! status writes and events. One task owns all state; probes and writes run as child tasks
+//! each push member's node watch (its region and zones), status writes and events. One task owns all state; probes and writes run as child tasks
 //! and report back, so one slow member never delays the others.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +21,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::events::Recorder;
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -34,8 +34,10 @@ use super::probe::{Probed, now, probe_cluster, read_heartbeat};
 use super::tls::client;
 use super::{HealthCheckSettings, MemberCluster};
 use hubfed_core::health::{HealthTracker, ProbeOutcome};
+use topology::{NodeLabels, NodeReport, NodeWatch, watch_nodes};
 
 mod report;
+mod topology;
 
 /// Event source of KubeFed's cluster controller; kept for compatibility.
 const REPORTER: &str = "kubefedcluster-controller";
@@ -43,6 +45,8 @@ const REPORTER: &str = "kubefedcluster-controller";
 const HUB_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Slack on top of the probe and write timeouts before a probe is considered lost.
 const STALE_MARGIN: Duration = Duration::from_secs(10);
+/// Node reports waiting for the registry; a node watch waits when they are not taken.
+const NODE_REPORT_BUFFER: usize = 64;
 /// Helm release Secrets can be large and never hold cluster tokens.
 const SECRET_FIELD_SELECTOR: &str = "type!=helm.sh/release.v1";
 
@@ -150,7 +154,9 @@ impl MemberClientPool {
         let mut ticks = tokio::time::interval(self.health.period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut tasks = JoinSet::new();
+        let (node_reports, mut node_report_events) = mpsc::channel(NODE_REPORT_BUFFER);
         let mut registry = Registry {
+            node_reports,
             recorder: Recorder::new(self.hub.clone(), REPORTER.into()),
             pool: Arc::clone(&self),
             clusters_api,
@@ -188,6 +194,7 @@ impl MemberClientPool {
                     Err(error) if error.is_panic() => warn!(%error, "cluster registry task panicked"),
                     Err(_) => {}
                 },
+                Some(report) = node_report_events.recv() => registry.on_node_report(report, &mut tasks),
                 _ = ticks.tick() => registry.on_tick(),
             }
             registry.settle(&mut tasks);
@@ -219,7 +226,8 @@ enum TaskDone {
     StatusWritten {
         cluster: String,
         probe: u64,
-        conditions: Vec<ClusterCondition>,
+        /// The conditions written, `None` for a write of region and zones only.
+        conditions: Option<Vec<ClusterCondition>>,
         result: Result<Option<KubeFedClusterStatus>, String>,
     },
     EventPublished {
@@ -271,6 +279,14 @@ struct Entry {
     writes: Arc<Semaphore>,
     /// A pull member's last heartbeat, on this process's clock.
     heartbeat: Option<HeartbeatSeen>,
+    /// A push member's node watch, for its region and zones.
+    node_watch: Option<NodeWatch>,
+    /// The topology labels of the member's nodes, `None` until listed (and for pull members).
+    nodes: Option<NodeLabels>,
+    /// The member refused to list its nodes; said once until it lists them again.
+    nodes_refused: bool,
+    /// The nodes changed since their region and zones were compared with the status.
+    topology_stale: bool,
 }
 
 impl Entry {
@@ -291,6 +307,8 @@ impl Entry {
 /// The state owned by the registry task.
 struct Registry {
     pool: Arc<MemberClientPool>,
+    /// Where the members' node watches report.
+    node_reports: mpsc::Sender<NodeReport>,
     clusters_api: Api<KubeFedCluster>,
     recorder: Recorder,
     entries: BTreeMap<String, Entry>,
@@ -403,6 +421,10 @@ impl Registry {
                         probed: false,
                         writes: Arc::new(Semaphore::new(self.pool.member_write_concurrency)),
                         heartbeat: None,
+                        node_watch: None,
+                        nodes: None,
+                        nodes_refused: false,
+                        topology_stale: false,
                     },
                 );
             }
@@ -441,6 +463,10 @@ impl Registry {
         // Like KubeFed, a changed cluster starts its health history afresh.
         entry.tracker = HealthTracker::default();
         entry.probe_wanted = true;
+        // The old clients' node watch stops; the new clients list the nodes afresh.
+        entry.node_watch = None;
+        entry.nodes = None;
+        entry.nodes_refused = false;
         if inputs.spec.sync_mode == SyncMode::Pull {
             info!(cluster = %name, "pull-mode member: health from its agent's heartbeat");
             entry.clients = ClientState::Pull;
@@ -457,6 +483,12 @@ impl Registry {
                     disabled_tls_validations = ?inputs.spec.disabled_tls_validations,
                     "member client built"
                 );
+                entry.node_watch = Some(watch_nodes(
+                    name,
+                    entry.client_id,
+                    built.clients.watch.clone(),
+                    self.node_reports.clone(),
+                ));
                 entry.clients = ClientState::Built(built.clients);
                 None
             }
@@ -516,6 +548,7 @@ impl Registry {
                 start_probe(name, entry, timeout, &self.pool.hub, tasks);
             }
         }
+        self.write_stale_topologies(tasks);
         self.publish();
         if *self.pool.sync_state.borrow() == SyncState::Loading
             && self.entries.values().all(|entry| entry.probed)

@@ -137,8 +137,12 @@ impl Registry {
             .unwrap_or_default();
         let conditions = desired_conditions(&published, previous, probe_time);
         let version = published.kubernetes_version();
-        if status_needs_write(entry.object.status.as_ref(), &conditions, version) {
-            let patch = status_patch(&conditions, version);
+        let topology = entry.topology();
+        let current = entry.object.status.as_ref();
+        if status_needs_write(current, &conditions, version, topology.as_ref()) {
+            let patch = status_patch(&conditions, version, topology.as_ref());
+            entry.topology_stale = false;
+            let conditions = Some(conditions);
             spawn_status_write(&self.clusters_api, cluster, probe, conditions, patch, tasks);
         } else {
             entry.in_flight = None;
@@ -184,7 +188,7 @@ impl Registry {
         &mut self,
         cluster: &str,
         probe: u64,
-        conditions: Vec<ClusterCondition>,
+        conditions: Option<Vec<ClusterCondition>>,
         result: Result<Option<KubeFedClusterStatus>, String>,
     ) {
         let Some(entry) = self.entries.get_mut(cluster) else {
@@ -197,7 +201,9 @@ impl Registry {
             Ok(status) => {
                 debug!(cluster = %cluster, "KubeFedCluster status written");
                 entry.object.status = status;
-                entry.last_written = Some(conditions);
+                if conditions.is_some() {
+                    entry.last_written = conditions;
+                }
             }
             Err(error) => {
                 warn!(cluster = %cluster, %error, "cannot write KubeFedCluster status");
@@ -207,11 +213,11 @@ impl Registry {
 }
 
 /// Writes the KubeFedCluster's status in a child task, which reports back.
-fn spawn_status_write(
+pub(super) fn spawn_status_write(
     api: &Api<KubeFedCluster>,
     cluster: &str,
     probe: u64,
-    conditions: Vec<ClusterCondition>,
+    conditions: Option<Vec<ClusterCondition>>,
     patch: serde_json::Value,
     tasks: &mut JoinSet<TaskDone>,
 ) {

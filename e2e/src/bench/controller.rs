@@ -321,6 +321,25 @@ impl Metrics {
             + 0.0
     }
 
+    /// The series of `name` summed by the values of `labels`, joined by `/`.
+    pub fn grouped(&self, name: &str, labels: &[&str]) -> std::collections::BTreeMap<String, f64> {
+        let mut groups = std::collections::BTreeMap::new();
+        for sample in self.samples.iter().filter(|s| s.name == name) {
+            let key: Vec<&str> = labels
+                .iter()
+                .map(|label| {
+                    sample
+                        .labels
+                        .iter()
+                        .find(|(k, _)| k == label)
+                        .map_or("", |(_, v)| v.as_str())
+                })
+                .collect();
+            *groups.entry(key.join("/")).or_insert(0.0) += sample.value;
+        }
+        groups
+    }
+
     /// The allocator's figures (`hubfed_heap_bytes`), when the controller exports them.
     pub fn heap(&self) -> Option<super::report::Heap> {
         let state = |state| self.sum("hubfed_heap_bytes", &[("state", state)]) as u64;
@@ -526,6 +545,9 @@ mod tests {
         assert_eq!(m.sum("hubfed_leader", &[]), 1.0);
         assert_eq!(m.member_operations()["create/success"], 7.0);
         assert_eq!(m.member_operations()["get/success"], 7.0);
+        let by_operation = m.grouped("hubfed_member_operations_total", &["operation", "result"]);
+        assert_eq!(by_operation["create/success"], 7.0);
+        assert_eq!(by_operation["update/error"], 1.0);
     }
 
     #[test]

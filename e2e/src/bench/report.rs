@@ -492,6 +492,9 @@ pub struct BenchResult {
     pub unmanaged: Option<Unmanaged>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub large_objects: Option<LargeObjects>,
+    /// `--mcs`: the multi-cluster services controller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcs: Option<super::mcs::McsResult>,
     pub targets: Vec<Target>,
     pub error: Option<String>,
 }
@@ -1254,6 +1257,9 @@ impl BenchResult {
                     let _ = writeln!(md, "| {name} | {:.2} | {} |", ms(total), cells.join(" | "));
                 }
             }
+        }
+        if let Some(mcs) = &self.mcs {
+            let _ = writeln!(md, "\n{}", mcs.markdown());
         }
         md
     }

@@ -123,6 +123,7 @@ pub async fn run(
         slow_member: None,
         unmanaged: None,
         large_objects: None,
+        mcs: None,
         targets: Vec::new(),
         error: None,
     };
@@ -415,6 +416,16 @@ async fn phases(
             )),
             Err(e) => progress(format_args!("etcd not compacted: {e}")),
         }
+    }
+
+    // `--mcs`: the multi-cluster services controller instead of the federated objects.
+    if args.mcs {
+        super::mcs::run(args, &fed, &settings, timeout, &mut result.mcs).await?;
+        progress(format_args!("stopping the clusters"));
+        let env = fed.env;
+        tokio::task::spawn_blocking(move || env.shutdown()).await?;
+        remove_env_dir(env_dir.as_deref());
+        return Ok(());
     }
 
     // The federated objects, with no controller running (hubfed: through its admission

@@ -32,7 +32,10 @@
 //! healthy members and to the slow one); `--unmanaged N` creates N unmanaged objects in
 //! member1 after the at-rest window (controller memory per unmanaged object: live heap and RSS);
 //! `--object-bytes N` gives every ConfigMap and Secret an N-byte value (MB/s);
-//! `--light-members` starts the members with hubfed-testenv's light flags (many members).
+//! `--light-members` starts the members with hubfed-testenv's light flags (many members);
+//! `--mcs` measures the multi-cluster services controller after the raw phase instead of the
+//! federated objects' phases (`--services` exported services: cold start, endpoint change
+//! latency to every other member, memory per service × cluster, writes at rest).
 //!
 //! Results: `<output-dir>/result.json`, `<output-dir>/result.md` (also printed), and the
 //! controller logs. Performance is reported, never asserted.
@@ -45,6 +48,8 @@ mod compare;
 mod controller;
 #[path = "../bench/kubefed.rs"]
 mod kubefed;
+#[path = "../bench/mcs.rs"]
+mod mcs;
 #[path = "../bench/procstat.rs"]
 mod procstat;
 #[path = "../bench/raw.rs"]
@@ -236,6 +241,26 @@ pub struct Args {
         default_value_t = false
     )]
     pub no_admission_validation: bool,
+    /// Multi-cluster services: after the raw phase, measure the MCS controller instead of the
+    /// federated objects' phases (`--services` exported services; see docs/benchmarks.md).
+    #[arg(long, env = "HUBFED_BENCH_MCS", default_value_t = false)]
+    pub mcs: bool,
+    /// Exported services (with `--mcs`), in the members' namespace `bench-mcs`.
+    #[arg(long, env = "HUBFED_BENCH_SERVICES", default_value_t = 500)]
+    pub services: usize,
+    /// Members exporting each service (with `--mcs`): service i from members i, i+1, ….
+    #[arg(long, env = "HUBFED_BENCH_EXPORTERS", default_value_t = 2)]
+    pub exporters: usize,
+    /// Endpoint changes in the MCS latency phase (one address of one source slice each).
+    #[arg(long, env = "HUBFED_BENCH_ENDPOINT_CHANGES", default_value_t = 200)]
+    pub endpoint_changes: usize,
+    /// Endpoint changes per second in the MCS latency phase.
+    #[arg(
+        long,
+        env = "HUBFED_BENCH_ENDPOINT_CHANGE_RATE",
+        default_value_t = 20.0
+    )]
+    pub endpoint_change_rate: f64,
     /// Deadline of each wait (cluster start-up, cold start, settling), in seconds.
     #[arg(long, env = "HUBFED_BENCH_TIMEOUT_SECONDS", default_value_t = 1800)]
     pub timeout_seconds: u64,
@@ -290,6 +315,35 @@ impl Args {
             self.unmanaged < 10_000_000,
             "--unmanaged must stay below 10,000,000 (names have 7 digits)"
         );
+        if self.mcs {
+            anyhow::ensure!(
+                self.controller == controller::ControllerKind::Hubfed
+                    && !self.pull
+                    && self.slow_member_ms == 0,
+                "--mcs measures hubfed's MCS controller over push members: not with --controller kubefed, --pull or --slow-member-ms"
+            );
+            anyhow::ensure!(
+                (1..100_000).contains(&self.services),
+                "--services must be between 1 and 99,999 (names have 5 digits)"
+            );
+            anyhow::ensure!(
+                self.exporters >= 1 && self.exporters <= self.members,
+                "--exporters must be between 1 and --members ({})",
+                self.members
+            );
+            anyhow::ensure!(
+                self.members < 255,
+                "--mcs needs fewer than 255 members (one address octet each)"
+            );
+            anyhow::ensure!(
+                self.endpoint_changes >= 1 && self.endpoint_changes / self.services < 190,
+                "--endpoint-changes must be at least 1 and below 190 × --services (one address octet per round)"
+            );
+            anyhow::ensure!(
+                self.endpoint_change_rate > 0.0 && self.endpoint_change_rate.is_finite(),
+                "--endpoint-change-rate must be positive"
+            );
+        }
         anyhow::ensure!(
             self.objects < 100_000,
             "--objects must stay below 100,000 (object names have 5 digits)"
@@ -445,6 +499,19 @@ mod tests {
                 .is_err()
         );
         assert!(args(&["--object-bytes", "2000000"]).validate().is_err());
+        let mcs = args(&["--mcs"]);
+        assert_eq!(
+            (mcs.services, mcs.exporters, mcs.endpoint_changes),
+            (500, 2, 200)
+        );
+        assert!(mcs.validate().is_ok());
+        assert!(args(&["--mcs", "--pull"]).validate().is_err());
+        assert!(
+            args(&["--mcs", "--members", "2", "--exporters", "3"])
+                .validate()
+                .is_err()
+        );
+        assert!(args(&["--mcs", "--services", "0"]).validate().is_err());
     }
 
     #[test]

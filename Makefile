@@ -116,7 +116,8 @@ demo: tools
 ## Variants (docs/benchmarks.md, "Variants"): --slow-member-ms 500 (one member answers late),
 ## --unmanaged 100000 (unmanaged objects in a member), --object-bytes 900000 (large objects;
 ## at full size with --light-members --env-dir DIR --warm-restart false and the etcd and memory
-## settings docs/benchmarks.md gives), --light-members (many members)
+## settings docs/benchmarks.md gives), --light-members (many members); multi-cluster services:
+## make bench BENCH_ARGS="--mcs --output-dir target/bench/mcs" (--services 500, --exporters 2)
 BENCH_ARGS ?=
 bench: tools
 	$(CARGO) build --release -p hubfed-controller -p hubfed-e2e --bin hubfed-controller --bin hubfed-agent --bin hubfed-bench

@@ -189,10 +189,22 @@ async fn region_and_zones_follow_the_members_node_labels() -> anyhow::Result<()>
     label_node(&nodes, "node-c", &[("example.com/rack", Some("r7"))]).await?;
     stays(&clusters, "member1", Some("us-east"), &zones).await?;
 
-    // Unlabelled: nothing is erased.
-    for node in ["node-a", "node-b"] {
-        label_node(&nodes, node, &[(REGION_LABEL, None), (ZONE_LABEL, None)]).await?;
-    }
+    // Unlabelled: one node first (the other's zone is what is left), then the last; with no
+    // labelled node left, nothing is erased.
+    label_node(
+        &nodes,
+        "node-a",
+        &[(REGION_LABEL, None), (ZONE_LABEL, None)],
+    )
+    .await?;
+    let zones = ["us-east-b"];
+    wait_topology(&clusters, "member1", Some("us-east"), &zones).await?;
+    label_node(
+        &nodes,
+        "node-b",
+        &[(REGION_LABEL, None), (ZONE_LABEL, None)],
+    )
+    .await?;
     stays(&clusters, "member1", Some("us-east"), &zones).await?;
 
     // What a person sets on unlabelled nodes (and on a member without nodes) stays.

@@ -64,6 +64,7 @@ pub use slices::{
 };
 pub use writes::{
     ClusterSetProperty, ExportReadiness, cluster_set_property, export_conditions, needs_write,
+    refused_export_conditions,
 };
 
 /// The `endpointslice.kubernetes.io/managed-by` value of every EndpointSlice hubfed derives.

@@ -2,7 +2,9 @@
 //! and an Event on the ServiceExport when its input is bad or in conflict.
 
 use hubfed_api::mcs::{self, ServiceExport};
-use hubfed_core::mcs::{Aggregate, ExportReadiness, ExportStatus, export_conditions};
+use hubfed_core::mcs::{
+    Aggregate, ExportReadiness, ExportStatus, export_conditions, refused_export_conditions,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Resource as _;
 use kube::api::Api;
@@ -51,6 +53,40 @@ pub(super) async fn write(
         announce(view, export, status, live);
     }
     result
+}
+
+/// Writes the refusal into a refused member's ServiceExport (`Ready=False/Failed`, nothing
+/// else), with a Warning Event when it is news.
+pub(super) async fn refused(
+    key: &Key,
+    view: &View,
+    reason: &str,
+    refusal: &str,
+    now: &Time,
+) -> Result<(), WriteFailed> {
+    let Some(export) = view.export.as_deref() else {
+        return Ok(());
+    };
+    let live: &[Condition] = export
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let desired = refused_export_conditions(refusal, live, now);
+    if desired.as_slice() == live {
+        return Ok(());
+    }
+    write_one(key, view, &desired).await?;
+    if !desired.iter().all(|d| live.contains(d)) {
+        crate::events::publish(
+            &view.member.recorder,
+            &export.object_ref(&()),
+            EventType::Warning,
+            reason,
+            &desired[0].message,
+        );
+    }
+    Ok(())
 }
 
 async fn write_one(key: &Key, view: &View, conditions: &[Condition]) -> Result<(), WriteFailed> {

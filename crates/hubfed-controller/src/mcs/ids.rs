@@ -20,8 +20,8 @@ use super::Context;
 use super::write::{Write, apply};
 use crate::clusters::MemberCluster;
 
-/// The reason of the Event and log line of a member refused a part in the ClusterSet.
-const REFUSED_REASON: &str = "MultiClusterServicesRefused";
+/// The reason of the Event of a member whose `clusterset.k8s.io` names another ClusterSet.
+const FOREIGN_CLUSTER_SET: &str = "ForeignClusterSet";
 
 /// A member's part in the ClusterSet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +32,11 @@ pub(super) enum Part {
         write_id: bool,
         write_set: bool,
     },
+    /// Its Events' reason (`InvalidClusterID`, `DuplicateClusterID`, `ForeignClusterSet`:
+    /// each refusal its own series, so a new one is never folded into an older one's count)
+    /// and what is wrong.
     Refused {
+        reason: &'static str,
         message: String,
     },
 }
@@ -71,7 +75,10 @@ pub(super) fn decide(
     seen.iter()
         .filter_map(|s| {
             let part = match decisions.get(&s.name)? {
-                ClusterIdDecision::Refused { message, .. } => Part::Refused {
+                ClusterIdDecision::Refused {
+                    message, refusal, ..
+                } => Part::Refused {
+                    reason: refusal.as_str(),
                     message: message.clone(),
                 },
                 ClusterIdDecision::Member { id, source } => {
@@ -81,7 +88,10 @@ pub(super) fn decide(
                         ClusterSetProperty::Held
                     };
                     match set {
-                        ClusterSetProperty::Refused(message) => Part::Refused { message },
+                        ClusterSetProperty::Refused(message) => Part::Refused {
+                            reason: FOREIGN_CLUSTER_SET,
+                            message,
+                        },
                         set => Part::Member {
                             id: id.clone(),
                             write_id: s.serves && *source == IdSource::ClusterName,
@@ -126,8 +136,10 @@ pub(super) async fn maintain(ctx: Arc<Context>) {
                         write_property(cluster, member, name, value).await;
                     }
                 }
-                Some(Part::Refused { message }) if said.get(&cluster.name) != Some(message) => {
-                    refused(&ctx, &cluster.name, message);
+                Some(Part::Refused { reason, message })
+                    if said.get(&cluster.name) != Some(message) =>
+                {
+                    refused(&ctx, &cluster.name, reason, message);
                     said.insert(cluster.name.clone(), message.clone());
                 }
                 _ => {}
@@ -158,12 +170,10 @@ async fn write_property(cluster: &MemberCluster, member: &super::Member, name: &
 }
 
 /// Says once that `cluster` takes no part: a log line and an Event on its KubeFedCluster.
-fn refused(ctx: &Context, cluster: &str, message: &str) {
+fn refused(ctx: &Context, cluster: &str, reason: &str, message: &str) {
     warn!(
         cluster,
-        reason = REFUSED_REASON,
-        message,
-        "the member takes no part in multi-cluster services"
+        reason, message, "the member takes no part in multi-cluster services"
     );
     let reference = ObjectReference {
         api_version: Some(KubeFedCluster::api_version(&()).into_owned()),
@@ -176,7 +186,7 @@ fn refused(ctx: &Context, cluster: &str, message: &str) {
         &ctx.hub_events,
         &reference,
         EventType::Warning,
-        REFUSED_REASON,
+        reason,
         message,
     );
 }

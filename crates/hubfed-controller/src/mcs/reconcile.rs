@@ -17,6 +17,7 @@ use tracing::debug;
 
 use super::ids::{self, Part};
 use super::index::{Cached, Feed, Key};
+use super::write::WriteFailed;
 use super::{Context, Member, export_status, import};
 use crate::clusters::MemberCluster;
 
@@ -53,6 +54,17 @@ impl View {
     pub(super) fn id(&self) -> Option<&str> {
         match &self.part {
             Some(Part::Member { id, .. }) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// The refusal of a reachable member refused a part in the ClusterSet: what hubfed wrote
+    /// into it is withdrawn and its exports say why.
+    pub(super) fn refusal(&self) -> Option<(&'static str, &str)> {
+        let reachable =
+            self.cluster.ready && self.cluster.client.is_some() && self.listed && !self.lacks_crds;
+        match &self.part {
+            Some(Part::Refused { reason, message }) if reachable => Some((reason, message)),
             _ => None,
         }
     }
@@ -141,7 +153,14 @@ async fn reconcile_key(ctx: &Context, key: &Key) -> Option<Duration> {
         .filter(|(_, result)| result.is_ok())
         .map(|(view, _)| *view)
         .collect();
-    let statuses = export_status::write(key, &answering, &decided, everywhere, &now).await;
+    let mut statuses = export_status::write(key, &answering, &decided, everywhere, &now).await;
+    for (view, refusal) in views.iter().filter_map(|v| v.refusal().map(|r| (v, r))) {
+        let withdrawn = import::converge(ctx, key, view, None, &[]).await;
+        let said = export_status::refused(key, view, refusal.0, refusal.1, &now).await;
+        if withdrawn.is_err() || said.is_err() {
+            statuses = Err(WriteFailed);
+        }
+    }
     ctx.set_exported(key, decided.import.is_some());
     debug!(
         namespace = %key.0,

@@ -105,6 +105,26 @@ pub fn export_conditions(
     .collect()
 }
 
+/// The conditions of a ServiceExport in a member refused a part in the ClusterSet (its
+/// cluster id is invalid or another member's): `Ready=False/Failed` with the refusal, and
+/// nothing else, since the export was not evaluated. An unchanged refusal keeps its
+/// `lastTransitionTime`.
+pub fn refused_export_conditions(refusal: &str, live: &[Condition], now: &Time) -> Vec<Condition> {
+    let type_ = ServiceExportConditionType::Ready.as_str();
+    let since = live
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "False")
+        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+    vec![Condition {
+        type_: type_.to_owned(),
+        status: "False".to_owned(),
+        reason: Reason::Failed.as_str().to_owned(),
+        message: format!("This cluster takes no part in multi-cluster services: {refusal}"),
+        last_transition_time: since,
+        observed_generation: None,
+    }]
+}
+
 /// What to do about a member's ClusterProperty `clusterset.k8s.io`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClusterSetProperty {

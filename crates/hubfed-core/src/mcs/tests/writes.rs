@@ -126,3 +126,33 @@ fn another_cluster_sets_property_is_never_rewritten() {
     };
     assert!(message.contains("\"other\""), "{message}");
 }
+
+#[test]
+fn a_refused_members_export_says_why_and_only_that() {
+    let refusal = "The cluster id \"Bad_ID\" (its ClusterProperty) is not valid.";
+    let live = export_conditions(
+        &status(true, false),
+        ExportReadiness::Exported,
+        &[],
+        &at(10),
+    );
+    let first = refused_export_conditions(refusal, &live, &at(20));
+    assert_eq!(
+        first.len(),
+        1,
+        "Valid and Conflict are not evaluated: {first:?}"
+    );
+    let ready = &first[0];
+    assert_eq!(
+        (
+            ready.type_.as_str(),
+            ready.status.as_str(),
+            ready.reason.as_str()
+        ),
+        ("Ready", "False", "Failed")
+    );
+    assert!(ready.message.contains("takes no part") && ready.message.contains("Bad_ID"));
+    assert_eq!(ready.last_transition_time, at(20), "True became False now");
+    let again = refused_export_conditions(refusal, &first, &at(30));
+    assert_eq!(again, first, "an unchanged refusal is no change");
+}

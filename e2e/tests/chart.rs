@@ -26,14 +26,17 @@ use serde_json::{Value, json};
 
 /// The webhook paths the controller serves (docs/kubefed-compatibility.md §6, plus hubfed's
 /// `/validate-federated` and `/default-federated`).
-const WEBHOOK_PATHS: [&str; 7] = [
+const WEBHOOK_PATHS: [&str; 10] = [
     "/default-federated",
     "/default-kubefedconfig",
+    "/validate-domain",
     "/validate-federated",
     "/validate-federatedtypeconfigs",
+    "/validate-ingressdnsrecord",
     "/validate-kubefedcluster",
     "/validate-kubefedconfig",
     "/validate-placementpolicy",
+    "/validate-servicednsrecord",
 ];
 
 /// The ClusterRoles aggregated into admin, edit and view, with KubeFed's names.
@@ -365,12 +368,16 @@ fn chart_rbac_grants_no_wildcards() -> anyhow::Result<()> {
                 }
                 // The only deletes: the controller's own ConfigMaps (staged rollouts' state,
                 // deleted with their federated object), in the control-plane namespace only;
-                // and the works of pull-mode members, which the controller writes and removes
-                // (they hold nothing else).
+                // the works of pull-mode members, which the controller writes and removes
+                // (they hold nothing else); and the DNSEndpoints the DNS controller writes for
+                // a record, removed with it.
                 if verbs.contains(&"delete") {
+                    let dns_groups = ["multiclusterdns.kubefed.io", "externaldns.k8s.io"];
                     let allowed = [
                         ("Role", &[""][..], &["configmaps"][..]),
                         ("ClusterRole", &["pull.hubfed.io"][..], &["works"][..]),
+                        ("ClusterRole", &dns_groups[..], &["dnsendpoints"][..]),
+                        ("Role", &dns_groups[..], &["dnsendpoints"][..]),
                     ];
                     assert!(
                         allowed.contains(&(kind, groups.as_slice(), resources.as_slice())),
@@ -737,7 +744,11 @@ fn chart_renders_managed_crds_only_when_asked() -> anyhow::Result<()> {
     let managed = render(&["--set", "crds.manage=true"])?;
     let rendered = of_kind(&managed, "CustomResourceDefinition");
     let mut shipped = Vec::new();
-    for file in ["crds/core.yaml", "crds/federated-types.yaml"] {
+    for file in [
+        "crds/core.yaml",
+        "crds/federated-types.yaml",
+        "crds/multiclusterdns.yaml",
+    ] {
         shipped.extend(hubfed_e2e::helm::parse_documents(
             &std::fs::read_to_string(chart_dir().join(file))?,
         )?);

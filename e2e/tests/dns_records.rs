@@ -74,7 +74,6 @@ async fn dns_records_follow_the_members_services_and_ingresses() -> anyhow::Resu
         Err(_) => stand_in_external_dns_crd()?,
     });
     install_crds(&hub, &crds).await?;
-    set_topology(&hub).await?;
     let mut clients = Vec::new();
     for member in MEMBERS {
         clients.push((
@@ -101,6 +100,7 @@ async fn scenarios(
     tools: Result<DnsTools, String>,
 ) -> anyhow::Result<()> {
     wait_clusters_ready(hub, &MEMBERS).await?;
+    set_topology(hub).await?;
     create_hub_namespace(hub, NS).await?;
     for (_, client) in &members.clients {
         create_hub_namespace(client, NS).await?;
@@ -154,12 +154,23 @@ fn stand_in_external_dns_crd() -> anyhow::Result<CustomResourceDefinition> {
 async fn set_topology(hub: &Client) -> anyhow::Result<()> {
     let clusters: Api<KubeFedCluster> = Api::namespaced(hub.clone(), KUBEFED_NAMESPACE);
     for (member, region, zones) in [("member1", "us", ["us1"]), ("member2", "eu", ["eu1"])] {
-        wait_for(&format!("{member}'s KubeFedCluster"), TIMEOUT, async || {
-            Ok(match clusters.get_opt(member).await? {
-                Some(_) => Wait::Done(()),
-                None => Wait::Pending("absent".into()),
-            })
-        })
+        // The status may be patched once the registry wrote its conditions (required).
+        wait_for(
+            &format!("{member}'s KubeFedCluster status"),
+            TIMEOUT,
+            async || {
+                let probed = clusters
+                    .get_opt(member)
+                    .await?
+                    .and_then(|c| c.status)
+                    .is_some_and(|s| !s.conditions.is_empty());
+                Ok(if probed {
+                    Wait::Done(())
+                } else {
+                    Wait::Pending("not yet probed".into())
+                })
+            },
+        )
         .await?;
         clusters
             .patch_status(

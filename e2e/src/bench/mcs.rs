@@ -177,10 +177,11 @@ impl Shape {
     }
 
     /// Change `k`: (service, position among its exporters, revision), spread over services
-    /// first, then over exporters.
+    /// first; each round moves every service's change to its next exporter.
     fn change(&self, k: usize) -> (usize, usize, usize) {
         let round = k / self.services;
-        (k % self.services, (k + round) % self.exporters, round + 1)
+        let service = k % self.services;
+        (service, (service + round) % self.exporters, round + 1)
     }
 }
 
@@ -955,10 +956,10 @@ mod tests {
                 (0, 0, 1),
                 (1, 1, 1),
                 (2, 0, 1),
-                (0, 0, 2),
-                (1, 1, 2),
-                (2, 0, 2),
-                (0, 1, 3)
+                (0, 1, 2),
+                (1, 0, 2),
+                (2, 1, 2),
+                (0, 0, 3)
             ]
         );
         let before = Shape::addresses(3, 300, 0);

@@ -9,6 +9,9 @@
 //!   left in the work's status ([`works`]).
 //! - It watches its copies and reports changes (drift, deletions, readiness): the hub plans
 //!   again on each ([`copies`]).
+//! - With `--mcs` (the default) it takes its member's part in multi-cluster services
+//!   ([`crate::mcs::agent`]): it reports the member's exports and carries out its import
+//!   works.
 //! - It deletes nothing on its own: a copy the hub wants gone while the agent was away comes
 //!   as a tombstone work; one that names no copy is checked against the live copy first
 //!   ([`hubfed_core::pull::delete_guard`]: only this control plane's managed copies).
@@ -25,7 +28,7 @@ use std::time::Duration;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::admin::Health;
 
@@ -70,6 +73,14 @@ pub struct Args {
         default_value = "kubectl,kubectl-*"
     )]
     pub drift_revert_managers: Vec<String>,
+    /// Take part in multi-cluster services: report the member's ServiceExports to the hub and
+    /// carry out its import works (needs the control plane's identity).
+    #[arg(long, env = "HUBFED_AGENT_MCS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub mcs: bool,
+    /// The ClusterSet's name, the hub's KubeFed namespace: the member's `clusterset.k8s.io`
+    /// ClusterProperty, written when absent.
+    #[arg(long, env = "HUBFED_AGENT_CLUSTER_SET", default_value = hubfed_api::names::DEFAULT_KUBEFED_NAMESPACE)]
+    pub cluster_set: String,
     /// Log format: `plain` or `json`.
     #[arg(long, env = "HUBFED_LOG_FORMAT", default_value = "plain", value_parser = ["plain", "json"])]
     pub log_format: String,
@@ -146,7 +157,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         control_plane: args.control_plane.filter(|c| !c.is_empty()),
         heartbeat_interval: Duration::from_secs(args.heartbeat_interval),
         drift_people: args.drift_revert_managers,
-        copies: copies::Copies::new(member),
+        copies: copies::Copies::new(member.clone()),
     });
     info!(cluster = %agent.cluster, work_namespace = %agent.work_namespace, "hubfed-agent starting");
     let health = Arc::new(Health::default());
@@ -155,6 +166,25 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         Arc::clone(&health),
         shutdown.clone(),
     ));
+    match (args.mcs, &agent.control_plane) {
+        (true, Some(control_plane)) => {
+            let settings = crate::mcs::agent::AgentMcs {
+                cluster: agent.cluster.clone(),
+                work_namespace: agent.work_namespace.clone(),
+                hub: agent.hub.clone(),
+                member: member.clone(),
+                control_plane: control_plane.clone(),
+                cluster_set: args.cluster_set.clone(),
+                page_size: crate::settings::DEFAULT_MEMBER_LIST_PAGE_SIZE,
+            };
+            tokio::spawn(crate::mcs::agent::run(settings, shutdown.clone()));
+        }
+        (true, None) => warn!(
+            "multi-cluster services are off: the agent has no control-plane identity \
+             (--control-plane, key control-plane of secret hubfed-agent-hub)"
+        ),
+        (false, _) => {}
+    }
     let (trigger_tx, trigger_rx) = tokio::sync::mpsc::unbounded_channel();
     agent
         .copies

@@ -148,7 +148,12 @@ pub(super) async fn maintain(ctx: Arc<Context>) {
     }
 }
 
-async fn write_property(cluster: &MemberCluster, member: &super::Member, name: &str, value: &str) {
+pub(super) async fn write_property(
+    cluster: &MemberCluster,
+    member: &super::Member,
+    name: &str,
+    value: &str,
+) {
     let Some(client) = cluster.client.clone() else {
         return;
     };

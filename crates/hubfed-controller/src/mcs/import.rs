@@ -16,18 +16,26 @@ use kube::Client;
 use kube::api::Api;
 use serde_json::{Value, json};
 
-use super::Context;
 use super::index::Key;
-use super::reconcile::View;
+use super::reconcile::Live;
 use super::write::{Write, WriteFailed, apply, as_json, delete};
+use crate::clusters::MemberCluster;
 use crate::metrics::METRICS;
+
+/// A member one key's import is written into: by the hub (a push member) or by its agent.
+pub(super) struct Target<'a> {
+    /// This control plane's identity ([`CONTROL_PLANE_LABEL`]'s value).
+    pub control_plane: &'a str,
+    pub cluster: &'a MemberCluster,
+    /// What this control plane wrote into the member for the key, as cached.
+    pub live: &'a Live,
+}
 
 /// Writes `import` (with the sources' endpoints) into the member, or withdraws the key's
 /// objects from it when `import` is None.
 pub(super) async fn converge(
-    ctx: &Context,
     key: &Key,
-    view: &View,
+    view: &Target<'_>,
     import: Option<&ImportSpec>,
     endpoints: &[(String, Vec<EndpointSlice>)],
 ) -> Result<(), WriteFailed> {
@@ -35,14 +43,14 @@ pub(super) async fn converge(
         return Err(WriteFailed);
     };
     match import {
-        Some(import) => write_import(ctx, key, view, client, import, endpoints).await,
-        None => withdraw(ctx, key, view, client).await,
+        Some(import) => write_import(key, view, client, import, endpoints).await,
+        None => withdraw(key, view, client).await,
     }
 }
 
-fn import_object<'a>(ctx: &'a Context, key: &'a Key, uid: Option<&'a str>) -> ImportObject<'a> {
+fn import_object<'a>(view: &Target<'a>, key: &'a Key, uid: Option<&'a str>) -> ImportObject<'a> {
     ImportObject {
-        control_plane: &ctx.control_plane,
+        control_plane: view.control_plane,
         namespace: &key.0,
         name: &key.1,
         uid,
@@ -50,9 +58,8 @@ fn import_object<'a>(ctx: &'a Context, key: &'a Key, uid: Option<&'a str>) -> Im
 }
 
 async fn write_import(
-    ctx: &Context,
     key: &Key,
-    view: &View,
+    view: &Target<'_>,
     client: Client,
     import: &ImportSpec,
     endpoints: &[(String, Vec<EndpointSlice>)],
@@ -63,15 +70,15 @@ async fn write_import(
         .import
         .as_ref()
         .and_then(|i| i.metadata.uid.clone());
-    let object = import_object(ctx, key, live_uid.as_deref());
+    let object = import_object(view, key, live_uid.as_deref());
     let cluster_ips = write_derived_service(view, &client, import, &object).await?;
     let ips = import_ips(&import.ip_families, &cluster_ips).ips;
 
     let imports: Api<ServiceImport> = Api::namespaced(client.clone(), namespace);
     let live = view.live.import.as_deref().and_then(as_json);
-    let body = import_body(ctx, key, import, ips)?;
+    let body = import_body(view.control_plane, key, import, ips)?;
     let write = Write {
-        cluster: &view.cluster,
+        cluster: view.cluster,
         kind: "ServiceImport",
         status: false,
     };
@@ -99,14 +106,14 @@ async fn write_import(
         };
         apply(&write, &imports, name, &status).await?;
     }
-    let object = import_object(ctx, key, uid.as_deref());
+    let object = import_object(view, key, uid.as_deref());
     write_slices(view, client, import, &object, endpoints).await
 }
 
 /// Applies the derived Service of a ClusterSetIP import (deletes hubfed's of a Headless one);
 /// returns its member-allocated `spec.clusterIPs`.
 async fn write_derived_service(
-    view: &View,
+    view: &Target<'_>,
     client: &Client,
     import: &ImportSpec,
     object: &ImportObject<'_>,
@@ -118,7 +125,7 @@ async fn write_derived_service(
         .as_deref()
         .filter(|s| is_derived_service(&s.metadata, object));
     let write = Write {
-        cluster: &view.cluster,
+        cluster: view.cluster,
         kind: "Service",
         status: false,
     };
@@ -148,7 +155,7 @@ async fn write_derived_service(
 
 /// The ServiceImport's apply body (its status is written apart).
 fn import_body(
-    ctx: &Context,
+    control_plane: &str,
     key: &Key,
     import: &ImportSpec,
     ips: Vec<String>,
@@ -166,7 +173,7 @@ fn import_body(
             namespace: Some(namespace.clone()),
             labels: Some(BTreeMap::from([(
                 CONTROL_PLANE_LABEL.to_owned(),
-                ctx.control_plane.clone(),
+                control_plane.to_owned(),
             )])),
             annotations,
             ..ObjectMeta::default()
@@ -197,7 +204,7 @@ fn import_body(
 /// Applies every source cluster's derived slices that differ from the cached ones and
 /// deletes hubfed's slices of the import that are no longer wanted.
 async fn write_slices(
-    view: &View,
+    view: &Target<'_>,
     client: Client,
     import: &ImportSpec,
     object: &ImportObject<'_>,
@@ -215,7 +222,7 @@ async fn write_slices(
         .filter_map(|s| Some((s.metadata.name.as_deref()?, s.as_ref())))
         .collect();
     let write = Write {
-        cluster: &view.cluster,
+        cluster: view.cluster,
         kind: "EndpointSlice",
         status: false,
     };
@@ -240,18 +247,13 @@ async fn write_slices(
 
 /// Deletes what this control plane wrote into the member for the key: slices, the derived
 /// Service, the ServiceImport.
-async fn withdraw(
-    ctx: &Context,
-    key: &Key,
-    view: &View,
-    client: Client,
-) -> Result<(), WriteFailed> {
-    let object = import_object(ctx, key, None);
+async fn withdraw(key: &Key, view: &Target<'_>, client: Client) -> Result<(), WriteFailed> {
+    let object = import_object(view, key, None);
     let (namespace, name) = key;
     let mut result = Ok(());
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
     let write = |kind| Write {
-        cluster: &view.cluster,
+        cluster: view.cluster,
         kind,
         status: false,
     };

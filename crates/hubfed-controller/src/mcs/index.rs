@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use hubfed_api::about::ClusterProperty;
 use hubfed_api::mcs::{self, ServiceExport, ServiceImport};
+use hubfed_api::pull_mcs::ServiceImportWork;
 use hubfed_core::mcs::{NamespaceState, SERVICE_IMPORT_LABEL};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -34,10 +35,13 @@ pub(super) enum Feed {
     Imports,
     Namespaces,
     Properties,
+    /// A pull member's import works in the hub (its agent carries them out).
+    Works,
 }
 
 impl Feed {
-    pub(super) const ALL: [Self; 7] = [
+    /// The feeds of a push member (or of an agent's own member): its watches.
+    pub(super) const MEMBER: [Self; 7] = [
         Self::Exports,
         Self::Services,
         Self::SourceSlices,
@@ -45,6 +49,16 @@ impl Feed {
         Self::Imports,
         Self::Namespaces,
         Self::Properties,
+    ];
+    /// The feeds of a pull member: its agent's reports (exports, their Services and source
+    /// slices; namespaces and properties) and the works the hub wrote for it.
+    pub(super) const PULL: [Self; 6] = [
+        Self::Exports,
+        Self::Services,
+        Self::SourceSlices,
+        Self::Namespaces,
+        Self::Properties,
+        Self::Works,
     ];
 
     /// The feeds of the MCS CRDs: without them the member takes no part.
@@ -66,6 +80,7 @@ impl Feed {
             Self::Imports => "ServiceImport",
             Self::Namespaces => "Namespace",
             Self::Properties => "ClusterProperty",
+            Self::Works => "ServiceImportWork",
         }
     }
 }
@@ -79,6 +94,7 @@ pub(super) enum Cached {
     Import(Arc<ServiceImport>),
     Namespace(Arc<Namespace>),
     Property(Arc<ClusterProperty>),
+    Work(Arc<ServiceImportWork>),
 }
 
 /// Where a watched object of `feed` is cached; None for one the feed does not keep.
@@ -93,6 +109,11 @@ pub(super) fn slot_of<K: Resource>(feed: Feed, object: &K) -> Option<Slot> {
         Feed::Services => label(SERVICE_IMPORT_LABEL).unwrap_or_else(|| name.clone()),
         Feed::SourceSlices => label(SERVICE_NAME_LABEL)?,
         Feed::DerivedSlices => label(mcs::SERVICE_NAME_LABEL)?,
+        // `<namespace>.<name>`: neither holds a dot (DNS labels).
+        Feed::Works => {
+            let (namespace, group) = name.split_once('.')?;
+            return Some((namespace.to_owned(), group.to_owned(), name.clone()));
+        }
     };
     Some((namespace, group, name))
 }
@@ -104,9 +125,64 @@ pub(super) struct MemberIndex {
     listed: BTreeSet<Feed>,
     /// Feeds whose resource the member does not serve (404).
     unserved: BTreeSet<Feed>,
+    /// Fed by a pull member's reports and works ([`Feed::PULL`]), not by watches of it.
+    pull: bool,
 }
 
 impl MemberIndex {
+    /// The index of a pull member.
+    pub(super) fn pull() -> Self {
+        Self {
+            pull: true,
+            ..Self::default()
+        }
+    }
+
+    fn feeds(&self) -> &'static [Feed] {
+        if self.pull {
+            &Feed::PULL
+        } else {
+            &Feed::MEMBER
+        }
+    }
+
+    /// Replaces the objects of `feed` under `key` with `objects`.
+    pub(super) fn replace_key(&mut self, feed: Feed, key: &Key, objects: Vec<(Slot, Cached)>) {
+        let cache = self.caches.entry(feed).or_default();
+        let start = (key.0.clone(), key.1.clone(), String::new());
+        let old: Vec<Slot> = cache
+            .range(start..)
+            .take_while(|(slot, _)| slot.0 == key.0 && slot.1 == key.1)
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        for slot in old {
+            cache.remove(&slot);
+        }
+        cache.extend(objects);
+    }
+
+    /// Records whether the member serves `feed`'s resource (a pull member's report says).
+    pub(super) fn set_served(&mut self, feed: Feed, served: bool) {
+        if served {
+            self.unserved.remove(&feed);
+        } else {
+            self.unserved.insert(feed);
+        }
+    }
+
+    /// The member's namespaces, and whether each is terminating.
+    pub(super) fn namespaces(&self) -> impl Iterator<Item = (&str, bool)> {
+        self.caches
+            .get(&Feed::Namespaces)
+            .into_iter()
+            .flat_map(|cache| cache.iter())
+            .map(|(slot, cached)| {
+                let terminating = matches!(cached, Cached::Namespace(ns)
+                    if ns.metadata.deletion_timestamp.is_some());
+                (slot.2.as_str(), terminating)
+            })
+    }
+
     /// Caches `object` under `slot`.
     pub(super) fn apply(&mut self, feed: Feed, slot: Slot, object: Cached) {
         self.caches.entry(feed).or_default().insert(slot, object);
@@ -136,13 +212,14 @@ impl MemberIndex {
         self.unserved.insert(feed)
     }
 
-    /// Whether every watch has listed, or found its resource unserved.
+    /// Whether every watch has listed, or found its resource unserved. A pull member without
+    /// the MCS CRDs takes no part: nothing else of it is waited for.
     pub(super) fn listed(&self) -> bool {
         let lacks = self.lacks_mcs_crds();
-        Feed::ALL.iter().all(|f| {
+        self.feeds().iter().all(|f| {
             self.listed.contains(f)
                 || self.unserved.contains(f)
-                || (lacks && f.waits_for_mcs_crds())
+                || (lacks && (self.pull || f.waits_for_mcs_crds()))
         })
     }
 
@@ -206,14 +283,19 @@ impl MemberIndex {
         }
     }
 
-    /// Every key this member exports or holds an import of.
+    /// Every key this member exports or holds an import (or an import work) of.
     pub(super) fn keys(&self) -> BTreeSet<Key> {
-        [Feed::Exports, Feed::Imports, Feed::DerivedSlices]
-            .iter()
-            .filter_map(|f| self.caches.get(f))
-            .flat_map(|cache| cache.keys())
-            .map(|(ns, group, _)| (ns.clone(), group.clone()))
-            .collect()
+        [
+            Feed::Exports,
+            Feed::Imports,
+            Feed::DerivedSlices,
+            Feed::Works,
+        ]
+        .iter()
+        .filter_map(|f| self.caches.get(f))
+        .flat_map(|cache| cache.keys())
+        .map(|(ns, group, _)| (ns.clone(), group.clone()))
+        .collect()
     }
 }
 
@@ -272,5 +354,53 @@ mod tests {
         assert_eq!(index.namespace("a"), NamespaceState::Unknown);
         index.reset(Feed::Namespaces, Vec::new());
         assert_eq!(index.namespace("a"), NamespaceState::Absent);
+    }
+
+    #[test]
+    fn a_pull_member_lists_from_its_reports_and_works() {
+        let mut index = MemberIndex::pull();
+        for feed in [
+            Feed::Exports,
+            Feed::Services,
+            Feed::SourceSlices,
+            Feed::Works,
+        ] {
+            index.reset(feed, Vec::new());
+        }
+        assert!(!index.listed(), "no cluster report yet");
+        index.reset(Feed::Namespaces, Vec::new());
+        index.reset(Feed::Properties, Vec::new());
+        assert!(index.listed(), "imports and derived slices are its agent's");
+        index.set_served(Feed::Imports, false);
+        assert!(index.lacks_mcs_crds());
+        index.set_served(Feed::Imports, true);
+        assert!(!index.lacks_mcs_crds());
+    }
+
+    #[test]
+    fn a_pull_member_without_the_crds_is_waited_for_no_more() {
+        let mut index = MemberIndex::pull();
+        index.set_served(Feed::Imports, false);
+        assert!(
+            index.listed(),
+            "it takes no part: nothing of it is waited for"
+        );
+    }
+
+    #[test]
+    fn works_sit_under_their_key() {
+        let work: ServiceImportWork = serde_json::from_value(json!({
+            "metadata": {"namespace": "hubfed-cluster-m3", "name": "a.web"},
+            "spec": {"namespace": "a", "name": "web"},
+        }))
+        .unwrap();
+        let slot = slot_of(Feed::Works, &work).unwrap();
+        assert_eq!(slot, ("a".into(), "web".into(), "a.web".into()));
+        let mut index = MemberIndex::pull();
+        index.apply(Feed::Works, slot, Cached::Work(Arc::new(work)));
+        assert!(index.keys().contains(&("a".to_owned(), "web".to_owned())));
+        let key = ("a".to_owned(), "web".to_owned());
+        index.replace_key(Feed::Works, &key, Vec::new());
+        assert!(index.keys().is_empty());
     }
 }

@@ -17,13 +17,16 @@
 //!   control plane wrote and no longer wants.
 //! - `ids.rs`: cluster ids (`cluster.clusterset.k8s.io`) and the ClusterSet property
 //!   (`clusterset.k8s.io`), written when absent; a refused member is said once.
+//! - `pull.rs`: a pull member's index fed by its agent's reports in the hub, and its share
+//!   of each key delivered as a `ServiceImportWork`; `agent.rs`: the agent's side, which
+//!   reports and carries works out with this module's watches and writes.
 //!
 //! # The ClusterSet
 //!
-//! The push members of this control plane that serve the MCS CRDs. Its name, the value of
-//! every member's `clusterset.k8s.io`, is the control plane's namespace in the hub (the
-//! KubeFed namespace); [`CONTROL_PLANE_LABEL`]'s value, the UID of that namespace, tells this
-//! control plane's objects from another's of the same name. Pull members take no part yet.
+//! The members of this control plane that serve the MCS CRDs, push or pull. Its name, the
+//! value of every member's `clusterset.k8s.io`, is the control plane's namespace in the hub
+//! (the KubeFed namespace); [`CONTROL_PLANE_LABEL`]'s value, the UID of that namespace, tells
+//! this control plane's objects from another's of the same name.
 //!
 //! # Member lifecycle
 //!
@@ -33,11 +36,13 @@
 //! every unjoin). A member that does not serve the MCS CRDs is said once, with
 //! `hubfed_mcs_member_crds{cluster}` 0, and the others go on.
 
+pub mod agent;
 mod export_status;
 mod ids;
 mod import;
 mod index;
 mod observe;
+mod pull;
 mod queue;
 mod reconcile;
 mod write;
@@ -59,6 +64,7 @@ use tracing::{info, warn};
 use crate::clusters::{MemberClientPool, MemberCluster};
 use crate::metrics::METRICS;
 use index::{Feed, Key, MemberIndex, Slot};
+use observe::{Sink, Watching};
 use queue::WorkQueue;
 
 /// The field manager of every MCS write into a member.
@@ -104,8 +110,22 @@ impl Drop for Watched {
     }
 }
 
+impl Member {
+    fn new(name: &str, client_id: usize, index: MemberIndex, recorder: Recorder) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.to_owned(),
+            client_id,
+            index: Mutex::new(index),
+            recorder,
+            crds_served: tokio::sync::watch::Sender::new(false),
+        })
+    }
+}
+
 /// What the MCS controller's tasks share.
 pub(crate) struct Context {
+    /// The hub: pull members' reports and works.
+    hub: Client,
     pool: Arc<MemberClientPool>,
     kubefed_namespace: String,
     /// [`CONTROL_PLANE_LABEL`]'s value: the UID of the control plane's namespace.
@@ -216,6 +236,7 @@ pub async fn run(
     );
     let ctx = Arc::new(Context {
         hub_events: Recorder::new(hub.clone(), crate::events::reporter(REPORTER)),
+        hub,
         pool,
         kubefed_namespace,
         control_plane,
@@ -283,13 +304,14 @@ async fn follow_members(ctx: &Arc<Context>) {
     }
 }
 
-/// Watches every push member with a client (again when its client changed), and stops
-/// following the others; returns the keys of the members no longer followed.
+/// Watches every push member with a client (again when its client changed) and every pull
+/// member's reports, and stops following the others; returns the keys of the members no
+/// longer followed.
 fn sync_members(ctx: &Arc<Context>, watched: &mut BTreeMap<String, Watched>) -> BTreeSet<Key> {
     let clusters = ctx.pool.clusters();
     let wanted: BTreeMap<&str, &Arc<MemberCluster>> = clusters
         .iter()
-        .filter(|c| !c.pull && c.watch_client.is_some())
+        .filter(|c| c.pull || c.watch_client.is_some())
         .map(|c| (c.name.as_str(), c))
         .collect();
     let mut gone = BTreeSet::new();
@@ -317,17 +339,27 @@ fn sync_members(ctx: &Arc<Context>, watched: &mut BTreeMap<String, Watched>) -> 
         if watched.contains_key(name) {
             continue;
         }
-        let (Some(client), Some(watch_client)) = (&cluster.client, &cluster.watch_client) else {
-            continue;
+        let (member, tasks) = if cluster.pull {
+            // Its Events are its agent's to write.
+            let recorder = Recorder::new(ctx.hub.clone(), crate::events::reporter(REPORTER));
+            let member = Member::new(name, cluster.client_id, MemberIndex::pull(), recorder);
+            let tasks = pull::start(ctx, &member);
+            (member, tasks)
+        } else {
+            let (Some(client), Some(watch_client)) = (&cluster.client, &cluster.watch_client)
+            else {
+                continue;
+            };
+            let recorder = Recorder::new(client.clone(), crate::events::reporter(REPORTER));
+            let member = Member::new(name, cluster.client_id, MemberIndex::default(), recorder);
+            let watching = Watching {
+                control_plane: &ctx.control_plane,
+                page_size: ctx.settings.list_page_size,
+            };
+            let sink: Arc<dyn Sink> = Arc::clone(ctx) as Arc<dyn Sink>;
+            let tasks = observe::start(&sink, &watching, &member, watch_client);
+            (member, tasks)
         };
-        let member = Arc::new(Member {
-            name: name.to_owned(),
-            client_id: cluster.client_id,
-            index: Mutex::new(MemberIndex::default()),
-            recorder: Recorder::new(client.clone(), crate::events::reporter(REPORTER)),
-            crds_served: tokio::sync::watch::Sender::new(false),
-        });
-        let tasks = observe::start(ctx, &member, watch_client);
         watched.insert(name.to_owned(), Watched { member, tasks });
     }
     let mut members = ctx.members.write().unwrap_or_else(PoisonError::into_inner);

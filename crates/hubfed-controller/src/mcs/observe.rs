@@ -1,6 +1,7 @@
 //! A member's watches: ServiceExports, Services, source and derived EndpointSlices, this
 //! control plane's ServiceImports, Namespaces and ClusterProperties, into its
-//! [`MemberIndex`](super::index::MemberIndex), each change queuing the keys it touches.
+//! [`MemberIndex`](super::index::MemberIndex), each change handed to a [`Sink`]: the hub's
+//! controller queues the keys it touches; a pull member's agent reports them.
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
@@ -24,16 +25,48 @@ use super::index::{Cached, Feed, SERVICE_NAME_LABEL, Slot, slot_of};
 use super::{Context, Member};
 use crate::metrics::METRICS;
 
+/// Where a member's watches say what changed.
+pub(crate) trait Sink: Send + Sync + 'static {
+    /// The objects under `slots` of `feed` changed.
+    fn touched(&self, feed: Feed, slots: BTreeSet<Slot>);
+    /// Every watch of the member has listed (again), or found its resource unserved: ids and
+    /// every key may have changed.
+    fn relisted(&self);
+}
+
+impl Sink for Context {
+    fn touched(&self, feed: Feed, slots: BTreeSet<Slot>) {
+        Context::touched(self, feed, slots);
+    }
+
+    fn relisted(&self) {
+        self.ids_changed.notify_one();
+        self.queue_everything();
+    }
+}
+
+/// What a member's watches need beside their sink: the label of this control plane's
+/// objects and the page size of their lists.
+pub(crate) struct Watching<'a> {
+    pub control_plane: &'a str,
+    pub page_size: u32,
+}
+
 /// The annotation `kubectl apply` leaves: a copy of the object, never needed here.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Starts every watch of `member` with `client`; returns their tasks.
-pub(super) fn start(ctx: &Arc<Context>, member: &Arc<Member>, client: &Client) -> Vec<AbortHandle> {
-    let own = super::own_selector(&ctx.control_plane);
+pub(crate) fn start(
+    sink: &Arc<dyn Sink>,
+    watching: &Watching<'_>,
+    member: &Arc<Member>,
+    client: &Client,
+) -> Vec<AbortHandle> {
+    let own = super::own_selector(watching.control_plane);
     let sources = format!("{SERVICE_NAME_LABEL},!{}", mcs::SERVICE_NAME_LABEL);
-    let page_size = ctx.settings.list_page_size;
+    let page_size = watching.page_size;
     let all = || watcher::Config::default().page_size(page_size);
-    let feeds = Feeds { ctx, member };
+    let feeds = Feeds { sink, member };
     vec![
         feeds.spawn(
             Feed::Exports,
@@ -114,7 +147,7 @@ fn lean(meta: &mut ObjectMeta) {
 }
 
 struct Feeds<'a> {
-    ctx: &'a Arc<Context>,
+    sink: &'a Arc<dyn Sink>,
     member: &'a Arc<Member>,
 }
 
@@ -129,15 +162,15 @@ impl Feeds<'_> {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
     {
-        let ctx = Arc::clone(self.ctx);
+        let sink = Arc::clone(self.sink);
         let member = Arc::clone(self.member);
-        tokio::spawn(watch_feed(ctx, member, feed, api, config, cache)).abort_handle()
+        tokio::spawn(watch_feed(sink, member, feed, api, config, cache)).abort_handle()
     }
 }
 
 /// Follows one watch until its task is aborted.
 async fn watch_feed<K>(
-    ctx: Arc<Context>,
+    sink: Arc<dyn Sink>,
     member: Arc<Member>,
     feed: Feed,
     api: Api<K>,
@@ -182,8 +215,7 @@ async fn watch_feed<K>(
                 }
                 if index.listed() {
                     drop(index);
-                    ctx.ids_changed.notify_one();
-                    ctx.queue_everything();
+                    sink.relisted();
                 }
                 touched
             }
@@ -204,7 +236,7 @@ async fn watch_feed<K>(
                 BTreeSet::from([slot])
             }
             Err(error) if crate::watch::unserved(&error) => {
-                unserved(&ctx, &member, feed);
+                unserved(sink.as_ref(), &member, feed);
                 continue;
             }
             Err(error) => {
@@ -212,12 +244,12 @@ async fn watch_feed<K>(
                 continue;
             }
         };
-        ctx.touched(feed, touched);
+        sink.touched(feed, touched);
     }
 }
 
 /// The member does not serve `feed`'s resource: said once per member and resource.
-fn unserved(ctx: &Arc<Context>, member: &Arc<Member>, feed: Feed) {
+fn unserved(sink: &dyn Sink, member: &Arc<Member>, feed: Feed) {
     let (first, listed) = {
         let mut index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
         (index.set_unserved(feed), index.listed())
@@ -245,7 +277,6 @@ fn unserved(ctx: &Arc<Context>, member: &Arc<Member>, feed: Feed) {
         );
     }
     if listed {
-        ctx.ids_changed.notify_one();
-        ctx.queue_everything();
+        sink.relisted();
     }
 }

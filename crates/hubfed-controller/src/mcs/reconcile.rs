@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use hubfed_api::mcs::{ServiceExport, ServiceImport};
+use hubfed_api::pull_mcs::ServiceImportWork;
 use hubfed_core::mcs::{
     EndpointFate, ExportInput, NamespaceState, SourcePresence, aggregate, derived_service_name,
-    import_members, source_endpoints,
+    import_members, refused_export_conditions, source_endpoints,
 };
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -16,9 +17,10 @@ use k8s_openapi::jiff::Timestamp;
 use tracing::debug;
 
 use super::ids::{self, Part};
+use super::import::Target;
 use super::index::{Cached, Feed, Key};
 use super::write::WriteFailed;
-use super::{Context, Member, export_status, import};
+use super::{Context, Member, export_status, import, pull};
 use crate::clusters::MemberCluster;
 
 /// When a key waits for a Ready member's first lists.
@@ -47,6 +49,8 @@ pub(super) struct Live {
     /// The Service under the derived name, if any (whose it is is checked before use).
     pub service: Option<Arc<Service>>,
     pub slices: Vec<Arc<EndpointSlice>>,
+    /// A pull member's import work in the hub.
+    pub work: Option<Arc<ServiceImportWork>>,
 }
 
 impl View {
@@ -58,11 +62,24 @@ impl View {
         }
     }
 
+    /// Whether the hub reaches the member: through its client, or a pull member's works.
+    fn reached(&self) -> bool {
+        self.cluster.ready && (self.cluster.client.is_some() || self.cluster.pull)
+    }
+
+    /// Where a push member's share of the key is written.
+    pub(super) fn target<'a>(&'a self, control_plane: &'a str) -> Target<'a> {
+        Target {
+            control_plane,
+            cluster: &self.cluster,
+            live: &self.live,
+        }
+    }
+
     /// The refusal of a reachable member refused a part in the ClusterSet: what hubfed wrote
     /// into it is withdrawn and its exports say why.
     pub(super) fn refusal(&self) -> Option<(&'static str, &str)> {
-        let reachable =
-            self.cluster.ready && self.cluster.client.is_some() && self.listed && !self.lacks_crds;
+        let reachable = self.reached() && self.listed && !self.lacks_crds;
         match &self.part {
             Some(Part::Refused { reason, message }) if reachable => Some((reason, message)),
             _ => None,
@@ -71,11 +88,7 @@ impl View {
 
     /// Whether the member is written to now.
     pub(super) fn writable(&self) -> bool {
-        self.cluster.ready
-            && self.cluster.client.is_some()
-            && self.listed
-            && !self.lacks_crds
-            && self.id().is_some()
+        self.reached() && self.listed && !self.lacks_crds && self.id().is_some()
     }
 }
 
@@ -98,9 +111,12 @@ async fn reconcile_key(ctx: &Context, key: &Key) -> Option<Duration> {
             observe(cluster, member, part, key)
         })
         .collect();
-    let untouched = views
-        .iter()
-        .all(|v| v.export.is_none() && v.live.import.is_none() && v.live.slices.is_empty());
+    let untouched = views.iter().all(|v| {
+        v.export.is_none()
+            && v.live.import.is_none()
+            && v.live.slices.is_empty()
+            && v.live.work.is_none()
+    });
     if untouched {
         ctx.set_exported(key, false);
         return None;
@@ -136,18 +152,33 @@ async fn reconcile_key(ctx: &Context, key: &Key) -> Option<Duration> {
             .collect(),
         None => Vec::new(),
     };
-    let writes = writable.iter().map(|view| {
-        let wanted = decided.import.as_ref().filter(|_| {
+    let wanted = |view: &View| {
+        decided.import.as_ref().filter(|_| {
             view.id()
                 .is_some_and(|id| admitted.import.iter().any(|a| a == id))
-        });
-        import::converge(ctx, key, view, wanted, &endpoints)
+        })
+    };
+    let (pulled, pushed): (Vec<&View>, Vec<&View>) =
+        writable.iter().copied().partition(|v| v.cluster.pull);
+    let writes = pushed.iter().map(|view| async {
+        let target = view.target(&ctx.control_plane);
+        import::converge(key, &target, wanted(view), &endpoints).await
     });
     let results = join_all(writes).await;
-    let written = results.iter().all(Result::is_ok);
-    let everywhere = written && admitted.unknown.is_empty();
+    // A pull member counts once its work is delivered, unless its agent failed it.
+    let works_ok = pulled.iter().all(|v| !pull::failed(v));
+    let before = results.iter().all(Result::is_ok) && works_ok && admitted.unknown.is_empty();
+    let deliveries = pulled.iter().map(|view| {
+        let live = pull::live_conditions(view);
+        let conditions =
+            export_status::desired(view, &decided, before, live, &now).unwrap_or_default();
+        pull::deliver(ctx, key, view, wanted(view), &endpoints, conditions)
+    });
+    let delivered = join_all(deliveries).await;
+    let written = results.iter().chain(&delivered).all(Result::is_ok);
+    let everywhere = written && works_ok && admitted.unknown.is_empty();
     // A member whose writes just failed (it may not answer) gets no status write either.
-    let answering: Vec<&View> = writable
+    let answering: Vec<&View> = pushed
         .iter()
         .zip(&results)
         .filter(|(_, result)| result.is_ok())
@@ -155,8 +186,22 @@ async fn reconcile_key(ctx: &Context, key: &Key) -> Option<Duration> {
         .collect();
     let mut statuses = export_status::write(key, &answering, &decided, everywhere, &now).await;
     for (view, refusal) in views.iter().filter_map(|v| v.refusal().map(|r| (v, r))) {
-        let withdrawn = import::converge(ctx, key, view, None, &[]).await;
-        let said = export_status::refused(key, view, refusal.0, refusal.1, &now).await;
+        let (withdrawn, said) = if view.cluster.pull {
+            let conditions = view
+                .export
+                .as_ref()
+                .map(|_| refused_export_conditions(refusal.1, pull::live_conditions(view), &now))
+                .unwrap_or_default();
+            (
+                pull::deliver(ctx, key, view, None, &[], conditions).await,
+                Ok(()),
+            )
+        } else {
+            let target = view.target(&ctx.control_plane);
+            let withdrawn = import::converge(key, &target, None, &[]).await;
+            let said = export_status::refused(key, view, refusal.0, refusal.1, &now).await;
+            (withdrawn, said)
+        };
         if withdrawn.is_err() || said.is_err() {
             statuses = Err(WriteFailed);
         }
@@ -273,6 +318,10 @@ fn observe(
                 _ => None,
             })
             .collect(),
+        work: index.of_key(Feed::Works, key).find_map(|(_, c)| match c {
+            Cached::Work(w) => Some(Arc::clone(w)),
+            _ => None,
+        }),
     };
     let view = View {
         part,

@@ -2,16 +2,20 @@
 //! `hubfed-cluster-<cluster>`, the agent's ServiceAccount there with rights on that namespace
 //! alone, a token for it, and the KubeFedCluster with `syncMode: Pull` — and the member side —
 //! the agent's ServiceAccount and object rights (the same least-privilege rules as a push
-//! join) and a Secret with its hub kubeconfig — applied to the member, or printed with
-//! `-o yaml` for GitOps (then nothing reaches the member from here).
+//! join, with `--mcs` the multi-cluster services rights too), the MCS and About CRDs with
+//! `--mcs`, and a Secret with its hub kubeconfig — applied to the member, or printed with
+//! `-o yaml` for GitOps (then nothing reaches the member from here, and the CRDs are not
+//! printed).
 //!
 //! The hub holds no credentials to the member: nothing of the member's is written to the hub.
 
 use std::collections::BTreeMap;
 
+use hubfed_api::federatedtypeconfig::ResourceScope;
 use hubfed_api::kubefedcluster::{
     KubeFedCluster, KubeFedClusterSpec, LocalSecretReference, SyncMode,
 };
+use hubfed_api::pull_mcs::CLUSTER_REPORT_NAME;
 use hubfed_api::work::{AGENT_LEASE_NAME, AGENT_SERVICE_ACCOUNT, PULL_GROUP, WORK_CLUSTER_LABEL};
 use hubfed_core::pull::cluster_namespace;
 use k8s_openapi::ByteString;
@@ -33,7 +37,7 @@ use crate::join::{
 };
 use crate::kubeconfig::Target;
 use crate::ops;
-use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account};
+use crate::rbac::{Grant, JoinNames, MemberRbac, member_rbac, service_account, with_mcs};
 use crate::session::Session;
 
 /// The hub Secret holding the agent's token, in the cluster's work namespace.
@@ -86,13 +90,21 @@ pub async fn join_pull(session: &mut Session<'_>, args: JoinArgs) -> Result<i32>
     let member_side = MemberSide {
         namespace: &ns,
         account: service_account(&names),
-        rbac: member_rbac(&names, scope, grant),
+        rbac: agent_member_rbac(&names, scope, grant, args.mcs),
+        mcs_crds: args.mcs,
         hub_secret: hub_secret(&ns, cluster, &control_plane, &kubeconfig),
     };
     match (args.output, member) {
         (Some(format), _) => {
             let text = ops::render(&member_side.manifests()?, format)?;
             session.print(&text)?;
+            if args.mcs {
+                // join keeps a CRD another tool installed; a manifest cannot say "only when
+                // absent or hubfed's", so it is not printed.
+                session.note(format_args!(
+                    "the MCS and About CRDs are not printed: apply crds/mcs.yaml and crds/about.yaml of this hubfed release to {cluster} unless another tool installed them (--mcs=false leaves multi-cluster services out)"
+                ))?;
+            }
         }
         (None, Some(member)) => {
             member_side
@@ -313,9 +325,11 @@ pub async fn remove_through_agent(
     Ok(())
 }
 
-/// What an agent may do in the hub: read its cluster's works and write their status, and
-/// keep its heartbeat Lease — in its work namespace only. Nothing cluster-wide, nothing in
-/// any other namespace, no federated object, no Secret.
+/// What an agent may do in the hub: read its cluster's works and write their status, keep
+/// its heartbeat Lease, write its multi-cluster services reports (a ServiceExportReport per
+/// exported name, its one ClusterReport) and read its ServiceImportWorks and write their
+/// status — in its work namespace only. Nothing cluster-wide, nothing in any other namespace,
+/// no federated object, no Secret, no other cluster's report.
 pub fn agent_hub_role(work_ns: &str) -> (Role, RoleBinding) {
     let rule = |groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]| {
         let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
@@ -350,6 +364,37 @@ pub fn agent_hub_role(work_ns: &str) -> (Role, RoleBinding) {
                 &[AGENT_LEASE_NAME],
                 &["get", "update", "patch"],
             ),
+            // Multi-cluster services: the agent reports its member's exports and the member
+            // itself, and carries out the imports the hub delivers.
+            rule(
+                &[PULL_GROUP],
+                &["serviceexportreports"],
+                &[],
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
+            ),
+            // `create` cannot be limited to a name; the namespace limits it.
+            rule(&[PULL_GROUP], &["clusterreports"], &[], &["create"]),
+            rule(
+                &[PULL_GROUP],
+                &["clusterreports"],
+                &[CLUSTER_REPORT_NAME],
+                &["get", "update", "patch", "delete"],
+            ),
+            rule(&[PULL_GROUP], &["clusterreports"], &[], &["list", "watch"]),
+            rule(
+                &[PULL_GROUP],
+                &["serviceimportworks"],
+                &[],
+                &["get", "list", "watch"],
+            ),
+            rule(
+                &[PULL_GROUP],
+                &["serviceimportworks/status"],
+                &[],
+                &["get", "patch", "update"],
+            ),
         ]),
     };
     let binding = RoleBinding {
@@ -367,6 +412,23 @@ pub fn agent_hub_role(work_ns: &str) -> (Role, RoleBinding) {
         }]),
     };
     (role, binding)
+}
+
+/// The agent's rights in its member: a push join's least-privilege object rights (no node
+/// reads: the hub never connects to the member) and, with `--mcs`, what the multi-cluster
+/// services controller does in a push member, which the agent does in a pull member.
+fn agent_member_rbac(
+    names: &JoinNames,
+    scope: ResourceScope,
+    grant: Grant<'_>,
+    mcs: bool,
+) -> MemberRbac {
+    let rbac = member_rbac(names, scope, grant);
+    if mcs {
+        with_mcs(rbac, scope, &grant)
+    } else {
+        rbac
+    }
 }
 
 /// The agent's kubeconfig for the hub: its token, bound to its work namespace.
@@ -415,6 +477,8 @@ struct MemberSide<'a> {
     namespace: &'a str,
     account: ServiceAccount,
     rbac: MemberRbac,
+    /// `--mcs`: the MCS and About CRDs are installed (applied only, never printed).
+    mcs_crds: bool,
     hub_secret: Secret,
 }
 
@@ -460,6 +524,9 @@ impl MemberSide<'_> {
         writes
             .create_if_missing(&namespaces, &namespace_object(self.namespace))
             .await?;
+        if self.mcs_crds {
+            crate::mcs_crds::install(&mut writes).await?;
+        }
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), self.namespace);
         writes.apply(&accounts, &self.account).await?;
         write_rbac(&mut writes, self.namespace, &self.rbac).await?;
@@ -481,6 +548,10 @@ fn with_type(mut value: Value, api_version: &str, kind: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rbac::tests::resource;
+    use hubfed_api::pull_mcs::{ClusterReport, ServiceExportReport, ServiceImportWork};
+    use hubfed_api::work::Work;
+    use kube::Resource as _;
 
     #[test]
     fn the_agent_may_touch_its_own_work_namespace_only() {
@@ -499,15 +570,78 @@ mod tests {
                 !resources.iter().any(|r| r == "*" || r == "secrets"),
                 "{rule:?}"
             );
-            assert!(
-                !rule.verbs.iter().any(|v| v == "*" || v == "delete"),
-                "{rule:?}"
-            );
-            // Works are read, never written; only their status is.
-            if resources == ["works"] {
+            assert!(!rule.verbs.iter().any(|v| v == "*"), "{rule:?}");
+            for verb in ["deletecollection", "escalate", "bind", "impersonate"] {
+                assert!(!rule.verbs.iter().any(|v| v == verb), "{rule:?}");
+            }
+            // The only deletes: its own reports, and of ClusterReports only its one.
+            if rule.verbs.iter().any(|v| v == "delete") {
+                let names = rule.resource_names.as_deref();
+                let own = resources == ["serviceexportreports"]
+                    || (resources == ["clusterreports"]
+                        && names == Some(&[CLUSTER_REPORT_NAME.to_owned()][..]));
+                assert!(own, "{rule:?}");
+            }
+            // Works and import works are read, never written; only their status is.
+            if resources == ["works"] || resources == ["serviceimportworks"] {
                 assert_eq!(rule.verbs, ["get", "list", "watch"]);
             }
         }
+        // Every resource named is one of the pull kinds (or the Lease), spelt as they are.
+        let plurals = [
+            Work::plural(&()).into_owned(),
+            format!("{}/status", Work::plural(&())),
+            ServiceExportReport::plural(&()).into_owned(),
+            ClusterReport::plural(&()).into_owned(),
+            ServiceImportWork::plural(&()).into_owned(),
+            format!("{}/status", ServiceImportWork::plural(&())),
+        ];
+        for rule in &rules {
+            let groups = rule.api_groups.clone().unwrap_or_default();
+            for resource in rule.resources.iter().flatten() {
+                if groups == [PULL_GROUP] {
+                    assert!(plurals.contains(resource), "{rule:?}");
+                } else {
+                    assert_eq!(groups, ["coordination.k8s.io"], "{rule:?}");
+                    assert_eq!(resource, "leases", "{rule:?}");
+                }
+            }
+        }
+        let verbs_on = |resource: &str, names: Option<&[&str]>| {
+            let mut verbs: Vec<String> = rules
+                .iter()
+                .filter(|r| r.resources.as_deref() == Some(&[resource.to_owned()][..]))
+                .filter(|r| {
+                    r.resource_names.as_deref().map(|n| n.to_vec())
+                        == names.map(|n| n.iter().map(|s| (*s).to_owned()).collect())
+                })
+                .flat_map(|r| r.verbs.clone())
+                .collect();
+            verbs.sort();
+            verbs
+        };
+        assert_eq!(
+            verbs_on("serviceexportreports", None),
+            [
+                "create", "delete", "get", "list", "patch", "update", "watch"
+            ]
+        );
+        assert_eq!(
+            verbs_on("clusterreports", None),
+            ["create", "list", "watch"]
+        );
+        assert_eq!(
+            verbs_on("clusterreports", Some(&[CLUSTER_REPORT_NAME])),
+            ["delete", "get", "patch", "update"]
+        );
+        assert_eq!(
+            verbs_on("serviceimportworks", None),
+            ["get", "list", "watch"]
+        );
+        assert_eq!(
+            verbs_on("serviceimportworks/status", None),
+            ["get", "patch", "update"]
+        );
         let lease_updates = rules
             .iter()
             .find(|r| {
@@ -516,6 +650,49 @@ mod tests {
             })
             .map(|r| r.resource_names.clone());
         assert_eq!(lease_updates, Some(Some(vec![AGENT_LEASE_NAME.to_owned()])));
+    }
+
+    /// With `--mcs` the member side, applied or printed, carries the multi-cluster services
+    /// rights; without it, or for a namespaced control plane, it does not.
+    #[test]
+    fn the_member_side_carries_the_mcs_rights_with_mcs() {
+        let names = JoinNames {
+            namespace: "kube-federation-system".to_owned(),
+            service_account: AGENT_SERVICE_ACCOUNT.to_owned(),
+        };
+        let types = [resource("", "configmaps", ResourceScope::Namespaced)];
+        let printed = |scope, mcs| {
+            let side = MemberSide {
+                namespace: "kube-federation-system",
+                account: service_account(&names),
+                rbac: agent_member_rbac(&names, scope, Grant::Types(&types), mcs),
+                mcs_crds: mcs,
+                hub_secret: Secret::default(),
+            };
+            let manifests = side.manifests().expect("manifests");
+            assert!(
+                !manifests
+                    .iter()
+                    .any(|m| m["kind"] == "CustomResourceDefinition"),
+                "the CRDs are not printed"
+            );
+            serde_json::to_string(&manifests).expect("json")
+        };
+        let with = printed(ResourceScope::Cluster, true);
+        for part in [
+            "serviceexports/status",
+            "serviceimports",
+            "endpointslices",
+            "clusterproperties",
+            "events",
+        ] {
+            assert!(with.contains(part), "{part} missing: {with}");
+        }
+        assert!(!with.contains("nodes"), "the agent reads no nodes: {with}");
+        let without = printed(ResourceScope::Cluster, false);
+        assert!(!without.contains("serviceimports"), "{without}");
+        let namespaced = printed(ResourceScope::Namespaced, true);
+        assert!(!namespaced.contains("serviceimports"), "{namespaced}");
     }
 
     #[test]

@@ -368,14 +368,19 @@ fn chart_rbac_grants_no_wildcards() -> anyhow::Result<()> {
                 }
                 // The only deletes: the controller's own ConfigMaps (staged rollouts' state,
                 // deleted with their federated object), in the control-plane namespace only;
-                // the works of pull-mode members, which the controller writes and removes
-                // (they hold nothing else); and the DNSEndpoints the DNS controller writes for
+                // the works and import works of pull-mode members, which the controller writes
+                // and removes (they hold nothing else); and the DNSEndpoints the DNS controller writes for
                 // a record, removed with it.
                 if verbs.contains(&"delete") {
                     let dns_groups = ["multiclusterdns.kubefed.io", "externaldns.k8s.io"];
                     let allowed = [
                         ("Role", &[""][..], &["configmaps"][..]),
                         ("ClusterRole", &["pull.hubfed.io"][..], &["works"][..]),
+                        (
+                            "ClusterRole",
+                            &["pull.hubfed.io"][..],
+                            &["serviceimportworks"][..],
+                        ),
                         ("ClusterRole", &dns_groups[..], &["dnsendpoints"][..]),
                         ("Role", &dns_groups[..], &["dnsendpoints"][..]),
                     ];

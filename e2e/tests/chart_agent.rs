@@ -211,6 +211,8 @@ fn agent_chart_runs_the_agent_as_joins_service_account() -> anyhow::Result<()> {
             "--admin-addr=0.0.0.0:8080",
             "--heartbeat-interval=10",
             "--log-format=json",
+            "--mcs=true",
+            format!("--cluster-set={KUBEFED_NAMESPACE}"),
         ])
     );
     let env = container["env"].as_array().context("env")?;
@@ -435,6 +437,31 @@ fn agent_chart_rbac_is_joins() -> anyhow::Result<()> {
         "verbs": ["bind", "escalate"],
     });
 
+    // rbac.rs's mcs_rules, after the others of a cluster-scoped least-privilege grant.
+    let all = json!([
+        "get", "list", "watch", "create", "update", "patch", "delete"
+    ]);
+    let mcs = json!([
+        {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["serviceexports"],
+            "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["serviceimports"], "verbs": all},
+        {"apiGroups": ["multicluster.x-k8s.io"],
+            "resources": ["serviceexports/status", "serviceimports/status"],
+            "verbs": ["get", "update", "patch"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": all},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": all},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["about.k8s.io"], "resources": ["clusterproperties"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+            "verbs": ["create", "patch"]},
+    ]);
+    let plus_mcs = |rules: Value| -> Value {
+        let mut rules = rules.as_array().cloned().unwrap_or_default();
+        rules.extend(mcs.as_array().cloned().unwrap_or_default());
+        Value::Array(rules)
+    };
+
     // rbac.rs's unit test, type for type.
     let four = r#"rbac.federatedTypes=[
         {"group": "", "pluralName": "configmaps", "scope": "Namespaced"},
@@ -447,7 +474,7 @@ fn agent_chart_rbac_is_joins() -> anyhow::Result<()> {
         &[(
             "ClusterRole",
             role,
-            json!([
+            plus_mcs(json!([
                 objects("", &["configmaps", "secrets"]),
                 objects("apps", &["deployments"]),
                 objects(RBAC_GROUP, &["clusterroles"]),
@@ -455,7 +482,7 @@ fn agent_chart_rbac_is_joins() -> anyhow::Result<()> {
                 pods,
                 namespaces,
                 urls,
-            ]),
+            ])),
         )],
     );
 
@@ -480,7 +507,15 @@ fn agent_chart_rbac_is_joins() -> anyhow::Result<()> {
         pods,
         urls,
     ]);
-    assert_rbac(&agent_rbac(&[])?, &[("ClusterRole", role, default_rules)]);
+    assert_rbac(
+        &agent_rbac(&[])?,
+        &[("ClusterRole", role, plus_mcs(default_rules.clone()))],
+    );
+    // Without multi-cluster services (join --mcs=false).
+    assert_rbac(
+        &agent_rbac(&["--set", "rbac.mcs=false"])?,
+        &[("ClusterRole", role, default_rules)],
+    );
 
     // A namespaced control plane: namespaced types in a Role, health cluster-wide.
     assert_rbac(
@@ -538,12 +573,12 @@ fn agent_chart_rbac_is_joins() -> anyhow::Result<()> {
         &[(
             "ClusterRole",
             role,
-            json!([
+            plus_mcs(json!([
                 objects("", &["pods"]),
                 objects("apps", &["deployments"]),
                 namespaces,
                 urls
-            ]),
+            ])),
         )],
     );
     let replicasets = r#"rbac.federatedTypes=[
@@ -556,13 +591,13 @@ fn agent_chart_rbac_is_joins() -> anyhow::Result<()> {
         &[(
             "ClusterRole",
             role,
-            json!([
+            plus_mcs(json!([
                 objects("", &["configmaps"]),
                 objects("apps", &["replicasets"]),
                 pods,
                 namespaces,
                 urls
-            ]),
+            ])),
         )],
     );
     Ok(())

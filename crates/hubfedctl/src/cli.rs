@@ -105,8 +105,8 @@ pub struct JoinArgs {
     #[arg(long)]
     pub cluster_admin: bool,
     /// Multi-cluster services in the member: install the MCS and About CRDs (kept when
-    /// another tool installed them) and grant hubfed's MCS controller its rights there;
-    /// `--mcs=false` leaves both out.
+    /// another tool installed them) and grant hubfed's MCS controller (a pull member's agent)
+    /// its rights there; `--mcs=false` leaves both out.
     #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
     pub mcs: bool,
     /// How long to wait for the cluster to be Ready; 0 to not wait.

@@ -101,7 +101,10 @@ pub(crate) fn apiserver_args(cdir: &Path, name: &str, etcd_url: &str, port: u16)
         format!("--service-account-issuer=https://127.0.0.1:{port}"),
         format!("--service-account-key-file={}", d("sa.pub")),
         format!("--service-account-signing-key-file={}", d("sa.key")),
-        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        // A /16: every import of multi-cluster services holds a derived ClusterIP Service in
+        // every member (the benchmark's 500 imports and 100 exported Services per member
+        // would exhaust a /24's 254 addresses).
+        "--service-cluster-ip-range=10.0.0.0/16".into(),
         "--allow-privileged=true".into(),
         // `/debug/pprof` only when asked for (`HUBFED_APISERVER_PROFILING=1`: profiling a
         // benchmark's API servers, e.g. `kubectl get --raw /debug/pprof/profile?seconds=30`).

@@ -47,7 +47,7 @@ unit:
 ## (hack/e2e-lanes.sh): E2E_BESIDE (grace periods, soaks, outages), E2E_SECOND (staged rollouts,
 ## pods, pull mode, shutdown, large objects) and the rest; the two lanes' output follows the rest's.
 ## E2E_BESIDE= E2E_SECOND= runs everything in one sequence.
-E2E_BESIDE ?= placement_policy hub_identity faults backoff partition health_flap list_slots missing_crds mcs \
+E2E_BESIDE ?= placement_policy hub_identity faults backoff partition health_flap list_slots missing_crds mcs mcs_pull \
 	dns_records cluster_topology
 E2E_SECOND ?= rollout_state rollout scheduling pull pull_agent rollout_restart shutdown hub_member \
 	large_object_room takeover

@@ -6,12 +6,19 @@
 //! source slices. Each scenario has its own namespace in all members. In order: member3
 //! exports (imports in the push members and in member3 itself, conditions written by the
 //! agent, report and work in the hub); member1 exports into member3; member3's slice update
-//! and deletion mirrored; unexport in member3; the agent's hub credentials confined to its
-//! work namespace.
+//! and deletion mirrored; a SIGKILL of the agent, then of the controller, and restarts that
+//! rewrite nothing (resourceVersions in the members and the hub); unexport in member3; the
+//! agent's hub credentials confined to its work namespace.
 
 use anyhow::{Context as _, ensure};
-use hubfed_api::mcs::ServiceExport;
-use hubfed_api::pull_mcs::{ServiceExportReport, ServiceImportWork, mcs_object_name};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hubfed_api::mcs::{ServiceExport, ServiceImport};
+use hubfed_api::pull_mcs::{
+    ClusterReport, ServiceExportReport, ServiceImportWork, mcs_object_name,
+};
+use hubfed_core::mcs::CONTROL_PLANE_LABEL;
 use hubfed_core::pull::cluster_namespace;
 use hubfed_e2e::agent::{AGENT_HUB_SECRET, AgentProcess};
 use hubfed_e2e::controller::{ControllerOptions, ControllerProcess};
@@ -23,7 +30,7 @@ use hubfed_e2e::{
     install_crds, pull_health_checks, report, wait_clusters_ready, wait_for,
 };
 use hubfed_testenv::TestEnv;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -64,9 +71,10 @@ async fn a_pull_member_takes_part_in_multi_cluster_services() -> anyhow::Result<
         let (code, out, err) = hubfedctl(env.kubeconfig_path(), args).await;
         ensure!(code == 0, "{args:?}: exit {code}\n{out}\n{err}");
     }
-    let agent = AgentProcess::start(&env, "member3", 1).await?;
+    let mut agent = AgentProcess::start(&env, "member3", 1).await?;
+    let mut controller = controller;
     let members = Members { clients };
-    let result = scenarios(&env, &members).await;
+    let result = scenarios(&env, &members, &mut agent, &mut controller).await;
     if result.is_err() {
         report(format!("agent log:\n{}", agent.log_tail(60)));
         report(format!("controller log:\n{}", controller.log_tail(60)));
@@ -74,17 +82,131 @@ async fn a_pull_member_takes_part_in_multi_cluster_services() -> anyhow::Result<
     result
 }
 
-async fn scenarios(env: &TestEnv, members: &Members) -> anyhow::Result<()> {
+async fn scenarios(
+    env: &TestEnv,
+    members: &Members,
+    agent: &mut AgentProcess,
+    controller: &mut ControllerProcess,
+) -> anyhow::Result<()> {
     let hub = env.hub().client().await?;
     wait_clusters_ready(&hub, &MEMBERS).await?;
     pull_exports(members, &hub).await?;
     report("mcs-pull: member3's export imported everywhere");
     push_exports(members).await?;
     report("mcs-pull: member1's export imported in member3");
+    restarts(env, members, &hub, agent, controller).await?;
     unexport(members, &hub).await?;
     report("mcs-pull: member3's unexport withdrawn");
     credentials(env).await?;
     report("mcs-pull: the agent's hub credentials are confined");
+    Ok(())
+}
+
+/// How long the restarted processes are watched for writes.
+const SETTLE: Duration = Duration::from_secs(8);
+
+/// The resourceVersions of what this control plane wrote: ServiceImports, Services and
+/// EndpointSlices with its label in every member, reports and works in member3's work
+/// namespace.
+async fn versions(members: &Members, hub: &Client) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut versions = BTreeMap::new();
+    let own = ListParams::default().labels(CONTROL_PLANE_LABEL);
+    fn record<K: kube::Resource<DynamicType = ()>>(
+        versions: &mut BTreeMap<String, String>,
+        place: &str,
+        items: Vec<K>,
+    ) {
+        for item in items {
+            let meta = item.meta();
+            let name = format!(
+                "{place} {}/{}/{}",
+                K::kind(&()),
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default()
+            );
+            versions.insert(name, meta.resource_version.clone().unwrap_or_default());
+        }
+    }
+    for member in MEMBERS {
+        let client = members.client(member);
+        let imports: Api<ServiceImport> = Api::all(client.clone());
+        record(&mut versions, member, imports.list(&own).await?.items);
+        let services: Api<Service> = Api::all(client.clone());
+        record(&mut versions, member, services.list(&own).await?.items);
+        let slices: Api<EndpointSlice> = Api::all(client.clone());
+        record(&mut versions, member, slices.list(&own).await?.items);
+        let exports: Api<ServiceExport> = Api::all(client.clone());
+        record(
+            &mut versions,
+            member,
+            exports.list(&ListParams::default()).await?.items,
+        );
+    }
+    let work_ns = cluster_namespace("member3");
+    let reports: Api<ServiceExportReport> = Api::namespaced(hub.clone(), &work_ns);
+    record(
+        &mut versions,
+        "hub",
+        reports.list(&ListParams::default()).await?.items,
+    );
+    let works: Api<ServiceImportWork> = Api::namespaced(hub.clone(), &work_ns);
+    record(
+        &mut versions,
+        "hub",
+        works.list(&ListParams::default()).await?.items,
+    );
+    let cluster: Api<ClusterReport> = Api::namespaced(hub.clone(), &work_ns);
+    record(
+        &mut versions,
+        "hub",
+        cluster.list(&ListParams::default()).await?.items,
+    );
+    Ok(versions)
+}
+
+/// SIGKILL of the agent, a new one; then of the controller, a new one: nothing unchanged
+/// is written again.
+async fn restarts(
+    env: &TestEnv,
+    members: &Members,
+    hub: &Client,
+    agent: &mut AgentProcess,
+    controller: &mut ControllerProcess,
+) -> anyhow::Result<()> {
+    // Settled first: the last writes of the scenarios before have landed.
+    tokio::time::sleep(SETTLE).await;
+    let before = versions(members, hub).await?;
+    ensure!(
+        before
+            .keys()
+            .any(|k| k.starts_with("hub ServiceImportWork"))
+            && before
+                .keys()
+                .any(|k| k.starts_with("member3 ServiceImport/")),
+        "nothing to compare: {before:?}"
+    );
+    agent.kill().await?;
+    *agent = AgentProcess::start(env, "member3", 1).await?;
+    controller.kill().await?;
+    *controller = ControllerProcess::start(env, &ControllerOptions::single("mcs-pull"))?;
+    wait_clusters_ready(hub, &MEMBERS).await?;
+    tokio::time::sleep(SETTLE).await;
+    let after = versions(members, hub).await?;
+    let changed: Vec<&String> = before
+        .iter()
+        .filter(|(name, version)| after.get(*name) != Some(*version))
+        .map(|(name, _)| name)
+        .collect();
+    ensure!(
+        changed.is_empty() && before.len() == after.len(),
+        "the restarts rewrote {changed:?} ({} objects before, {} after)",
+        before.len(),
+        after.len()
+    );
+    report(format!(
+        "mcs-pull: agent and controller restarted (SIGKILL): {} objects unchanged (resourceVersions)",
+        before.len()
+    ));
     Ok(())
 }
 

@@ -289,9 +289,19 @@ pub fn free_port() -> Result<u16, Error> {
         let step = PORT_CURSOR.fetch_add(1, Ordering::Relaxed);
         let offset = start.wrapping_add(step.wrapping_mul(7)) % span;
         let port = SERVER_PORTS.start + u16::try_from(offset).unwrap_or(0);
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() && reserve_port(port)? {
+        // Reserve before probing: a probe's `bind` holds the port for a moment, and a port
+        // another process reserved may be one whose server is restarting right now.
+        let Some(lock) = reserve_port(port)? else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            HELD_PORTS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(lock);
             return Ok(port);
         }
+        // Somebody outside the scheme listens there: the lock goes with `lock`.
     }
     // Everything taken: let the kernel choose.
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io_err("finding a free port"))?;
@@ -305,10 +315,11 @@ pub fn free_port() -> Result<u16, Error> {
 /// Lock files of the ports this process holds; their locks go with the process.
 static HELD_PORTS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
-/// Reserves `port` for this process: an exclusive `flock` on `<tmp>/hubfed-ports/<port>`,
-/// held until the process exits (the kernel drops it then, however the process ends, so no
-/// stale reservation outlives a crash). `Ok(false)` when another process holds it.
-fn reserve_port(port: u16) -> Result<bool, Error> {
+/// Reserves `port`: an exclusive `flock` on `<tmp>/hubfed-ports/<port>`, held as long as the
+/// returned file is (in [`HELD_PORTS`], until the process exits: the kernel drops it then,
+/// however the process ends, so no stale reservation outlives a crash). `None` when another
+/// process, or this one, holds it.
+fn reserve_port(port: u16) -> Result<Option<std::fs::File>, Error> {
     let dir = std::env::temp_dir().join("hubfed-ports");
     std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
     let path = dir.join(port.to_string());
@@ -319,14 +330,8 @@ fn reserve_port(port: u16) -> Result<bool, Error> {
         .open(&path)
         .map_err(io_err(format!("opening {}", path.display())))?;
     match file.try_lock() {
-        Ok(()) => {
-            HELD_PORTS
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(file);
-            Ok(true)
-        }
-        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
         Err(std::fs::TryLockError::Error(source)) => Err(Error::Io {
             what: format!("locking {}", path.display()),
             source,
@@ -729,7 +734,7 @@ mod tests {
         // Nobody listens on it (a stopped server), yet a second reservation fails: the lock
         // file's lock conflicts across open files, as it would in another process.
         assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
-        assert!(!reserve_port(port).expect("the lock file opens"));
+        assert!(reserve_port(port).expect("the lock file opens").is_none());
         assert_ne!(free_port().expect("another free port"), port);
     }
 }

@@ -9,13 +9,24 @@ use crate::{Error, TestEnv, spawn_component};
 /// How long a restarted server may take to become ready again.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How often a restarted server is started again when it exits because its port is taken.
+/// The test environment's ports are reserved ([`crate::free_port`]), but a process outside
+/// it may still hold one for a moment, as a probe or an outgoing connection.
+const BIND_ATTEMPTS: u32 = 5;
+
+/// Whether a server failed to start again because another socket held its port.
+fn port_taken(error: &Error) -> bool {
+    matches!(error, Error::NotReady { component, log, .. }
+        if component.contains("exited") && log.contains("address already in use"))
+}
+
 impl TestEnv {
     /// Stops cluster `name`'s API server (SIGTERM: a graceful shutdown, requests in flight
     /// end, watches close), starts it again on the same port and storage, and waits until it
     /// is ready. Returns how long the API server was unavailable.
     pub fn restart_apiserver(&mut self, name: &str) -> Result<Duration, Error> {
         self.restarts += 1;
-        let restart = self.restarts;
+        let mut restart = self.restarts;
         let dir = self.dir.clone();
         let cluster = self
             .clusters
@@ -24,16 +35,28 @@ impl TestEnv {
             .ok_or_else(|| Error::NotRunning(format!("{name} (no such cluster)")))?;
         let began = Instant::now();
         cluster.apiserver.stop();
-        cluster.apiserver = spawn_component(
-            &dir,
-            name,
-            "kube-apiserver",
-            &cluster.apiserver_program,
-            cluster.apiserver_args.clone(),
-            cluster.apiserver_env.clone(),
-            Some(restart),
-        )?;
-        wait_ready(cluster, READY_TIMEOUT)?;
+        let mut attempt = 1;
+        loop {
+            cluster.apiserver = spawn_component(
+                &dir,
+                name,
+                "kube-apiserver",
+                &cluster.apiserver_program,
+                cluster.apiserver_args.clone(),
+                cluster.apiserver_env.clone(),
+                Some(restart),
+            )?;
+            match wait_ready(cluster, READY_TIMEOUT) {
+                Err(e) if attempt < BIND_ATTEMPTS && port_taken(&e) => {
+                    // Each start logs on its own: the next incarnation's number.
+                    attempt += 1;
+                    self.restarts += 1;
+                    restart = self.restarts;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                result => break result?,
+            }
+        }
         Ok(began.elapsed())
     }
 
@@ -49,15 +72,26 @@ impl TestEnv {
     /// again. Returns how long storage was unavailable (to the last API server's readiness).
     pub fn restart_etcd(&mut self, signal: &str) -> Result<Duration, Error> {
         self.restarts += 1;
-        let restart = self.restarts;
+        let mut restart = self.restarts;
         let began = Instant::now();
         self.etcd.stop_now(signal, Duration::from_secs(10))?;
-        self.etcd = self.etcd_launch.spawn(
-            &self.dir,
-            self.owns_dir,
-            &format!("etcd.restart-{restart}.log"),
-        )?;
-        self.etcd_launch.wait_serving(&self.etcd, READY_TIMEOUT)?;
+        let mut attempt = 1;
+        loop {
+            self.etcd = self.etcd_launch.spawn(
+                &self.dir,
+                self.owns_dir,
+                &format!("etcd.restart-{restart}.log"),
+            )?;
+            match self.etcd_launch.wait_serving(&self.etcd, READY_TIMEOUT) {
+                Err(e) if attempt < BIND_ATTEMPTS && port_taken(&e) => {
+                    attempt += 1;
+                    self.restarts += 1;
+                    restart = self.restarts;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                result => break result?,
+            }
+        }
         for cluster in &mut self.clusters {
             wait_ready(cluster, READY_TIMEOUT).map_err(|mut e| {
                 // What etcd did meanwhile belongs in the report.

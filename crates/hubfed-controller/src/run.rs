@@ -251,7 +251,7 @@ async fn follow_config(
         let mut spec = match item {
             Ok(config) => config.spec,
             Err(e) => {
-                tracing::warn!(error = %e, "KubeFedConfig watch error");
+                crate::watch::log_watch_error!(e, "KubeFedConfig watch error");
                 continue;
             }
         };

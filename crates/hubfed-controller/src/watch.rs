@@ -19,7 +19,7 @@ use kube::{Client, Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::clusters::MemberClientPool;
 
@@ -49,7 +49,7 @@ where
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 item = stream.next() => match item {
-                    Some(Err(e)) => warn!(error = %e, kind = %K::kind(&()), "hub watch error"),
+                    Some(Err(e)) => log_watch_error!(e, kind = %K::kind(&()), "hub watch error"),
                     Some(Ok(_)) => {}
                     None => break,
                 },
@@ -224,6 +224,31 @@ pub(crate) fn unserved(error: &watcher::Error) -> bool {
     }
 }
 
+/// Whether a watch error is the routine end of a watch whose history the API server no
+/// longer holds (410 Gone, "too old resource version"): the watcher lists again by itself.
+/// client-go's reflector logs it only at a debug level, and so does [`log_watch_error`].
+pub(crate) fn history_expired(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 410,
+        _ => false,
+    }
+}
+
+/// Logs a watch error: a warning, or a debug line when the watch's history expired
+/// ([`history_expired`]). Fields and message as `tracing`'s macros take them.
+macro_rules! log_watch_error {
+    ($error:expr, $($rest:tt)+) => {
+        if $crate::watch::history_expired(&$error) {
+            tracing::debug!(error = %$error, $($rest)+)
+        } else {
+            tracing::warn!(error = %$error, $($rest)+)
+        }
+    };
+}
+pub(crate) use log_watch_error;
+
 /// A watch of one of hubfed's own CRDs that waits quietly while the hub does not serve it.
 ///
 /// `events` is a kube watcher's stream before any backoff. A hub taken over from KubeFed may
@@ -333,7 +358,7 @@ pub(crate) fn settled_objects<K>(
         std::future::ready(match item {
             Ok(object) => Some(object),
             Err(e) => {
-                warn!(kind = %kind, error = %e, "watch error");
+                log_watch_error!(e, kind = %kind, "watch error");
                 None
             }
         })
@@ -392,6 +417,20 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
+
+    #[test]
+    fn an_expired_history_is_routine_and_other_errors_are_not() {
+        let status = |code| {
+            Box::new(kube::core::Status {
+                code,
+                ..kube::core::Status::default()
+            })
+        };
+        assert!(history_expired(&watcher::Error::WatchError(status(410))));
+        assert!(!history_expired(&watcher::Error::WatchError(status(500))));
+        assert!(!history_expired(&watcher::Error::WatchError(status(404))));
+        assert!(!history_expired(&watcher::Error::NoResourceVersion));
+    }
 
     fn config_map(name: &str, version: &str) -> ConfigMap {
         ConfigMap {

@@ -21,7 +21,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::watch::each_event;
 
@@ -193,7 +193,9 @@ async fn forward(
             );
             let _ = triggers.send(ObjectRef::new(&name).within(&work_namespace));
         }
-        Err(e) => warn!(kind = %cache.target.kind, error = %e, "member watch error"),
+        Err(e) => {
+            crate::watch::log_watch_error!(e, kind = %cache.target.kind, "member watch error")
+        }
     })
     .await;
 }

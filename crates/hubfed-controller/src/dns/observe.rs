@@ -21,7 +21,6 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
 
 use super::{DnsSettings, RECORD_KIND_LABEL, REPORTER};
 use crate::clusters::MemberClientPool;
@@ -173,7 +172,7 @@ impl Cache<'_> {
                 tokio::select! {
                     () = shutdown.cancelled() => break,
                     item = stream.next() => match item {
-                        Some(Err(e)) => warn!(error = %e, kind = %kind, cluster = %cluster, "multi-cluster DNS watch error"),
+                        Some(Err(e)) => crate::watch::log_watch_error!(e, kind = %kind, cluster = %cluster, "multi-cluster DNS watch error"),
                         Some(Ok(_)) => changed.notify_one(),
                         None => break,
                     },

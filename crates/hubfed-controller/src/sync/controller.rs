@@ -96,7 +96,7 @@ fn watch_federated_namespaces(
                     }
                 }
             }
-            Err(e) => warn!(error = %e, "FederatedNamespace watch error"),
+            Err(e) => crate::watch::log_watch_error!(e, "FederatedNamespace watch error"),
         })
         .await;
     });
@@ -137,7 +137,7 @@ fn watch_works(
                 };
                 queue(&trigger_tx, r, &kind);
             }
-            Err(e) => warn!(error = %e, "Work watch error"),
+            Err(e) => crate::watch::log_watch_error!(e, "Work watch error"),
         })
         .await;
     });
@@ -254,7 +254,9 @@ fn federated_controller(
                 }
             }
             Ok(_) => {}
-            Err(e) => warn!(kind = %kind, error = %e, "federated objects' watch error"),
+            Err(e) => {
+                crate::watch::log_watch_error!(e, kind = %kind, "federated objects' watch error")
+            }
         }
     });
     // Logged above.

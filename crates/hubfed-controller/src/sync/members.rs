@@ -40,7 +40,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::Shared;
 use super::list_slots::{ListProgress, ListTurn};
@@ -856,7 +856,7 @@ impl MemberWatches {
                     self.queue_owner(&object.metadata);
                 }
                 Err(e) => {
-                    warn!(cluster, kind = %self.target.kind, error = %e, "member watch error");
+                    crate::watch::log_watch_error!(e, cluster, kind = %self.target.kind, "member watch error");
                     failed_before |= managed.watch_failed(&e);
                     unmanaged.watch_failed(&e);
                 }
@@ -938,7 +938,7 @@ impl MemberWatches {
                     self.queue_owner(object.meta());
                 }
                 Err(e) => {
-                    warn!(cluster, kind = %self.target.kind, selector, error = %e, "member watch error");
+                    crate::watch::log_watch_error!(e, cluster, kind = %self.target.kind, selector, "member watch error");
                     failed_before |= target.watch_failed(&e);
                 }
             }

@@ -73,35 +73,25 @@ struct Context {
 /// What was last reported per object, so that a Warning is published once per problem
 /// rather than on every reconcile.
 #[derive(Default)]
-struct Reported(std::sync::Mutex<std::collections::HashMap<String, String>>);
+struct Reported(parking_lot::Mutex<std::collections::HashMap<String, String>>);
 
 impl Reported {
     /// Whether `message` is new for `key` (and remembers it).
     fn first(&self, key: &str, message: &str) -> bool {
-        let mut map = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.0.lock();
         map.insert(key.to_owned(), message.to_owned()).as_deref() != Some(message)
     }
 
     /// The object is fine again: a later problem is reported anew.
     fn forget(&self, key: &str) {
-        let mut map = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self.0.lock();
         map.remove(key);
     }
 
     /// Forgets the objects no longer in `live` (deleted ones: nothing reconciles them again).
     /// `live` is only asked for when something is remembered, which is rare.
     fn prune(&self, live: impl FnOnce() -> HashSet<String>) {
-        let lock = || {
-            self.0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
+        let lock = || self.0.lock();
         if lock().is_empty() {
             return;
         }
@@ -604,7 +594,7 @@ mod tests {
         assert!(reported.first("uid-1", "weight -1"));
         assert!(reported.first("uid-2", "weight -1"));
         reported.prune(|| ["uid-2".to_owned(), "uid-3".to_owned()].into());
-        assert_eq!(reported.0.lock().expect("unpoisoned").len(), 1);
+        assert_eq!(reported.0.lock().len(), 1);
         assert!(reported.first("uid-1", "weight -1"));
         assert!(!reported.first("uid-2", "weight -1"));
         reported.prune(HashSet::new);

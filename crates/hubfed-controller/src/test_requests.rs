@@ -2,7 +2,8 @@
 //! was asked: for narrow request-shape checks only (what crosses the API is proven against
 //! real API servers in the e2e tests).
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use kube::client::Body;
 
@@ -24,7 +25,7 @@ pub struct Seen(Arc<Mutex<Vec<SeenRequest>>>);
 
 impl Seen {
     pub fn take(&self) -> Vec<SeenRequest> {
-        std::mem::take(&mut *self.0.lock().unwrap())
+        std::mem::take(&mut *self.0.lock())
     }
 }
 
@@ -58,7 +59,7 @@ pub fn answering_with(seen: &Seen, code: u16, answer: serde_json::Value) -> kube
                 content_type: header(http::header::CONTENT_TYPE),
                 body: body.collect_bytes().await.unwrap().to_vec(),
             };
-            seen.0.lock().unwrap().push(seen_request);
+            seen.0.lock().push(seen_request);
             let response = http::Response::builder()
                 .status(code)
                 .body(Body::from(answer))

@@ -5,9 +5,10 @@
 //! agent is away gets a tombstone work (`hubfed_core::pull::work_fate`), carried out like any
 //! other work.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use hubfed_api::names::MANAGED_LABEL;
@@ -123,7 +124,7 @@ impl Copies {
 
     /// The cache of `target`'s copies, started (and remembered in the member) if new.
     pub fn ensure(&self, target: &WorkTarget) -> TypeCache {
-        let mut types = self.types.lock().unwrap_or_else(|e| e.into_inner());
+        let mut types = self.types.lock();
         if let Some(cache) = types.get(&key(target)) {
             return cache.clone();
         }

@@ -3,9 +3,10 @@
 //! Events, drift and the copy it left; a work already reported only has its copy's changes
 //! reported (the hub plans again on each: drift, deletion, readiness).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -57,14 +58,11 @@ impl EventSink for Collected {
             EventType::Warning => "Warning",
             EventType::Normal => "Normal",
         };
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(WorkEvent {
-                type_: type_.to_owned(),
-                reason: reason.to_owned(),
-                message: message.to_owned(),
-            });
+        self.0.lock().push(WorkEvent {
+            type_: type_.to_owned(),
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        });
     }
 }
 
@@ -130,21 +128,13 @@ async fn reconcile(work: Arc<Work>, ctx: Arc<Ctx>) -> Result<Action, kube::Error
     let agent = &ctx.agent;
     let cache = agent.copies.ensure(&work.spec.target);
     let uid = work.metadata.uid.clone().unwrap_or_default();
-    let done_here = ctx
-        .carried_out
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&uid)
-        .copied();
+    let done_here = ctx.carried_out.lock().get(&uid).copied();
     if reported(&work) {
         report_copy(agent, &work, &cache).await?;
     } else if done_here.is_none() || done_here != work.metadata.generation {
         carry_out(&ctx, &work).await?;
         if let Some(generation) = work.metadata.generation {
-            ctx.carried_out
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(uid, generation);
+            ctx.carried_out.lock().insert(uid, generation);
         }
     }
     Ok(Action::requeue(RESYNC))
@@ -250,7 +240,7 @@ async fn carry_out(ctx: &Ctx, work: &Work) -> Result<(), kube::Error> {
         Err(_) => timed_out(&cp),
     };
     let copy = live_copy(agent, work).await;
-    let events = events.0.into_inner().unwrap_or_else(|e| e.into_inner());
+    let events = events.0.into_inner();
     let status = report(&cp.action, &result, work.metadata.generation, copy, &events);
     debug!(work = %work.name_any(), result = %status["result"], "carried out");
     patch_status(agent, work, &status).await

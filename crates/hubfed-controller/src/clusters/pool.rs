@@ -2,9 +2,10 @@
 //! each push member's node watch (its region and zones), status writes and events. One task owns all state; probes and writes run as child tasks
 //! and report back, so one slow member never delays the others.
 
+use parking_lot::RwLock;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -95,21 +96,12 @@ impl MemberClientPool {
 
     /// Every registered cluster, sorted by name.
     pub fn clusters(&self) -> Vec<Arc<MemberCluster>> {
-        self.members
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect()
+        self.members.read().values().cloned().collect()
     }
 
     /// The registered cluster of that name.
     pub fn get(&self, name: &str) -> Option<Arc<MemberCluster>> {
-        self.members
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned()
+        self.members.read().get(name).cloned()
     }
 
     /// The counter of [`Self::subscribe`], now.
@@ -562,11 +554,7 @@ impl Registry {
     fn publish(&self) {
         let mut changed = false;
         {
-            let mut members = self
-                .pool
-                .members
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut members = self.pool.members.write();
             let before = members.len();
             members.retain(|name, _| self.entries.contains_key(name));
             changed |= members.len() != before;

@@ -2,9 +2,10 @@
 //! DNSEndpoints, and each push member's Services, EndpointSlices and Ingresses. Every change
 //! wakes the reconciler.
 
+use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use futures::StreamExt as _;
 use hubfed_api::externaldns;
@@ -106,10 +107,7 @@ impl Context {
 
     /// Every followed member's caches, by name.
     pub fn members(&self) -> BTreeMap<String, Arc<MemberCaches>> {
-        self.members
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.members.read().clone()
     }
 }
 
@@ -199,7 +197,7 @@ pub(super) async fn follow_members(ctx: Arc<Context>) {
 
 fn sync_members(ctx: &Context) {
     let clusters = ctx.pool.clusters();
-    let mut members = ctx.members.write().unwrap_or_else(PoisonError::into_inner);
+    let mut members = ctx.members.write();
     members.retain(|name, caches| {
         clusters.iter().any(|c| {
             &c.name == name

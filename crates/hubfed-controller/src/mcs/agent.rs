@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::pin::pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -117,12 +117,7 @@ impl State {
     /// Every key the member exports or holds this control plane's objects of, or the hub
     /// holds a report or work of.
     fn queue_everything(&self) {
-        let mut keys = self
-            .member
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys();
+        let mut keys = self.member.index.lock().keys();
         keys.extend(
             self.reports
                 .store
@@ -136,12 +131,7 @@ impl State {
 
     /// Whether every list is in: the member's and the hub's.
     fn listed(&self) -> bool {
-        let member = self
-            .member
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .listed();
+        let member = self.member.index.lock().listed();
         member
             && self.reports.listed.load(Ordering::Acquire)
             && self.works.listed.load(Ordering::Acquire)
@@ -359,11 +349,7 @@ async fn reconcile_key(state: &State, key: &Key) -> Option<Duration> {
         return Some(LISTS_PENDING_RETRY);
     }
     let observed = {
-        let index = state
-            .member
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let index = state.member.index.lock();
         observe_key(&index, key)
     };
     let reported = report(state, key, &observed).await;
@@ -511,11 +497,7 @@ async fn maintain_cluster(state: Arc<State>) {
 
 async fn write_cluster(state: &State) -> Result<(), WriteFailed> {
     let (serves, lacks, absent, namespaces, properties) = {
-        let index = state
-            .member
-            .index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let index = state.member.index.lock();
         let absent: Vec<(&'static str, String)> = [
             (CLUSTER_ID_PROPERTY, state.settings.cluster.clone()),
             (CLUSTER_SET_PROPERTY, state.settings.cluster_set.clone()),

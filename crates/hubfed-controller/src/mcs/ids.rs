@@ -2,7 +2,7 @@
 //! ClusterProperties, written when absent; refused members said once.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use hubfed_api::about::{self, CLUSTER_ID_PROPERTY, CLUSTER_SET_PROPERTY, ClusterProperty};
 use hubfed_api::kubefedcluster::KubeFedCluster;
@@ -55,7 +55,7 @@ pub(super) fn decide(
     let seen: Vec<Seen> = members
         .iter()
         .filter_map(|(_, member)| {
-            let index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
+            let index = member.index.lock();
             index.listed().then(|| Seen {
                 name: member.name.clone(),
                 id: index.property(CLUSTER_ID_PROPERTY).map(str::to_owned),

@@ -47,8 +47,9 @@ mod queue;
 mod reconcile;
 mod write;
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hubfed_core::mcs::CONTROL_PLANE_LABEL;
@@ -145,7 +146,7 @@ pub(crate) struct Context {
 impl Context {
     /// Every followed member, with its registry entry, sorted by name.
     fn members(&self) -> Vec<(Arc<MemberCluster>, Arc<Member>)> {
-        let members = self.members.read().unwrap_or_else(PoisonError::into_inner);
+        let members = self.members.read();
         self.pool
             .clusters()
             .into_iter()
@@ -179,22 +180,8 @@ impl Context {
 
     /// Every key any member exports or holds hubfed's objects of.
     fn keys(&self) -> BTreeSet<Key> {
-        let members: Vec<Arc<Member>> = self
-            .members
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
-        members
-            .iter()
-            .flat_map(|m| {
-                m.index
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .keys()
-            })
-            .collect()
+        let members: Vec<Arc<Member>> = self.members.read().values().cloned().collect();
+        members.iter().flat_map(|m| m.index.lock().keys()).collect()
     }
 
     /// Queues every key: membership, readiness or cluster ids changed.
@@ -204,7 +191,7 @@ impl Context {
 
     /// Records whether `key` has a ServiceImport.
     fn set_exported(&self, key: &Key, exported: bool) {
-        let mut keys = self.exported.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut keys = self.exported.lock();
         if exported {
             keys.insert(key.clone());
         } else {
@@ -320,13 +307,7 @@ fn sync_members(ctx: &Arc<Context>, watched: &mut BTreeMap<String, Watched>) -> 
             .get(name.as_str())
             .is_some_and(|c| c.client_id == w.member.client_id);
         if !keep {
-            gone.extend(
-                w.member
-                    .index
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .keys(),
-            );
+            gone.extend(w.member.index.lock().keys());
             if !wanted.contains_key(name.as_str()) {
                 let _ = METRICS
                     .mcs_member_crds
@@ -362,7 +343,7 @@ fn sync_members(ctx: &Arc<Context>, watched: &mut BTreeMap<String, Watched>) -> 
         };
         watched.insert(name.to_owned(), Watched { member, tasks });
     }
-    let mut members = ctx.members.write().unwrap_or_else(PoisonError::into_inner);
+    let mut members = ctx.members.write();
     *members = watched
         .iter()
         .map(|(name, w)| (name.clone(), Arc::clone(&w.member)))

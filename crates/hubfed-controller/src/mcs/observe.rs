@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::pin::pin;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use futures::StreamExt as _;
 use hubfed_api::about::ClusterProperty;
@@ -200,7 +200,7 @@ async fn watch_feed<K>(
                 continue;
             }
             Ok(watcher::Event::InitDone) => {
-                let mut index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut index = member.index.lock();
                 let was_unserved = index.lacks_mcs_crds() && feed.needs_mcs_crds();
                 let touched = index.reset(feed, std::mem::take(&mut listing));
                 if feed.needs_mcs_crds() && !index.lacks_mcs_crds() {
@@ -223,7 +223,7 @@ async fn watch_feed<K>(
                 let Some(slot) = slot_of(feed, &object) else {
                     continue;
                 };
-                let mut index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut index = member.index.lock();
                 index.apply(feed, slot.clone(), cache(object));
                 BTreeSet::from([slot])
             }
@@ -231,7 +231,7 @@ async fn watch_feed<K>(
                 let Some(slot) = slot_of(feed, &object) else {
                     continue;
                 };
-                let mut index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut index = member.index.lock();
                 index.delete(feed, &slot);
                 BTreeSet::from([slot])
             }
@@ -251,7 +251,7 @@ async fn watch_feed<K>(
 /// The member does not serve `feed`'s resource: said once per member and resource.
 fn unserved(sink: &dyn Sink, member: &Arc<Member>, feed: Feed) {
     let (first, listed) = {
-        let mut index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut index = member.index.lock();
         (index.set_unserved(feed), index.listed())
     };
     if !first {

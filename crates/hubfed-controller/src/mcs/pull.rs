@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::pin::pin;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use futures::StreamExt as _;
 use hubfed_api::about::{ClusterProperty, ClusterPropertySpec};
@@ -85,7 +85,7 @@ async fn follow<K: Reported>(ctx: Arc<Context>, member: Arc<Member>, api: Api<K>
     let mut listing: Vec<K> = Vec::new();
     let mut said_unserved = false;
     while let Some(event) = events.next().await {
-        let mut index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut index = member.index.lock();
         let touch = match event {
             Ok(watcher::Event::Init) => {
                 listing.clear();

@@ -1,9 +1,10 @@
 //! The MCS controller's work queue: keys by `namespace/name`, debounced, a bounded number at
 //! a time, never one key twice at once.
 
+use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -35,7 +36,7 @@ impl WorkQueue {
     /// Queues `key`.
     pub(super) fn add(&self, key: Key) {
         {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = self.state.lock();
             if state.running.contains(&key) {
                 state.again.insert(key);
                 return;
@@ -71,7 +72,7 @@ impl WorkQueue {
 
     /// Takes up to `room` pending keys and marks them running.
     fn take(&self, room: usize) -> Vec<Key> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state.lock();
         let mut taken = Vec::new();
         while taken.len() < room {
             let Some(key) = state.pending.pop_first() else {
@@ -86,7 +87,7 @@ impl WorkQueue {
     /// Marks `key` done; queues it again if it changed meanwhile.
     fn done(&self, key: &Key) {
         let again = {
-            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = self.state.lock();
             state.running.remove(key);
             let again = state.again.remove(key);
             if again {

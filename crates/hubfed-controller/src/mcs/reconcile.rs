@@ -1,6 +1,6 @@
 //! One key's reconcile: its inputs from the caches, the decisions, then the writes.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -285,7 +285,7 @@ fn observe(
     part: Option<Part>,
     key: &Key,
 ) -> View {
-    let index = member.index.lock().unwrap_or_else(PoisonError::into_inner);
+    let index = member.index.lock();
     let (namespace, name) = key;
     let export = match index.get(Feed::Exports, key, name) {
         Some(Cached::Export(e)) => Some(Arc::clone(e)),

@@ -486,20 +486,12 @@ impl ApplyStep<'_> {
             }
             let drifted = drift_record(changes, action.as_str(), &now);
             record = Some(drifted.clone());
-            let copy = format!(
-                "{}/{}@{}",
-                self.object.namespace.as_deref().unwrap_or_default(),
-                self.object.name,
-                self.cluster()
-            );
             let what = format!("{action:?} {:?} {:?}", drifted.managers, drifted.fields);
-            let seen = self
+            if !self
                 .env
                 .drift_reported
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(copy, what.clone());
-            if seen.as_deref() == Some(what.as_str()) {
+                .report(self.object, self.cluster(), &what)
+            {
                 continue;
             }
             let what = match action {

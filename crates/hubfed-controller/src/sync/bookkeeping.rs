@@ -5,7 +5,8 @@
 //! bookkeeping writes run at once per type; a reconcile of an object whose bookkeeping runs is
 //! put off until it ends.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hubfed_api::federated::FederatedStatus;
@@ -60,8 +61,8 @@ impl Bookkeeping {
         abandon.disarm();
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, InFlight<ObjectRef<DynamicObject>>> {
-        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    fn in_flight(&self) -> parking_lot::MutexGuard<'_, InFlight<ObjectRef<DynamicObject>>> {
+        self.in_flight.lock()
     }
 
     /// Whether a reconcile of `object` is to be put off: its bookkeeping runs (the object is
@@ -225,10 +226,9 @@ async fn write(ctx: &TypeContext, books: &Books) -> bool {
                     resource_version,
                     status: versions.clone(),
                 };
-                ctx.written_versions
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(books.object_ref.clone(), written);
+                ctx.objects.update(&books.object_ref, |state| {
+                    state.written_versions = Some(written);
+                });
             }
             Err(e) => {
                 warn!(name = %books.object_ref.name, error = %e,

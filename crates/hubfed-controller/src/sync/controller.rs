@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::members::MemberWatches;
-use super::memory::{AppliedMap, LatencyTracker, prune, shrink_when_sparse};
+use super::memory::{AppliedMap, LatencyTracker, store_is_behind};
 use super::{
     LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, queue, reconcile,
 };
@@ -200,7 +200,7 @@ fn federated_controller(
     shared: &Shared,
     ftc: &FederatedTypeConfig,
     federated: &ApiResource,
-    event_budget: &Arc<std::sync::Mutex<EventBudget>>,
+    event_budget: &Arc<parking_lot::Mutex<EventBudget>>,
 ) -> (
     Controller<DynamicObject>,
     Store<DynamicObject>,
@@ -249,7 +249,6 @@ fn federated_controller(
                         .collect::<Vec<_>>();
                     event_budget
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner())
                         .started_with(objects, std::time::Instant::now());
                 }
             }
@@ -290,7 +289,7 @@ pub async fn run_type(
         namespaced: ftc.target_namespaced(),
     };
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<DynamicObject>>();
-    let event_budget = Arc::new(std::sync::Mutex::new(EventBudget::default()));
+    let event_budget = Arc::new(parking_lot::Mutex::new(EventBudget::default()));
     let (controller, store, listed) =
         federated_controller(&shared, &ftc, &federated, &event_budget);
 
@@ -336,17 +335,12 @@ pub async fn run_type(
         members,
         works: super::deliver::PullWorks::new(works),
         applied: AppliedMap::default(),
-        latency: std::sync::Mutex::new(LatencyTracker::default()),
-        written_versions: std::sync::Mutex::new(HashMap::new()),
-        written_status: std::sync::Mutex::new(HashMap::new()),
-        backoff: std::sync::Mutex::new(HashMap::new()),
-        drift_reported: std::sync::Mutex::new(HashMap::new()),
-        pending_since: std::sync::Mutex::new(HashMap::new()),
+        latency: parking_lot::Mutex::new(LatencyTracker::default()),
+        objects: super::objects::ObjectIndex::default(),
         collect_status,
-        status_written: std::sync::Mutex::new(HashMap::new()),
-        detached: std::sync::Mutex::new(HashMap::new()),
+        detached: parking_lot::Mutex::new(HashMap::new()),
         bookkeeping: super::bookkeeping::Bookkeeping::new(shared.reconcile_concurrency),
-        write_times: std::sync::Mutex::new(HashMap::new()),
+        write_times: parking_lot::Mutex::new(HashMap::new()),
         event_budget,
         stop: stop.clone(),
     });
@@ -520,52 +514,44 @@ async fn export_object_gauges(
         .remove_label_values(&[type_label.as_str()]);
 }
 
-/// Forgets what is kept between reconciles of objects no longer in the `federated` cache
-/// (written versions and statuses, drift reported, pull reports awaited, writes left running,
-/// backoff), and gives back the room a burst left in those maps ([`shrink_when_sparse`]);
-/// returns how many objects are in backoff.
+/// Forgets what is remembered of objects no longer in the `federated` cache, and written
+/// statuses and versions the caches have caught up with; returns how many objects are in
+/// backoff.
 fn forget_deleted(ctx: &TypeContext, federated: &Store<DynamicObject>) -> usize {
-    observe::prune_written_versions(ctx);
-    shrink_when_sparse(
-        &mut ctx
-            .written_versions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()),
-    );
-    super::hub_writes::prune_written_status(ctx, federated);
-    ctx.latency
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .shrink();
-    prune(&ctx.drift_reported, |copy, _| {
-        let object = copy.rsplit_once('@').map_or(copy.as_str(), |(o, _)| o);
-        let (ns, name) = object.split_once('/').unwrap_or(("", object));
-        let reference = ObjectRef::new_with(name, ctx.federated.clone());
-        let reference = if ns.is_empty() {
-            reference
-        } else {
-            reference.within(ns)
+    ctx.objects.retain(|object, state| {
+        let Some(cached) = federated.get(object) else {
+            return false;
         };
-        federated.get(&reference).is_some()
+        if state.written_status.as_ref().is_some_and(|written| {
+            !store_is_behind(
+                cached.resource_version().as_deref(),
+                &written.resource_version,
+            )
+        }) {
+            state.written_status = None;
+        }
+        if state.written_versions.as_ref().is_some_and(|written| {
+            let (_, stored) =
+                observe::stored_propagated_version(ctx, &object.name, object.namespace.as_deref());
+            !store_is_behind(stored.as_deref(), &written.resource_version)
+        }) {
+            state.written_versions = None;
+        }
+        true
     });
-    prune(&ctx.pending_since, |object, _| {
-        federated.get(object).is_some()
-    });
+    ctx.latency.lock().shrink();
     super::detach::forget(ctx, |object| federated.get(object).is_some());
-    prune(&ctx.backoff, |object, _| federated.get(object).is_some())
+    ctx.objects.failing()
 }
 
 /// Queues the objects whose status has waited for pending clusters past every hold
 /// ([`hubfed_core::conclude::hold_expired`]): their next reconcile writes it with what is known.
 fn queue_expired_holds(ctx: &TypeContext) {
-    let expired: Vec<_> = ctx
-        .pending_since
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter(|(_, since)| hubfed_core::conclude::hold_expired(since.elapsed()))
-        .map(|(object, _)| object.clone())
-        .collect();
+    let expired = ctx.objects.select(|state| {
+        state
+            .pending_since
+            .is_some_and(|since| hubfed_core::conclude::hold_expired(since.elapsed()))
+    });
     for object in expired {
         ctx.members.queue_federated(object);
     }

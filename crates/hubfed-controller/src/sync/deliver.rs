@@ -3,8 +3,9 @@
 //! outcome, and works the plan no longer needs are removed. Every decision is
 //! [`hubfed_core::pull`]'s; this module reads and writes works.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hubfed_api::kubefedcluster::KubeFedCluster;
 use hubfed_api::names::FIELD_MANAGER;
@@ -48,10 +49,7 @@ impl PullWorks {
 
     /// Forgets works that are gone.
     pub fn forget(&self, uid: &str) {
-        self.reported
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(uid);
+        self.reported.lock().remove(uid);
     }
 }
 
@@ -72,7 +70,7 @@ pub fn lookup(ctx: &TypeContext, cluster: &str, object: &FederatedObject) -> Opt
         .works
         .store
         .get(&ObjectRef::new(&name).within(&namespace));
-    let mut written = ctx.works.written.lock().unwrap_or_else(|e| e.into_inner());
+    let mut written = ctx.works.written.lock();
     let key = (namespace, name);
     match (cached, written.get(&key)) {
         (Some(cached), Some(mine)) if cached.metadata.generation < mine.metadata.generation => {
@@ -167,11 +165,7 @@ pub async fn deliver(
 fn remember(ctx: &TypeContext, work: Work) -> Arc<Work> {
     let work = Arc::new(work);
     let key = (work.namespace().unwrap_or_default(), work.name_any());
-    ctx.works
-        .written
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, Arc::clone(&work));
+    ctx.works.written.lock().insert(key, Arc::clone(&work));
     work
 }
 
@@ -247,12 +241,7 @@ fn publish_report(ctx: &TypeContext, object: &FederatedObject, cluster: &str, wo
     let (Some(uid), Some(generation)) = (work.uid(), work.metadata.generation) else {
         return;
     };
-    let seen = ctx
-        .works
-        .reported
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(uid, generation);
+    let seen = ctx.works.reported.lock().insert(uid, generation);
     let Some(status) = work.status.as_ref().filter(|_| seen != Some(generation)) else {
         return;
     };
@@ -360,7 +349,6 @@ pub async fn carry_out(
             ctx.works
                 .written
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
                 .remove(&(namespace.clone(), work.name_any()));
             Ok(())
         }

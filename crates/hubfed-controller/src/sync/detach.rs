@@ -1,8 +1,9 @@
 //! Member applies left running past their reconcile ([`hubfed_core::detach`]): a member that
 //! answers late holds no reconcile slot and delays no other member's writes.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hubfed_core::detach::{DETACH_AFTER, Detached, Resume, WriteTimes, resume};
 use hubfed_core::plan::ClusterPlan;
@@ -25,7 +26,6 @@ fn keep(
 ) {
     ctx.detached
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
         .entry(object)
         .or_default()
         .insert(cluster, write);
@@ -33,10 +33,7 @@ fn keep(
 
 /// Whether a write of `object` to any cluster is still running or its result not yet taken.
 pub(super) fn any_of(ctx: &TypeContext, object: &ObjectRef<DynamicObject>) -> bool {
-    ctx.detached
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains_key(object)
+    ctx.detached.lock().contains_key(object)
 }
 
 /// Who takes a write's result: the reconcile while it waits, else the write itself.
@@ -52,7 +49,7 @@ pub(super) fn resume_in(
     object: &ObjectRef<DynamicObject>,
     cp: &ClusterPlan,
 ) -> Resume<ClusterResult> {
-    let mut writes = ctx.detached.lock().unwrap_or_else(|e| e.into_inner());
+    let mut writes = ctx.detached.lock();
     let Some(by_cluster) = writes.get_mut(object) else {
         return resume(&mut None, &cp.action);
     };
@@ -87,7 +84,7 @@ pub(super) async fn write_or_leave(
         async move {
             let result = write.await;
             let (state, done) = &*handoff;
-            let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = state.lock();
             if matches!(*state, Handoff::Left) {
                 let object = key.0.clone();
                 let done = Detached::Done {
@@ -106,12 +103,11 @@ pub(super) async fn write_or_leave(
     let wait = ctx
         .write_times
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
         .get(&key.1)
         .map_or(DETACH_AFTER, WriteTimes::wait);
     tokio::spawn(task);
     let _ = tokio::time::timeout(wait, handoff.1.notified()).await;
-    let mut state = handoff.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = handoff.0.lock();
     match std::mem::replace(&mut *state, Handoff::Left) {
         Handoff::Done(result) => Some(*result),
         Handoff::Waiting | Handoff::Left => {

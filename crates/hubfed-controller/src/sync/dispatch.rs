@@ -210,16 +210,12 @@ fn summarize(
             .strip_prefix(&ctx.target.kind)
             .unwrap_or(&what)
             .trim_start();
-        let admitted = ctx
-            .event_budget
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .admit(
-                std::time::Instant::now(),
-                (reason, &kind_verb),
-                key,
-                &clusters,
-            );
+        let admitted = ctx.event_budget.lock().admit(
+            std::time::Instant::now(),
+            (reason, &kind_verb),
+            key,
+            &clusters,
+        );
         match admitted {
             Admit::Record => {
                 let clusters: Vec<String> = clusters.iter().map(|c| format!("{c:?}")).collect();
@@ -242,11 +238,7 @@ pub(super) fn publish_summaries_at(ctx: &Arc<TypeContext>, due: std::time::Insta
     let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
         tokio::time::sleep_until(due.into()).await;
-        let summaries = ctx
-            .event_budget
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .due(std::time::Instant::now());
+        let summaries = ctx.event_budget.lock().due(std::time::Instant::now());
         let reference = kube::Resource::object_ref(&ctx.ftc, &());
         for summary in summaries {
             publish(
@@ -296,7 +288,7 @@ async fn write_one(
         namespaced: ctx.target.namespaced,
         type_label: ctx.federated.kind.to_lowercase(),
         drift_people: &ctx.shared.drift_people,
-        drift_reported: &ctx.drift_reported,
+        drift_reported: ctx,
         applied: Some(&ctx.applied),
         unmanaged: &unmanaged,
         events: &events,
@@ -353,7 +345,6 @@ async fn dispatch_one(
         };
     ctx.write_times
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
         .entry(name.to_owned())
         .or_default()
         .record(started.elapsed());

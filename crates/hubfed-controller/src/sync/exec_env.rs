@@ -2,8 +2,8 @@
 //! module so that the executor ([`super::execute`]) and the apply it calls ([`super::apply`])
 //! both depend on it, not on each other.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use hubfed_core::plan::FederatedObject;
 use kube::runtime::events::EventType;
@@ -15,6 +15,26 @@ use super::members::Unmanaged;
 /// status (republished by the hub) for the agent.
 pub trait EventSink: Send + Sync {
     fn publish(&self, type_: EventType, reason: &str, message: &str);
+}
+
+/// Remembers the drift last reported of each copy, so the same drift seen again (a change
+/// left in place under `hubfed.io/drift: report`) is not an Event and a count each time.
+pub trait DriftMemory: Send + Sync {
+    /// Records `what` as the drift last reported of `object`'s copy in `cluster`; whether it
+    /// differs from the one reported before.
+    fn report(&self, object: &FederatedObject, cluster: &str, what: &str) -> bool;
+}
+
+/// The agent's memory: `<namespace>/<name>@<cluster>` → what.
+impl DriftMemory for Mutex<HashMap<String, String>> {
+    fn report(&self, object: &FederatedObject, cluster: &str, what: &str) -> bool {
+        let copy = format!(
+            "{}/{}@{cluster}",
+            object.namespace.as_deref().unwrap_or_default(),
+            object.name
+        );
+        self.lock().insert(copy, what.to_owned()).as_deref() != Some(what)
+    }
 }
 
 /// What carrying out an action needs besides the member API.
@@ -29,7 +49,7 @@ pub struct ExecEnv<'a> {
     /// Field managers whose changes are people's (drift to revert).
     pub drift_people: &'a [String],
     /// The last drift reported per copy, so the same drift is one Event, not one per apply.
-    pub drift_reported: &'a Mutex<HashMap<String, String>>,
+    pub drift_reported: &'a dyn DriftMemory,
     /// Memory of successful applies, kept by the push controller (the agent reports them).
     pub applied: Option<&'a AppliedMap>,
     /// What the cache of unmanaged names knows of a name: (cluster, name, namespace).

@@ -153,30 +153,12 @@ pub async fn write_status(
                 resource_version,
                 status: status.clone(),
             };
-            ctx.written_status
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key, written);
+            ctx.objects
+                .update(&key, |state| state.written_status = Some(written));
             Ok(())
         }
         written => done_or_gone(written),
     }
-}
-
-/// Forgets written statuses the `federated` store has caught up with, and those of objects
-/// it no longer holds.
-pub(crate) fn prune_written_status(
-    ctx: &TypeContext,
-    federated: &kube::runtime::reflector::Store<DynamicObject>,
-) {
-    super::memory::prune(&ctx.written_status, |key, written| {
-        federated.get(key).is_some_and(|cached| {
-            super::memory::store_is_behind(
-                cached.resource_version().as_deref(),
-                &written.resource_version,
-            )
-        })
-    });
 }
 
 /// The object's status as this controller last wrote it, when the cached `obj` predates that
@@ -185,20 +167,25 @@ pub(crate) fn prune_written_status(
 /// before the hub's watch has delivered the status and writes the same status again.
 fn previous_status(ctx: &TypeContext, obj: &DynamicObject) -> Option<FederatedStatus> {
     let key = kube::runtime::reflector::ObjectRef::from_obj_with(obj, ctx.federated.clone());
-    let mut written = ctx.written_status.lock().unwrap_or_else(|e| e.into_inner());
-    match written.get(&key) {
-        Some(w)
-            if super::memory::store_is_behind(
-                obj.resource_version().as_deref(),
-                &w.resource_version,
-            ) =>
-        {
-            return Some(w.status.clone());
-        }
-        Some(_) => {
-            written.remove(&key);
-        }
-        None => {}
+    let written = ctx
+        .objects
+        .update(&key, |state| match &state.written_status {
+            Some(w)
+                if super::memory::store_is_behind(
+                    obj.resource_version().as_deref(),
+                    &w.resource_version,
+                ) =>
+            {
+                Some(w.status.clone())
+            }
+            Some(_) => {
+                state.written_status = None;
+                None
+            }
+            None => None,
+        });
+    if written.is_some() {
+        return written;
     }
     super::memory::field(obj, "status").and_then(Result::ok)
 }
@@ -262,20 +249,24 @@ pub fn status_to_write(
     if ctx.collect_status {
         let key = kube::runtime::reflector::ObjectRef::from_obj_with(obj, ctx.federated.clone());
         let now = std::time::Instant::now();
-        let mut last = ctx.status_written.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(at) = last.get(&key)
-            && now.duration_since(*at) < REMOTE_STATUS_WRITE_INTERVAL
-            && only_remote_status_changed(previous.as_ref(), &update.status)
-        {
+        let only_remote = only_remote_status_changed(previous.as_ref(), &update.status);
+        let deferred = ctx.objects.update(&key, |state| {
+            if let Some(at) = state.status_written_at
+                && now.duration_since(at) < REMOTE_STATUS_WRITE_INTERVAL
+                && only_remote
+            {
+                return Some(REMOTE_STATUS_WRITE_INTERVAL - now.duration_since(at));
+            }
+            state.status_written_at = Some(now);
+            None
+        });
+        if let Some(wait) = deferred {
             crate::metrics::METRICS
                 .status_writes_deferred
                 .with_label_values(&[&ctx.federated.kind.to_lowercase()])
                 .inc();
-            return StatusDecision::Deferred(
-                REMOTE_STATUS_WRITE_INTERVAL - now.duration_since(*at),
-            );
+            return StatusDecision::Deferred(wait);
         }
-        last.insert(key, now);
     }
     StatusDecision::Write(Box::new(update.status))
 }

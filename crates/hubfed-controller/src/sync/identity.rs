@@ -7,8 +7,9 @@
 //! 5 min). One lookup is made at a time (single flight); a reconcile waits at most 2 s for it,
 //! then goes on with `Unknown`. No lock on the remembered answers is held across a request.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -88,7 +89,7 @@ impl HubIdentities {
             .iter()
             .map(|(_, _, client)| kube_system_uid(client));
         let results = join_all(lookups).await;
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = self.entries.lock();
         for ((name, client_id, _), member_uid) in to_look_up.into_iter().zip(results) {
             let identity = identity_from_uids(
                 hub_uid.as_deref().map_err(String::as_str),
@@ -129,7 +130,7 @@ impl HubIdentities {
         let mut known = BTreeMap::new();
         let mut uids = BTreeMap::new();
         let mut to_look_up = Vec::new();
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let entries = self.entries.lock();
         for cluster in clusters.iter().filter(|c| c.ready) {
             let Some(client) = &cluster.client else {
                 continue;
@@ -167,17 +168,12 @@ impl HubIdentities {
 
     /// The hub's `kube-system` UID: read once, then remembered (it never changes).
     async fn hub_uid(&self, hub: &Client) -> Result<String, String> {
-        if let Some(uid) = self
-            .hub_uid
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
+        if let Some(uid) = self.hub_uid.lock().clone() {
             return Ok(uid);
         }
         let uid = kube_system_uid(hub).await?;
         if !uid.is_empty() {
-            *self.hub_uid.lock().unwrap_or_else(|e| e.into_inner()) = Some(uid.clone());
+            *self.hub_uid.lock() = Some(uid.clone());
         }
         Ok(uid)
     }

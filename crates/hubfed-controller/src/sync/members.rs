@@ -219,7 +219,7 @@ impl Cached {
 
 /// A map kept equal to what one member watch selects, by key ([`MirrorKey`]); `None` until
 /// the watch's first list has completed.
-type Mirror<K, V> = std::sync::RwLock<Option<HashMap<K, V>>>;
+type Mirror<K, V> = parking_lot::RwLock<Option<HashMap<K, V>>>;
 
 /// How a mirror keys the member objects it keeps.
 trait MirrorKey: std::hash::Hash + Eq + Clone + Send + Sync + 'static {
@@ -266,7 +266,7 @@ impl MirrorKey for NameHash {
 struct MirrorTarget<'a, M, V> {
     map: &'a Mirror<M, V>,
     /// Given for the managed objects' mirror: why its first list failed.
-    failure: Option<&'a std::sync::Mutex<Option<ListFailure>>>,
+    failure: Option<&'a parking_lot::Mutex<Option<ListFailure>>>,
     /// Set when its watch fails, cleared by its next complete list.
     gap: &'a AtomicBool,
     /// Given for the managed objects' mirror: its lists' progress.
@@ -280,10 +280,10 @@ impl<M, V> MirrorTarget<'_, M, V> {
     /// first list failing, when it keeps why (`failure` given).
     fn watch_failed(&self, error: &watcher::Error) -> bool {
         self.gap.store(true, Ordering::Relaxed);
-        let first_list = self.map.read().unwrap_or_else(|e| e.into_inner()).is_none();
+        let first_list = self.map.read().is_none();
         match (first_list, self.failure) {
             (true, Some(failure)) => {
-                *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(list_failure(error));
+                *failure.lock() = Some(list_failure(error));
                 true
             }
             _ => false,
@@ -305,7 +305,7 @@ pub struct MemberCache {
     /// The type's unmanaged objects: whether each is labeled `kubefed.io/managed=false`.
     unmanaged: Mirror<NameHash, bool>,
     /// Why the managed objects' first list failed, until it succeeds.
-    list_failure: std::sync::Mutex<Option<ListFailure>>,
+    list_failure: parking_lot::Mutex<Option<ListFailure>>,
     /// Per mirror (managed, unmanaged): its watch failed since its last complete list. A
     /// cluster that turns not Ready keeps its watches while neither failed: they still follow
     /// the cluster, and a health check that timed out on a busy API server then costs no
@@ -324,15 +324,15 @@ pub struct MemberWatches {
     target: TargetType,
     federated: ApiResource,
     trigger: UnboundedSender<ObjectRef<DynamicObject>>,
-    caches: std::sync::RwLock<HashMap<String, Arc<MemberCache>>>,
+    caches: parking_lot::RwLock<HashMap<String, Arc<MemberCache>>>,
     /// Bumped whenever a cache of managed objects completes a (re)list: garbage collection
     /// looks at the cluster then.
     relisted: tokio::sync::watch::Sender<u64>,
     /// Federated objects a reconcile could not carry to clusters whose caches' first lists are
     /// under way or wait their turn, with those clusters: queued once the last of them listed.
-    awaiting_lists: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, HashSet<String>>>,
+    awaiting_lists: parking_lot::Mutex<HashMap<ObjectRef<DynamicObject>, HashSet<String>>>,
     /// Managed copies a watch event added or changed, for garbage collection to look at.
-    changed_copies: std::sync::Mutex<ChangedCopies>,
+    changed_copies: parking_lot::Mutex<ChangedCopies>,
     /// Notified when a copy is added to `changed_copies`.
     copies_changed: tokio::sync::Notify,
     /// The copies' status is collected (remote status): whole objects are watched.
@@ -426,10 +426,10 @@ impl MemberWatches {
             target,
             federated,
             trigger,
-            caches: std::sync::RwLock::new(HashMap::new()),
+            caches: parking_lot::RwLock::new(HashMap::new()),
             relisted: tokio::sync::watch::Sender::new(0),
-            awaiting_lists: std::sync::Mutex::new(HashMap::new()),
-            changed_copies: std::sync::Mutex::new(ChangedCopies::default()),
+            awaiting_lists: parking_lot::Mutex::new(HashMap::new()),
+            changed_copies: parking_lot::Mutex::new(ChangedCopies::default()),
             copies_changed: tokio::sync::Notify::new(),
             collect_status,
             hasher: std::hash::RandomState::new(),
@@ -438,14 +438,14 @@ impl MemberWatches {
 
     /// What the cache of `cluster` holds of the managed object `name` in `namespace`.
     pub fn view(&self, cluster: &str, name: &str, namespace: Option<&str>) -> CacheView {
-        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        let caches = self.caches.read();
         let Some(cache) = caches.get(cluster) else {
             return CacheView::Unavailable;
         };
-        let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+        let objects = cache.objects.read();
         match objects.as_ref() {
             None => {
-                let failure = cache.list_failure.lock().unwrap_or_else(|e| e.into_inner());
+                let failure = cache.list_failure.lock();
                 match failure.as_ref() {
                     Some(f) if f.not_served => CacheView::NotServed,
                     failure => CacheView::Syncing(
@@ -482,11 +482,11 @@ impl MemberWatches {
 
     /// Whether an unmanaged object named `name` exists in `cluster`.
     pub fn unmanaged(&self, cluster: &str, name: &str, namespace: Option<&str>) -> Unmanaged {
-        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        let caches = self.caches.read();
         let Some(cache) = caches.get(cluster) else {
             return Unmanaged::Unknown;
         };
-        let names = cache.unmanaged.read().unwrap_or_else(|e| e.into_inner());
+        let names = cache.unmanaged.read();
         match names.as_ref() {
             None => Unmanaged::Unknown,
             Some(names) => {
@@ -506,12 +506,8 @@ impl MemberWatches {
 
     /// The managed copies in `cluster`, once its cache has listed.
     pub fn managed_copies(&self, cluster: &str) -> Option<Vec<ManagedCopy>> {
-        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
-        let objects = caches
-            .get(cluster)?
-            .objects
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
+        let caches = self.caches.read();
+        let objects = caches.get(cluster)?.objects.read();
         let copies = objects.as_ref()?.iter();
         Some(
             copies
@@ -522,10 +518,7 @@ impl MemberWatches {
 
     /// Notes that a watch event added or changed the managed copy `key` in `cluster`.
     fn note_changed_copy(&self, cluster: &str, key: &str) {
-        self.changed_copies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .note(cluster, key);
+        self.changed_copies.lock().note(cluster, key);
         self.copies_changed.notify_one();
     }
 
@@ -539,17 +532,12 @@ impl MemberWatches {
     /// the caches hold them now; every managed copy when more changed than were noted one by
     /// one. A copy gone since, or being deleted, is left out: its deletion is under way.
     pub fn take_changed_copies(&self) -> Vec<(String, ManagedCopy)> {
-        let changed = std::mem::take(
-            &mut *self
-                .changed_copies
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()),
-        );
-        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        let changed = std::mem::take(&mut *self.changed_copies.lock());
+        let caches = self.caches.read();
         let mut copies = Vec::new();
         if changed.overflowed {
             for (cluster, cache) in caches.iter() {
-                let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+                let objects = cache.objects.read();
                 let all = objects.iter().flatten().filter(|(_, c)| !c.terminating);
                 copies
                     .extend(all.map(|(key, cached)| (cluster.clone(), managed_copy(key, cached))));
@@ -560,7 +548,7 @@ impl MemberWatches {
             let Some(cache) = caches.get(&cluster) else {
                 continue;
             };
-            let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+            let objects = cache.objects.read();
             let copy = objects.as_ref().and_then(|objects| objects.get(&key));
             if let Some(cached) = copy.filter(|c| !c.terminating) {
                 let copy = managed_copy(&key, cached);
@@ -574,7 +562,7 @@ impl MemberWatches {
     /// Number of cached managed objects per cluster.
     pub fn counts(&self) -> Vec<(String, usize)> {
         self.per_cluster(|cache| {
-            let objects = cache.objects.read().unwrap_or_else(|e| e.into_inner());
+            let objects = cache.objects.read();
             Some(objects.as_ref().map_or(0, HashMap::len))
         })
     }
@@ -582,14 +570,14 @@ impl MemberWatches {
     /// Number of unmanaged objects per cluster, once listed.
     pub fn unmanaged_counts(&self) -> Vec<(String, usize)> {
         self.per_cluster(|cache| {
-            let names = cache.unmanaged.read().unwrap_or_else(|e| e.into_inner());
+            let names = cache.unmanaged.read();
             Some(names.as_ref()?.len())
         })
     }
 
     /// `count` of each cluster's cache, for the clusters it answers for.
     fn per_cluster(&self, count: impl Fn(&MemberCache) -> Option<usize>) -> Vec<(String, usize)> {
-        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        let caches = self.caches.read();
         caches
             .iter()
             .filter_map(|(name, cache)| Some((name.clone(), count(cache)?)))
@@ -607,7 +595,7 @@ impl MemberWatches {
                 changed = changes.changed() => if changed.is_err() { break },
             }
         }
-        let caches = std::mem::take(&mut *self.caches.write().unwrap_or_else(|e| e.into_inner()));
+        let caches = std::mem::take(&mut *self.caches.write());
         for cache in caches.values() {
             cache.stop.cancel();
         }
@@ -615,7 +603,7 @@ impl MemberWatches {
 
     fn sync_watches(self: &Arc<Self>) {
         let clusters = self.shared.pool.clusters();
-        let mut caches = self.caches.write().unwrap_or_else(|e| e.into_inner());
+        let mut caches = self.caches.write();
         caches.retain(|name, cache| {
             let cluster = clusters.iter().find(|c| &c.name == name);
             // A cluster not Ready keeps watches that work (a slow health check); one whose
@@ -692,9 +680,9 @@ impl MemberWatches {
                 ),
             };
         let cache = Arc::new(MemberCache {
-            objects: std::sync::RwLock::new(None),
-            unmanaged: std::sync::RwLock::new(None),
-            list_failure: std::sync::Mutex::new(None),
+            objects: parking_lot::RwLock::new(None),
+            unmanaged: parking_lot::RwLock::new(None),
+            list_failure: parking_lot::Mutex::new(None),
             gaps: [AtomicBool::new(false), AtomicBool::new(false)],
             progress: ListProgress::new(),
             client_id,
@@ -954,7 +942,7 @@ impl MemberWatches {
         &MirrorTarget { map, failure, .. }: &MirrorTarget<'_, M, V>,
         failed_before: bool,
     ) {
-        let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
+        let mut guard = map.write();
         let previous = guard.replace(listed);
         match (previous, guard.as_ref()) {
             (Some(previous), Some(current)) => {
@@ -976,7 +964,7 @@ impl MemberWatches {
             _ => {}
         }
         if let Some(failure) = failure {
-            *failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *failure.lock() = None;
             // Only the managed objects' mirror keeps failures.
             self.relisted.send_modify(|n| *n += 1);
         }
@@ -1005,10 +993,7 @@ impl MemberWatches {
         clusters: impl Iterator<Item = &'a str>,
     ) {
         let clusters: HashSet<String> = clusters.map(str::to_owned).collect();
-        let mut awaiting = self
-            .awaiting_lists
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut awaiting = self.awaiting_lists.lock();
         if clusters.is_empty() {
             awaiting.remove(object);
         } else {
@@ -1020,17 +1005,14 @@ impl MemberWatches {
     /// for it alone are queued.
     fn wake_awaiting(&self, cluster: &str) {
         let mut ready = Vec::new();
-        self.awaiting_lists
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|object, clusters| {
-                clusters.remove(cluster);
-                let waits = !clusters.is_empty();
-                if !waits {
-                    ready.push(object.clone());
-                }
-                waits
-            });
+        self.awaiting_lists.lock().retain(|object, clusters| {
+            clusters.remove(cluster);
+            let waits = !clusters.is_empty();
+            if !waits {
+                ready.push(object.clone());
+            }
+            waits
+        });
         for object in ready {
             self.queue_federated(object);
         }
@@ -1083,7 +1065,7 @@ fn managed_label(meta: &ObjectMeta) -> Option<&str> {
 /// Sets `key` to `value` in a listed mirror; whether that changed it (an unlisted mirror is
 /// left alone).
 fn update<K: std::hash::Hash + Eq, V: PartialEq>(map: &Mirror<K, V>, key: K, value: V) -> bool {
-    let mut guard = map.write().unwrap_or_else(|e| e.into_inner());
+    let mut guard = map.write();
     match guard.as_mut() {
         Some(map) if map.get(&key) != Some(&value) => {
             map.insert(key, value);
@@ -1096,7 +1078,6 @@ fn update<K: std::hash::Hash + Eq, V: PartialEq>(map: &Mirror<K, V>, key: K, val
 /// Removes `key` from a listed mirror; whether it was there.
 fn remove<K: std::hash::Hash + Eq, V>(map: &Mirror<K, V>, key: &K) -> bool {
     map.write()
-        .unwrap_or_else(|e| e.into_inner())
         .as_mut()
         .is_some_and(|map| map.remove(key).is_some())
 }

@@ -46,7 +46,7 @@ pub(crate) fn field<T: DeserializeOwned>(
 /// Kept compact, one entry per object with a short list of clusters: it holds an entry for
 /// most object×cluster pairs.
 #[derive(Default)]
-pub struct AppliedMap(std::sync::Mutex<AppliedByObject>);
+pub struct AppliedMap(parking_lot::Mutex<AppliedByObject>);
 
 /// Object key (`namespace/name` or `name`) → (cluster, recorded apply).
 type AppliedByObject = HashMap<Box<str>, Vec<(Box<str>, hubfed_core::version::RecordedApply)>>;
@@ -59,8 +59,8 @@ impl AppliedMap {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, AppliedByObject> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, AppliedByObject> {
+        self.0.lock()
     }
 
     /// The recorded applies of one object, by cluster.
@@ -146,13 +146,12 @@ pub(crate) fn shrink_when_sparse<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K
 }
 
 /// Keeps the entries of the map behind `map` that `keep` accepts, gives back the room of
-/// the others ([`shrink_when_sparse`]) and returns how many are left. A poisoned lock is taken
-/// over: the maps hold what the controller remembers between reconciles, never half-written.
+/// the others ([`shrink_when_sparse`]) and returns how many are left.
 pub(crate) fn prune<K: Eq + std::hash::Hash, V>(
-    map: &std::sync::Mutex<HashMap<K, V>>,
+    map: &parking_lot::Mutex<HashMap<K, V>>,
     mut keep: impl FnMut(&K, &V) -> bool,
 ) -> usize {
-    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = map.lock();
     map.retain(|key, value| keep(key, value));
     shrink_when_sparse(&mut map);
     map.len()
@@ -266,13 +265,13 @@ mod tests {
         );
         assert_eq!(map.len(), 10);
         assert!(map.contains_key(&9));
-        let locked = std::sync::Mutex::new(map);
+        let locked = parking_lot::Mutex::new(map);
         assert_eq!(
             prune(&locked, |i, _| i % 2 == 0),
             5,
             "prune keeps what it is told to"
         );
-        let mut map = locked.into_inner().unwrap();
+        let mut map = locked.into_inner();
         assert!(map.contains_key(&8) && !map.contains_key(&9));
         map.clear();
         shrink_when_sparse(&mut map);

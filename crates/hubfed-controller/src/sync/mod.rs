@@ -23,6 +23,7 @@ pub(crate) mod list_slots;
 mod member_io;
 mod members;
 mod memory;
+mod objects;
 mod observe;
 mod reconcile;
 pub mod rollout;
@@ -52,6 +53,7 @@ pub(crate) use member_io::ClusterResult;
 use members::MemberWatches;
 pub(crate) use members::Unmanaged;
 pub use memory::{AppliedMap, LatencyTracker, WrittenStatus, WrittenVersions};
+pub use objects::Failing;
 
 /// kubectl's copy of the last applied object, on objects managed with `kubectl apply`.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -282,19 +284,6 @@ pub(crate) fn adopt_resources_enabled(spec: &KubeFedConfigSpec) -> bool {
         != Some(hubfed_api::federatedtypeconfig::EnabledDisabled::Disabled)
 }
 
-/// An object whose last attempts failed: how many in a row, for which generation, and when the
-/// last one ended.
-#[derive(Clone, Copy, Debug)]
-pub struct Failing {
-    pub failures: u32,
-    pub generation: i64,
-    pub at: std::time::Instant,
-    /// The cluster registry's version (`MemberClientPool::version`) and a hash
-    /// of the object's labels and annotations then: a change of either ends the backoff.
-    pub registry: u64,
-    pub metadata: u64,
-}
-
 /// Everything one federated type's reconciles need.
 pub struct TypeContext {
     pub shared: Arc<Shared>,
@@ -312,27 +301,12 @@ pub struct TypeContext {
     /// What the last successful apply per (object, cluster) sent and got back.
     pub applied: AppliedMap,
     /// Generations being propagated, for the propagation latency metric.
-    pub latency: std::sync::Mutex<LatencyTracker>,
-    /// PropagatedVersion statuses this controller wrote that the hub cache has not shown yet.
-    pub written_versions: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenVersions>>,
-    /// Statuses this controller wrote that the hub cache has not shown yet.
-    pub written_status: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, WrittenStatus>>,
-    /// Objects whose last attempts failed, for the backoff. Memory only: after a restart an
-    /// object starts again from the shortest delay.
-    pub backoff: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, Failing>>,
-    /// The last drift reported per copy (`<namespace>/<name>@<cluster>` → what), so the same
-    /// drift seen again — a change left in place under `hubfed.io/drift: report` — is not an
-    /// Event and a count each time. Memory only: after a restart it is reported once more.
-    pub drift_reported: std::sync::Mutex<HashMap<String, String>>,
-    /// Since when each object has waited for pending clusters — pull members' agents to
-    /// report, push members' applies to end (its status and versions are written once they
-    /// have, or after `hubfed_core::conclude::status_hold`'s period).
-    pub pending_since: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
+    pub latency: parking_lot::Mutex<LatencyTracker>,
+    /// What is remembered of each federated object between reconciles: written status and
+    /// versions, backoff, drift reported, holds ([`objects`]).
+    pub objects: objects::ObjectIndex,
     /// The copies' status is collected into `status.clusters[].remoteStatus`.
     pub collect_status: bool,
-    /// When each object's status was last written, kept only while collecting remote
-    /// status: remote-status-only changes are coalesced to one write per interval.
-    pub status_written: std::sync::Mutex<HashMap<ObjectRef<DynamicObject>, std::time::Instant>>,
     /// Member applies left running past their reconcile ([`detach`]).
     pub(crate) detached: detach::DetachedWrites,
     /// Status and PropagatedVersion writes left running past their reconcile
@@ -340,10 +314,10 @@ pub struct TypeContext {
     pub(crate) bookkeeping: bookkeeping::Bookkeeping,
     /// Each member's recent apply times, by cluster: how long a reconcile waits for its
     /// writes before leaving them running ([`hubfed_core::detach::WriteTimes`]).
-    pub(crate) write_times: std::sync::Mutex<HashMap<String, hubfed_core::detach::WriteTimes>>,
+    pub(crate) write_times: parking_lot::Mutex<HashMap<String, hubfed_core::detach::WriteTimes>>,
     /// Normal Events of this type in a burst ([`hubfed_core::burst`]); told which objects
     /// the first list found ([`start_key`]).
-    pub event_budget: Arc<std::sync::Mutex<hubfed_core::burst::EventBudget>>,
+    pub event_budget: Arc<parking_lot::Mutex<hubfed_core::burst::EventBudget>>,
     /// Cancelled when this sync controller stops: ends a reconcile's wait for room
     /// ([`room`]), which would otherwise hold up the controller's shutdown.
     pub(crate) stop: CancellationToken,

@@ -322,15 +322,36 @@ pub async fn plan_with_hub_namespace(
 
 /// The PropagatedVersion status as last written, and the resourceVersion of the stored copy
 /// (`None`: not stored). A write of this controller's that the store does not show yet wins
-/// over the store's older copy.
+/// over the store's older copy; one it shows is forgotten.
 fn stored_versions(
     ctx: &TypeContext,
     object_ref: &ObjectRef<DynamicObject>,
     name: &str,
     namespace: Option<&str>,
 ) -> (Option<PropagatedVersionStatus>, Option<String>) {
+    let (status, resource_version) = stored_propagated_version(ctx, name, namespace);
+    ctx.objects
+        .update(object_ref, |state| match &state.written_versions {
+            Some(w) if store_is_behind(resource_version.as_deref(), &w.resource_version) => {
+                (Some(w.status.clone()), resource_version)
+            }
+            Some(_) => {
+                state.written_versions = None;
+                (status, resource_version)
+            }
+            None => (status, resource_version),
+        })
+}
+
+/// The status and resourceVersion of the federated object `name`'s (Cluster)PropagatedVersion
+/// in the hub's cache (`None`s: not stored).
+pub(crate) fn stored_propagated_version(
+    ctx: &TypeContext,
+    name: &str,
+    namespace: Option<&str>,
+) -> (Option<PropagatedVersionStatus>, Option<String>) {
     let pv_name = propagated_version_name(&ctx.target.kind, name);
-    let (status, resource_version) = match namespace {
+    match namespace {
         Some(ns) => ctx
             .shared
             .propagated_versions
@@ -342,41 +363,7 @@ fn stored_versions(
             .get(&ObjectRef::<ClusterPropagatedVersion>::new(&pv_name))
             .map(|pv| (pv.status.clone(), pv.metadata.resource_version.clone())),
     }
-    .unwrap_or_default();
-    let mut written = ctx
-        .written_versions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    match written.get(object_ref) {
-        Some(w) if store_is_behind(resource_version.as_deref(), &w.resource_version) => {
-            (Some(w.status.clone()), resource_version)
-        }
-        Some(_) => {
-            written.remove(object_ref);
-            (status, resource_version)
-        }
-        None => (status, resource_version),
-    }
-}
-
-/// Forgets written PropagatedVersions the store has caught up with.
-pub(crate) fn prune_written_versions(ctx: &TypeContext) {
-    let pending: Vec<ObjectRef<DynamicObject>> = ctx
-        .written_versions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys()
-        .cloned()
-        .collect();
-    for object_ref in pending {
-        // `stored_versions` drops the entry once the store has moved on.
-        let _ = stored_versions(
-            ctx,
-            &object_ref,
-            &object_ref.name,
-            object_ref.namespace.as_deref(),
-        );
-    }
+    .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result
 /// Tells a start's batch of Events that `obj` has caught up, unless a write of it is still
 /// running (its Event is admitted at the object's next reconcile).
 fn caught_up(ctx: &Arc<TypeContext>, obj: &DynamicObject, object: &ObjectRef<DynamicObject>) {
-    let mut budget = ctx.event_budget.lock().unwrap_or_else(|e| e.into_inner());
+    let mut budget = ctx.event_budget.lock();
     if !budget.in_start() {
         return;
     }
@@ -156,7 +156,7 @@ async fn reconcile_object(
     count_drift_corrections(ctx, &observed, &plan);
     if plan.disposition == Disposition::Sync {
         let generation = obj.metadata.generation.unwrap_or(0);
-        let mut latency = ctx.latency.lock().unwrap_or_else(|e| e.into_inner());
+        let mut latency = ctx.latency.lock();
         latency.observe_start(&observed.object_ref, generation);
     }
 
@@ -260,21 +260,23 @@ fn pending_hold(
     object_ref: &ObjectRef<DynamicObject>,
     carried: Carried,
 ) -> StatusHold {
-    let mut since = ctx.pending_since.lock().unwrap_or_else(|e| e.into_inner());
-    if !carried.pending {
-        since.remove(object_ref);
-        return StatusHold::Write;
-    }
-    let first = since
-        .entry(object_ref.clone())
-        .or_insert_with(std::time::Instant::now);
-    let hold = status_hold(carried, first.elapsed());
-    if hold == StatusHold::Write {
-        // Written now with what is known; the next write waits for the reports again (or
-        // another grace period): under load, at most one write per period, not one per report.
-        *first = std::time::Instant::now();
-    }
-    hold
+    ctx.objects.update(object_ref, |state| {
+        if !carried.pending {
+            state.pending_since = None;
+            return StatusHold::Write;
+        }
+        let first = state
+            .pending_since
+            .get_or_insert_with(std::time::Instant::now);
+        let hold = status_hold(carried, first.elapsed());
+        if hold == StatusHold::Write {
+            // Written now with what is known; the next write waits for the reports again (or
+            // another grace period): under load, at most one write per period, not one per
+            // report.
+            *first = std::time::Instant::now();
+        }
+        hold
+    })
 }
 
 /// *Execute*: every cluster's action (a pull member's as its work), the works the plan no
@@ -312,11 +314,7 @@ async fn execute(
 /// How long the object's backoff still holds every attempt ([`backoff_remaining`]).
 fn backoff_wait(ctx: &TypeContext, obj: &DynamicObject) -> Option<Duration> {
     let object_ref = ObjectRef::from_obj_with(obj, ctx.federated.clone());
-    let failing = *ctx
-        .backoff
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&object_ref)?;
+    let failing = ctx.objects.read(&object_ref, |state| state?.failing)?;
     // A cluster that changed (back to Ready, joined, unjoined) or an annotation or label
     // changed (e.g. `hubfed.io/recreate-on-immutable-change`, the usual remedy): go ahead.
     let changed =
@@ -347,27 +345,26 @@ fn count_failures(
     failed: bool,
 ) -> u32 {
     let generation = obj.metadata.generation.unwrap_or(0);
-    let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
-    let previous = backoff
-        .get(&observed.object_ref)
-        .map(|f| (f.failures, f.generation));
-    let failures = failures_after(previous, generation, failed);
-    if failures == 0 {
-        backoff.remove(&observed.object_ref);
-    } else {
-        let failing = Failing {
+    let failing = Failing {
+        failures: 0,
+        generation,
+        at: std::time::Instant::now(),
+        registry: ctx.shared.pool.version(),
+        metadata: metadata_hash(obj),
+    };
+    let failures = ctx.objects.update(&observed.object_ref, |state| {
+        let previous = state.failing.map(|f| (f.failures, f.generation));
+        let failures = failures_after(previous, generation, failed);
+        state.failing = (failures > 0).then_some(Failing {
             failures,
-            generation,
-            at: std::time::Instant::now(),
-            registry: ctx.shared.pool.version(),
-            metadata: metadata_hash(obj),
-        };
-        backoff.insert(observed.object_ref.clone(), failing);
-    }
+            ..failing
+        });
+        failures
+    });
     METRICS
         .objects_in_backoff
         .with_label_values(&[&ctx.federated.kind.to_lowercase()])
-        .set(i64::try_from(backoff.len()).unwrap_or(i64::MAX));
+        .set(i64::try_from(ctx.objects.failing()).unwrap_or(i64::MAX));
     failures
 }
 
@@ -421,22 +418,12 @@ async fn conclude_deletion(
     );
     ctx.applied.forget(namespace, name);
     let object_ref = &observed.object_ref;
-    ctx.written_versions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(object_ref);
-    ctx.status_written
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(object_ref);
-    ctx.latency
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .forget(object_ref);
-    ctx.pending_since
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(object_ref);
+    ctx.objects.update(object_ref, |state| {
+        state.written_versions = None;
+        state.status_written_at = None;
+        state.pending_since = None;
+    });
+    ctx.latency.lock().forget(object_ref);
     let mut release = match finalizer_release(plan.finalizer, carried) {
         Release::Keep => false,
         Release::Now => true,
@@ -451,8 +438,7 @@ async fn conclude_deletion(
     }
     if release {
         hub_writes::remove_finalizer(ctx, obj).await?;
-        let mut backoff = ctx.backoff.lock().unwrap_or_else(|e| e.into_inner());
-        backoff.remove(object_ref);
+        ctx.objects.update(object_ref, |state| state.failing = None);
         let reference = &observed.reference;
         let message = "member objects were cleaned up";
         publish(
@@ -523,7 +509,7 @@ async fn conclude_sync(
     };
     let generation = obj.metadata.generation.unwrap_or(0);
     let converged = converged(carried, plan.reason, &result.outcomes);
-    let mut latency = ctx.latency.lock().unwrap_or_else(|e| e.into_inner());
+    let mut latency = ctx.latency.lock();
     if let Some(elapsed) =
         latency.observe_end(&observed.object_ref, generation, result.wrote, converged)
     {

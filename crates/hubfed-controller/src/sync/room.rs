@@ -5,8 +5,9 @@
 //! that room rather than waiting for room of its own: it would otherwise wait for its own
 //! writes to end, holding a reconcile slot.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use hubfed_core::room::{budget_kib, charge_kib};
 use kube::api::DynamicObject;
@@ -39,7 +40,7 @@ pub(crate) struct Room {
 impl Drop for Room {
     fn drop(&mut self) {
         used_bytes().sub(bytes(self.kib));
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock();
         // Unless the object has taken room anew since this one's last holder let go.
         if held
             .get(&self.key)
@@ -91,9 +92,7 @@ impl Budget {
             obj.metadata.namespace.clone(),
             obj.metadata.name.clone().unwrap_or_default(),
         );
-        let held = (self.held.lock().unwrap_or_else(|e| e.into_inner()))
-            .get(&key)
-            .and_then(Weak::upgrade);
+        let held = (self.held.lock()).get(&key).and_then(Weak::upgrade);
         if held.is_some() {
             return held;
         }
@@ -116,7 +115,7 @@ impl Budget {
             key: key.clone(),
             held: Arc::clone(&self.held),
         });
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock();
         held.insert(key, Arc::downgrade(&room));
         Some(room)
     }
@@ -211,7 +210,7 @@ mod tests {
             "small objects take none"
         );
         assert!(
-            budget.held.lock().unwrap().is_empty(),
+            budget.held.lock().is_empty(),
             "room given back is still held"
         );
     }

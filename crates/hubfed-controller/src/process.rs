@@ -68,7 +68,7 @@ struct Args {
     /// MiB of memory for large objects' writes in flight: a reconcile of an object whose spec
     /// is 64 KiB or more takes twice the spec's size and waits when there is no room; 0: no
     /// limit.
-    #[arg(long, env = "HUBFED_LARGE_OBJECT_BUDGET_MIB", default_value_t = hubfed_core::room::DEFAULT_BUDGET_MIB)]
+    #[arg(long, env = "HUBFED_LARGE_OBJECT_BUDGET_MIB", default_value_t = hubfed_core::large_objects::DEFAULT_BUDGET_MIB)]
     large_object_budget_mib: u32,
     /// Lists of members' objects running at a time, every type and member together (a start,
     /// or every watch re-listing at once after an outage of the controller's network); the

@@ -21,7 +21,7 @@ pub struct ControllerConfig {
     /// Seconds a pod must have been unschedulable before an RSP with `rebalance` moves its
     /// replica ([`hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS`]).
     pub unschedulable_threshold: i64,
-    /// MiB of room for large objects' writes in flight ([`hubfed_core::room`]; 0: no budget).
+    /// MiB of room for large objects' writes in flight ([`hubfed_core::large_objects`]; 0: no budget).
     pub large_object_budget_mib: u32,
     /// Lists of members' objects into the caches running at a time, every type and member
     /// together (0: no limit; `crate::sync::list_slots`).
@@ -62,7 +62,7 @@ impl Default for ControllerConfig {
                 .map(|m| (*m).to_owned())
                 .collect(),
             unschedulable_threshold: hubfed_core::schedule::UNSCHEDULABLE_THRESHOLD_SECONDS,
-            large_object_budget_mib: hubfed_core::room::DEFAULT_BUDGET_MIB,
+            large_object_budget_mib: hubfed_core::large_objects::DEFAULT_BUDGET_MIB,
             member_list_concurrency: DEFAULT_MEMBER_LIST_CONCURRENCY,
             member_list_page_size: DEFAULT_MEMBER_LIST_PAGE_SIZE,
             member_list_stall: DEFAULT_MEMBER_LIST_STALL,

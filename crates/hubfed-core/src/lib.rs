@@ -8,7 +8,6 @@
 //! type's template schema from [`openapi::kind_schema`].
 
 pub mod admission;
-pub mod bookkeeping;
 pub mod burst;
 pub mod conclude;
 pub mod desired;
@@ -22,6 +21,7 @@ pub mod gopatch;
 pub mod health;
 pub mod hub;
 pub mod intent;
+pub mod large_objects;
 pub mod lease;
 pub mod mcs;
 pub mod openapi;
@@ -34,10 +34,10 @@ pub mod pull;
 pub mod readiness;
 pub mod retention;
 pub mod rollout;
-pub mod room;
 pub mod schedule;
 pub mod selector;
 pub mod status;
+pub mod status_writes;
 pub mod validation;
 pub mod version;
 

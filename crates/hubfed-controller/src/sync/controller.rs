@@ -339,7 +339,7 @@ pub async fn run_type(
         objects: super::objects::ObjectIndex::default(),
         collect_status,
         detached: parking_lot::Mutex::new(HashMap::new()),
-        bookkeeping: super::bookkeeping::Bookkeeping::new(shared.reconcile_concurrency),
+        status_writes: super::status_writes::StatusWrites::new(shared.reconcile_concurrency),
         write_times: parking_lot::Mutex::new(HashMap::new()),
         event_budget,
         stop: stop.clone(),
@@ -433,7 +433,7 @@ async fn serve(
         () = stopped_unlisted => {}
     }
     // The status and version writes of the last reconciles are work in flight too.
-    ctx.bookkeeping.drain().await;
+    ctx.status_writes.drain().await;
     info!(kind = %kind, "sync controller stopped");
     Ok(())
 }

@@ -24,8 +24,8 @@ use kube::runtime::reflector::ObjectRef;
 use super::detach::{resume_in, write_or_leave};
 use super::execute::{EventSink, ExecEnv, execute_action, passive};
 use super::hub_writes::publish;
+use super::large_objects::Reservation;
 use super::member_io::{ClusterResult, federated_reference, kind_and_key, member_api, outcome};
-use super::room::Room;
 use super::{TypeContext, deliver};
 use crate::clusters::MemberCluster;
 
@@ -95,7 +95,7 @@ pub struct Target<'a> {
     pub object: &'a FederatedObject,
     pub object_ref: &'a ObjectRef<DynamicObject>,
     pub observed: &'a BTreeMap<String, MemberObservation>,
-    pub(super) room: Option<Arc<Room>>,
+    pub(super) reservation: Option<Arc<Reservation>>,
 }
 
 /// Runs every cluster's action of `plan`: a push member's through its API, a pull member's
@@ -112,7 +112,7 @@ pub async fn execute(
     // (their apply bodies hold the desired object; with ~1 MB templates a write waiting for
     // its member otherwise held two copies).
     let shared_object = Arc::new(target.object.without_spec());
-    let room = &target.room;
+    let reservation = &target.reservation;
     let tasks = plan.clusters.iter().map(|cp| {
         let cluster = by_name.get(cp.cluster.as_str()).copied();
         let (object, shared_object) = (target.object, &shared_object);
@@ -136,10 +136,11 @@ pub async fn execute(
             };
             let write = {
                 let (ctx, object) = (Arc::clone(ctx), Arc::clone(shared_object));
-                let (cp, cluster, room) = (cp.clone(), cluster.cloned(), room.clone());
+                let (cp, cluster, reservation) =
+                    (cp.clone(), cluster.cloned(), reservation.clone());
                 async move {
                     // The apply body's room, given back when the write ends.
-                    let _room = room;
+                    let _reservation = reservation;
                     // The member's permit first, holding nothing more than this: a cold start
                     // on members slower than the controller leaves nearly every copy's write
                     // waiting here at some point (50,000 at 50 × 1,000), and a task is the

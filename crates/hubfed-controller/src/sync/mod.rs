@@ -7,7 +7,6 @@
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
 mod apply;
-mod bookkeeping;
 mod controller;
 mod create_only;
 mod deletions;
@@ -19,6 +18,7 @@ pub(crate) mod execute;
 mod gc;
 mod hub_writes;
 mod identity;
+mod large_objects;
 pub(crate) mod list_slots;
 mod member_io;
 mod members;
@@ -27,7 +27,7 @@ mod objects;
 mod observe;
 mod reconcile;
 pub mod rollout;
-mod room;
+mod status_writes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -70,8 +70,8 @@ pub struct Shared {
     /// controllers): with an FTC's `statusCollection: Enabled`, copies' status is collected.
     pub raw_status_collection: bool,
     pub reconcile_concurrency: u16,
-    /// Room for large objects' writes in flight, shared by every type ([`room`]).
-    pub(crate) large_objects: room::Budget,
+    /// The budget of large objects' writes in flight, shared by every type ([`large_objects`]).
+    pub(crate) large_objects: large_objects::Budget,
     /// Slots of member lists, shared by every type and member ([`list_slots`]).
     pub(crate) member_lists: list_slots::ListSlots,
     /// Field managers whose changes are people's (drift to revert).
@@ -183,7 +183,7 @@ impl Shared {
             raw_status_collection: kubefed
                 .feature_enabled(hubfed_api::kubefedconfig::FEATURE_RAW_RESOURCE_STATUS_COLLECTION),
             reconcile_concurrency,
-            large_objects: room::Budget::new(config.large_object_budget_mib),
+            large_objects: large_objects::Budget::new(config.large_object_budget_mib),
             member_lists: list_slots::ListSlots::new(
                 config.member_list_concurrency,
                 config.member_list_stall,
@@ -310,8 +310,8 @@ pub struct TypeContext {
     /// Member applies left running past their reconcile ([`detach`]).
     pub(crate) detached: detach::DetachedWrites,
     /// Status and PropagatedVersion writes left running past their reconcile
-    /// ([`bookkeeping`]).
-    pub(crate) bookkeeping: bookkeeping::Bookkeeping,
+    /// ([`status_writes`]).
+    pub(crate) status_writes: status_writes::StatusWrites,
     /// Each member's recent apply times, by cluster: how long a reconcile waits for its
     /// writes before leaving them running ([`hubfed_core::detach::WriteTimes`]).
     pub(crate) write_times: parking_lot::Mutex<HashMap<String, hubfed_core::detach::WriteTimes>>,
@@ -319,7 +319,7 @@ pub struct TypeContext {
     /// the first list found ([`start_key`]).
     pub event_budget: Arc<parking_lot::Mutex<hubfed_core::burst::EventBudget>>,
     /// Cancelled when this sync controller stops: ends a reconcile's wait for room
-    /// ([`room`]), which would otherwise hold up the controller's shutdown.
+    /// ([`large_objects`]), which would otherwise hold up the controller's shutdown.
     pub(crate) stop: CancellationToken,
 }
 

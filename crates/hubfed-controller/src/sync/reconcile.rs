@@ -25,11 +25,11 @@ use kube::{Resource, ResourceExt};
 use std::time::Duration;
 use tracing::{debug, warn};
 
-use super::bookkeeping::{self, Books, StatusNews};
 use super::dispatch::{self, DispatchResult};
 use super::gc;
 use super::hub_writes::{self, Error, StatusDecision, publish};
 use super::observe::{self, Observed};
+use super::status_writes::{self, StatusWarnings, StatusWrite};
 use super::{Failing, TypeContext};
 use crate::metrics::METRICS;
 
@@ -40,10 +40,10 @@ pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, _ctx: Arc<TypeContex
 
 /// Reconciles one federated object, recording duration and outcome.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<TypeContext>) -> Result<Action, Error> {
-    // The object's hub bookkeeping of its last reconcile still runs: this one comes when it
-    // ends ([`super::bookkeeping`]). Not a reconcile: neither counted nor timed.
+    // The status writes of its last reconcile still run: this one comes when it
+    // ends ([`super::status_writes`]). Not a reconcile: neither counted nor timed.
     let object_ref = ObjectRef::from_obj_with(obj.as_ref(), ctx.federated.clone());
-    if ctx.bookkeeping.put_off(&object_ref) {
+    if ctx.status_writes.put_off(&object_ref) {
         debug!(name = %object_ref.name, namespace = ?object_ref.namespace,
             "put off until the object's status and versions are written");
         return Ok(Action::await_change());
@@ -119,9 +119,9 @@ async fn reconcile_object(
         return Ok((Action::requeue(wait), Warming::No));
     }
     // A large object's room before its spec is read: its desired object and the writes that
-    // carry it out ([`hubfed_core::room`]). A stop ends the wait with nothing done.
-    let room = tokio::select! {
-        room = ctx.shared.large_objects.take(&ctx.federated.kind, obj) => room,
+    // carry it out ([`hubfed_core::large_objects`]). A stop ends the wait with nothing done.
+    let reservation = tokio::select! {
+        reservation = ctx.shared.large_objects.take(&ctx.federated.kind, obj) => reservation,
         () = ctx.stop.cancelled() => {
             debug!(name = %obj.name_any(), "stopping: no longer waiting for room");
             return Ok((Action::await_change(), Warming::No));
@@ -161,7 +161,15 @@ async fn reconcile_object(
     }
 
     // The plan's bodies live until this reconcile ends: so does its room.
-    let result = execute(ctx, obj, &observed, &plan, staged.rollout, room.clone()).await?;
+    let result = execute(
+        ctx,
+        obj,
+        &observed,
+        &plan,
+        staged.rollout,
+        reservation.clone(),
+    )
+    .await?;
 
     let carried = Carried {
         recoverable_failure: result.recoverable_failure,
@@ -182,7 +190,7 @@ async fn reconcile_object(
     };
     ctx.members
         .await_first_lists(&observed.object_ref, awaited.into_iter().flatten());
-    drop((plan, room));
+    drop((plan, reservation));
     Ok((next_look(requeue, deferred, rollout_recheck), warming))
 }
 
@@ -287,14 +295,14 @@ async fn execute(
     observed: &Observed,
     plan: &Plan,
     rollout: Option<super::rollout::Rollout>,
-    room: Option<Arc<super::room::Room>>,
+    reservation: Option<Arc<super::large_objects::Reservation>>,
 ) -> Result<DispatchResult, Error> {
     let (federated, clusters) = (&observed.federated, &observed.clusters);
     let target = dispatch::Target {
         object: federated,
         object_ref: &observed.object_ref,
         observed: &observed.members,
-        room,
+        reservation,
     };
     let result = dispatch::execute(ctx, target, plan, clusters).await;
     let settled = super::deliver::settle(ctx, federated, plan, clusters).await;
@@ -477,7 +485,7 @@ async fn record_leftovers(ctx: &TypeContext, observed: &Observed, plan: &Plan) -
 }
 
 /// Sync: status and PropagatedVersion, each written only when it changed — decided here,
-/// written after the reconcile ([`bookkeeping`]); the propagation latency once the object has
+/// written after the reconcile ([`status_writes`]); the propagation latency once the object has
 /// converged.
 async fn conclude_sync(
     ctx: &Arc<TypeContext>,
@@ -497,13 +505,13 @@ async fn conclude_sync(
         StatusHold::Write if carried.awaits_warming_cache() => None,
         StatusHold::Write => {
             let (status, deferred) = status_books(ctx, obj, observed, plan, result);
-            let books = Books {
+            let pending = StatusWrite {
                 object: Arc::clone(obj),
                 object_ref: observed.object_ref.clone(),
                 status,
                 versions: version_books(observed, plan, result),
             };
-            bookkeeping::spawn(ctx, books);
+            status_writes::spawn(ctx, pending);
             deferred
         }
     };
@@ -531,7 +539,10 @@ fn status_books(
     observed: &Observed,
     plan: &Plan,
     result: &DispatchResult,
-) -> (Option<(Box<FederatedStatus>, StatusNews)>, Option<Duration>) {
+) -> (
+    Option<(Box<FederatedStatus>, StatusWarnings)>,
+    Option<Duration>,
+) {
     let readiness = (plan.disposition == Disposition::Sync).then(|| {
         let written = result
             .new_versions
@@ -564,7 +575,7 @@ fn status_books(
         StatusDecision::Deferred(after) => return (None, Some(after)),
     };
     let deleting = plan.disposition == Disposition::Delete;
-    let news = StatusNews {
+    let warnings = StatusWarnings {
         reference: observed.reference.clone(),
         deleting,
         reason: plan.reason,
@@ -573,7 +584,7 @@ fn status_books(
         // Only what a deletion waits on is told from them.
         outcomes: if deleting { outcomes } else { Vec::new() },
     };
-    (Some((status, news)), None)
+    (Some((status, warnings)), None)
 }
 
 /// The status written in the reconcile itself (a deletion's); how long a status write is put
@@ -590,9 +601,9 @@ async fn write_status(
         return Ok(None);
     }
     let (status, deferred) = status_books(ctx, obj, observed, plan, result);
-    if let Some((status, news)) = status {
+    if let Some((status, warnings)) = status {
         hub_writes::write_status(ctx, obj, &status).await?;
-        news.publish(ctx);
+        warnings.publish(ctx);
     }
     Ok(deferred)
 }

@@ -1,4 +1,4 @@
-//! The budget of room for large objects' writes ([`hubfed_core::room`]): shared by every sync
+//! The budget of room for large objects' writes ([`hubfed_core::large_objects`]): shared by every sync
 //! controller of the process, taken by a reconcile before it reads the object's spec and
 //! given back when the reconcile and every write it left running have ended. A reconcile of
 //! an object whose room is still held — by its last reconcile's writes, left running — shares
@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
-use hubfed_core::room::{budget_kib, charge_kib};
+use hubfed_core::large_objects::{budget_kib, charge_kib};
 use kube::api::DynamicObject;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -25,19 +25,19 @@ pub struct Budget {
 }
 
 /// The room held now, by object (federated kind, namespace, name).
-type Held = Mutex<HashMap<Key, Weak<Room>>>;
+type Held = Mutex<HashMap<Key, Weak<Reservation>>>;
 type Key = (String, Option<String>, String);
 
-/// Room taken for one object: shared by its reconciles and the writes they leave running,
+/// The budget taken for one object: shared by its reconciles and the writes they leave running,
 /// given back when the last of them drops it.
-pub(crate) struct Room {
+pub(crate) struct Reservation {
     _permit: OwnedSemaphorePermit,
     kib: u32,
     key: Key,
     held: Arc<Held>,
 }
 
-impl Drop for Room {
+impl Drop for Reservation {
     fn drop(&mut self) {
         used_bytes().sub(bytes(self.kib));
         let mut held = self.held.lock();
@@ -80,7 +80,7 @@ impl Budget {
     /// The room a reconcile of `obj` (of federated kind `kind`) needs (`None`: none, the
     /// object is small or being deleted, or there is no budget): the room it still holds, or
     /// new room, waited for as long as it takes.
-    pub(crate) async fn take(&self, kind: &str, obj: &DynamicObject) -> Option<Arc<Room>> {
+    pub(crate) async fn take(&self, kind: &str, obj: &DynamicObject) -> Option<Arc<Reservation>> {
         let room = self.room.as_ref()?;
         let deleting = obj.metadata.deletion_timestamp.is_some();
         let kib = charge_kib(spec_bytes(obj), deleting, self.kib);
@@ -109,7 +109,7 @@ impl Budget {
             }
         };
         used_bytes().add(bytes(kib));
-        let room = Arc::new(Room {
+        let room = Arc::new(Reservation {
             _permit: permit,
             kib,
             key: key.clone(),
@@ -134,7 +134,7 @@ fn spec_bytes(obj: &DynamicObject) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hubfed_core::room::LARGE_SPEC_BYTES;
+    use hubfed_core::large_objects::LARGE_SPEC_BYTES;
     use serde_json::json;
 
     const KIND: &str = "FederatedConfigMap";

@@ -1,16 +1,16 @@
-//! A reconcile's hub bookkeeping — the federated object's status and its PropagatedVersion —
+//! A reconcile's hub writes — the federated object's status and its PropagatedVersion —
 //! written after the reconcile has given its slot back.
 //!
-//! The member writes are what a change waits for; the bookkeeping is what the hub keeps
+//! The member writes are what a change waits for; the status writes are what the hub keeps
 //! about them. Written inside the reconcile, the two hub writes held a reconcile slot for
 //! their round trips, and under load — a cold start, a burst of changes, a hub slowed by
 //! them — the slots waited on the hub while the members' writes queued behind them. Now the
 //! reconcile decides what to write (that stays a decision of the reconcile, on what it saw)
 //! and leaves the writes to a task of their own, bounded by a hub write concurrency.
 //!
-//! One object's bookkeeping and its next reconcile never overlap, as its reconciles never
-//! do: a reconcile that comes while the object's bookkeeping runs is put off ([`InFlight`])
-//! and the object is queued again when the bookkeeping ends ([`next`]).
+//! One object's status writes and its next reconcile never overlap, as its reconciles never
+//! do: a reconcile that comes while the object's status writes run is put off ([`InFlight`])
+//! and the object is queued again when the status writes end ([`next`]).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::conclude::RETRY_DELAY;
 
-/// The objects whose bookkeeping runs, each with whether a reconcile was put off meanwhile.
+/// The objects whose status writes run, each with whether a reconcile was put off meanwhile.
 #[derive(Debug)]
 pub struct InFlight<K> {
     running: HashMap<K, bool>,
@@ -33,12 +33,12 @@ impl<K> Default for InFlight<K> {
 }
 
 impl<K: Hash + Eq> InFlight<K> {
-    /// The bookkeeping of `key` starts.
+    /// The status writes of `key` starts.
     pub fn begin(&mut self, key: K) {
         self.running.insert(key, false);
     }
 
-    /// Whether a reconcile of `key` is to be put off: its bookkeeping runs. The object is
+    /// Whether a reconcile of `key` is to be put off: its status writes run. The object is
     /// queued again when it ends.
     pub fn put_off(&mut self, key: &K) -> bool {
         match self.running.get_mut(key) {
@@ -50,12 +50,12 @@ impl<K: Hash + Eq> InFlight<K> {
         }
     }
 
-    /// The bookkeeping of `key` ended: whether a reconcile was put off meanwhile.
+    /// The status writes of `key` ended: whether a reconcile was put off meanwhile.
     pub fn end(&mut self, key: &K) -> bool {
         self.running.remove(key).unwrap_or(false)
     }
 
-    /// How many objects' bookkeeping runs.
+    /// How many objects' status writes run.
     pub fn len(&self) -> usize {
         self.running.len()
     }
@@ -65,19 +65,19 @@ impl<K: Hash + Eq> InFlight<K> {
     }
 }
 
-/// What follows an object's bookkeeping.
+/// What follows an object's status writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
     /// Nothing: the object waits for its next change, as after a reconcile that wrote.
     Done,
-    /// Reconcile it now: a reconcile was put off while the bookkeeping ran.
+    /// Reconcile it now: a reconcile was put off while the status writes ran.
     Reconcile,
     /// Reconcile it after this long: the status write failed, retried as a failed reconcile
     /// is.
     ReconcileAfter(Duration),
 }
 
-/// What follows the bookkeeping: `status_failed` — the status write failed; `asked` — a
+/// What follows the status writes: `status_failed` — the status write failed; `asked` — a
 /// reconcile was put off while it ran. A failed PropagatedVersion write is not retried by
 /// itself (the next reconcile that writes records the versions again, and a copy it does not
 /// find recorded is applied again, a no-op). A status write the reconcile put off (remote
@@ -96,7 +96,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reconcile_is_put_off_only_while_the_objects_bookkeeping_runs() {
+    fn a_reconcile_is_put_off_only_while_the_objects_status_writes_run() {
         let mut in_flight = InFlight::default();
         assert!(!in_flight.put_off(&"a"), "nothing runs");
         in_flight.begin("a");
@@ -123,7 +123,7 @@ mod tests {
     }
 
     #[test]
-    fn what_follows_the_bookkeeping() {
+    fn what_follows_the_status_writes() {
         assert_eq!(next(false, false), Next::Done);
         assert_eq!(next(false, true), Next::Reconcile);
         assert_eq!(

@@ -1,8 +1,8 @@
-//! *Write*, after the slot: a reconcile's hub bookkeeping — the federated object's status and
+//! *Write*, after the slot: a reconcile's hub writes — the federated object's status and
 //! its (Cluster)PropagatedVersion, as the reconcile decided them — written by a task of its
 //! own, so the reconcile's slot goes to the next object's member writes instead of waiting on
-//! the hub ([`hubfed_core::bookkeeping`]). At most `--reconcile-concurrency` objects'
-//! bookkeeping writes run at once per type; a reconcile of an object whose bookkeeping runs is
+//! the hub ([`hubfed_core::status_writes`]). At most `--reconcile-concurrency` objects'
+//! status writes run at once per type; a reconcile of an object whose status writes run is
 //! put off until it ends.
 
 use parking_lot::Mutex;
@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hubfed_api::federated::FederatedStatus;
-use hubfed_core::bookkeeping::{InFlight, Next, next};
 use hubfed_core::status::{AggregateReason, ClusterOutcome, PropagationStatus};
+use hubfed_core::status_writes::{InFlight, Next, next};
 use hubfed_core::version::PropagatedVersionStatus;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;
@@ -25,17 +25,17 @@ use super::hub_writes::{self, publish};
 use super::{TypeContext, WrittenVersions};
 use crate::metrics::METRICS;
 
-/// One type's bookkeeping writes: which objects' run, and the permits bounding them.
-pub(crate) struct Bookkeeping {
+/// One type's status writes: which objects' run, and the permits bounding them.
+pub(crate) struct StatusWrites {
     in_flight: Mutex<InFlight<ObjectRef<DynamicObject>>>,
     permits: Arc<Semaphore>,
-    /// Told each time an object's bookkeeping ends ([`Bookkeeping::drain`]).
+    /// Told each time an object's status writes end ([`StatusWrites::drain`]).
     ended: tokio::sync::Notify,
     /// Cancelled when the controller stopped without waiting for them to end.
     abandon: CancellationToken,
 }
 
-impl Bookkeeping {
+impl StatusWrites {
     pub fn new(concurrency: u16) -> Self {
         Self {
             in_flight: Mutex::new(InFlight::default()),
@@ -45,7 +45,7 @@ impl Bookkeeping {
         }
     }
 
-    /// Waits until no bookkeeping runs: a stopping controller's work in flight, as its
+    /// Waits until no status write runs: a stopping controller's work in flight, as its
     /// reconciles are. Dropped before that (the drain's time is up), it abandons what runs.
     pub async fn drain(&self) {
         let abandon = self.abandon.clone().drop_guard();
@@ -65,7 +65,7 @@ impl Bookkeeping {
         self.in_flight.lock()
     }
 
-    /// Whether a reconcile of `object` is to be put off: its bookkeeping runs (the object is
+    /// Whether a reconcile of `object` is to be put off: its status writes run (the object is
     /// queued again when it ends).
     pub fn put_off(&self, object: &ObjectRef<DynamicObject>) -> bool {
         self.in_flight().put_off(object)
@@ -74,7 +74,7 @@ impl Bookkeeping {
 
 /// What a status says that is the user's to know, as Warnings once per change: what a
 /// deletion waits on, placement problems, clusters placed but not joined.
-pub(super) struct StatusNews {
+pub(super) struct StatusWarnings {
     pub reference: ObjectReference,
     pub deleting: bool,
     pub reason: AggregateReason,
@@ -84,7 +84,7 @@ pub(super) struct StatusNews {
     pub outcomes: Vec<ClusterOutcome>,
 }
 
-impl StatusNews {
+impl StatusWarnings {
     /// Published once the status that says it is written.
     pub fn publish(&self, ctx: &TypeContext) {
         let reference = &self.reference;
@@ -145,40 +145,42 @@ fn deletion_waiting(outcomes: &[ClusterOutcome]) -> Option<String> {
 }
 
 /// The writes a reconcile decided on.
-pub(super) struct Books {
+pub(super) struct StatusWrite {
     pub object: Arc<DynamicObject>,
     pub object_ref: ObjectRef<DynamicObject>,
     /// The new status, and what to say once it is written.
-    pub status: Option<(Box<FederatedStatus>, StatusNews)>,
+    pub status: Option<(Box<FederatedStatus>, StatusWarnings)>,
     /// The PropagatedVersion's new status, and whether the object exists in the hub.
     pub versions: Option<(PropagatedVersionStatus, bool)>,
 }
 
-/// Starts `books`' writes, if any, in a task of their own.
-pub(super) fn spawn(ctx: &Arc<TypeContext>, books: Books) {
-    if books.status.is_none() && books.versions.is_none() {
+/// Starts `pending`' writes, if any, in a task of their own.
+pub(super) fn spawn(ctx: &Arc<TypeContext>, pending: StatusWrite) {
+    if pending.status.is_none() && pending.versions.is_none() {
         return;
     }
-    ctx.bookkeeping.in_flight().begin(books.object_ref.clone());
+    ctx.status_writes
+        .in_flight()
+        .begin(pending.object_ref.clone());
     let ctx = Arc::clone(ctx);
     tokio::spawn(async move {
         let written = async {
-            let _permit = Arc::clone(&ctx.bookkeeping.permits).acquire_owned().await;
-            write(&ctx, &books).await
+            let _permit = Arc::clone(&ctx.status_writes.permits).acquire_owned().await;
+            write(&ctx, &pending).await
         };
         let status_failed = tokio::select! {
             status_failed = written => Some(status_failed),
-            () = ctx.bookkeeping.abandon.cancelled() => None,
+            () = ctx.status_writes.abandon.cancelled() => None,
         };
-        let asked = ctx.bookkeeping.in_flight().end(&books.object_ref);
-        ctx.bookkeeping.ended.notify_waiters();
+        let asked = ctx.status_writes.in_flight().end(&pending.object_ref);
+        ctx.status_writes.ended.notify_waiters();
         let Some(status_failed) = status_failed else {
             return;
         };
         match next(status_failed, asked) {
             Next::Done => {}
-            Next::Reconcile => ctx.members.queue_federated(books.object_ref),
-            Next::ReconcileAfter(after) => queue_after(&ctx, books.object_ref, after),
+            Next::Reconcile => ctx.members.queue_federated(pending.object_ref),
+            Next::ReconcileAfter(after) => queue_after(&ctx, pending.object_ref, after),
         }
     });
 }
@@ -193,15 +195,15 @@ fn queue_after(ctx: &Arc<TypeContext>, object: ObjectRef<DynamicObject>, after: 
 
 /// The status and the versions, side by side (two objects); whether the status write failed.
 /// A failed PropagatedVersion write is logged: the next reconcile that writes records again.
-async fn write(ctx: &TypeContext, books: &Books) -> bool {
-    let object = &books.object;
+async fn write(ctx: &TypeContext, pending: &StatusWrite) -> bool {
+    let object = &pending.object;
     let status = async {
-        let Some((status, news)) = &books.status else {
+        let Some((status, warnings)) = &pending.status else {
             return false;
         };
         match hub_writes::write_status(ctx, object, status).await {
             Ok(()) => {
-                news.publish(ctx);
+                warnings.publish(ctx);
                 false
             }
             Err(e) => {
@@ -210,14 +212,14 @@ async fn write(ctx: &TypeContext, books: &Books) -> bool {
                     .reconcile_errors_total
                     .with_label_values(&[&kind])
                     .inc();
-                warn!(name = %books.object_ref.name, namespace = ?books.object_ref.namespace,
+                warn!(name = %pending.object_ref.name, namespace = ?pending.object_ref.namespace,
                     error = %e, "writing the status failed");
                 true
             }
         }
     };
     let versions = async {
-        let Some((versions, exists)) = &books.versions else {
+        let Some((versions, exists)) = &pending.versions else {
             return;
         };
         match hub_writes::write_versions(ctx, object, *exists, versions).await {
@@ -226,12 +228,12 @@ async fn write(ctx: &TypeContext, books: &Books) -> bool {
                     resource_version,
                     status: versions.clone(),
                 };
-                ctx.objects.update(&books.object_ref, |state| {
+                ctx.objects.update(&pending.object_ref, |state| {
                     state.written_versions = Some(written);
                 });
             }
             Err(e) => {
-                warn!(name = %books.object_ref.name, error = %e,
+                warn!(name = %pending.object_ref.name, error = %e,
                     "writing the propagated version failed");
             }
         }

@@ -1,4 +1,4 @@
-//! Room for large objects' writes. A cold start plans every federated object within seconds,
+//! The budget of large objects' writes. A cold start plans every federated object within seconds,
 //! while its member writes wait minutes for their members' write permits; each waiting write
 //! holds the object's desired body, and from its first request on the body's encoding too.
 //! With ~1 MB templates that was 1.3–1.5 GB of controller memory at 1,000 objects × 10

@@ -8,6 +8,7 @@ use std::time::Instant;
 use crate::{Federation, PrivateFederation, fast_health_checks, report, unique_name};
 use anyhow::{Context as _, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
@@ -132,6 +133,34 @@ pub async fn join_ready(kubeconfig: &Path, cluster: &str) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Waits until the hub's authorizer grants `user` the list of KubeFedClusters: a new
+/// binding takes effect once the API server's RBAC cache has seen it, a moment after its
+/// creation, and a command run before would be refused for a reason the test does not test.
+async fn rights_in_effect(hub: &Client, user: &str) -> anyhow::Result<()> {
+    let review: SubjectAccessReview = serde_json::from_value(json!({
+        "spec": {
+            "user": user,
+            "resourceAttributes": {
+                "group": "core.kubefed.io", "resource": "kubefedclusters", "verb": "list",
+                "namespace": "kube-federation-system",
+            },
+        },
+    }))?;
+    let reviews: Api<SubjectAccessReview> = Api::all(hub.clone());
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let answer = reviews.create(&PostParams::default(), &review).await?;
+        if answer.status.is_some_and(|s| s.allowed) {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{user}'s binding not in effect after 30s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// A kubeconfig with the test clusters plus broken contexts: `dead` (nothing listens),
 /// `nobody` (a token without rights on the hub), `bogus` (a token the hub rejects), and
 /// `no-list` (may change FederatedTypeConfigs and delete CRDs, but not list federated
@@ -163,6 +192,7 @@ pub async fn troubled_kubeconfig(fixture: &Federation, hub: &Client) -> anyhow::
     Api::<ClusterRoleBinding>::all(hub.clone())
         .create(&PostParams::default(), &binding)
         .await?;
+    rights_in_effect(hub, &format!("system:serviceaccount:default:{no_list}")).await?;
     let mut config = Kubeconfig::read_from(fixture.kubeconfig())?;
     let free_port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?

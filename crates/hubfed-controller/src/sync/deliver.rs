@@ -24,7 +24,7 @@ use serde_json::json;
 use tracing::{debug, warn};
 
 use super::TypeContext;
-use super::hub_writes::{Error, bounded};
+use super::hub_writes::{HubError, bounded};
 use super::member_io::{ClusterResult, error_message, federated_reference};
 use crate::clusters::MemberCluster;
 
@@ -291,7 +291,7 @@ pub async fn settle(
     object: &FederatedObject,
     plan: &Plan,
     clusters: &[Arc<MemberCluster>],
-) -> Result<(), Error> {
+) -> Result<(), HubError> {
     let orphaning = object.deleting && is_orphaning(&object.annotations);
     let mut failed = None;
     for cluster in clusters.iter().filter(|c| c.pull) {
@@ -331,7 +331,7 @@ pub async fn carry_out(
     cluster: &str,
     work: &Work,
     fate: WorkFate,
-) -> Result<(), Error> {
+) -> Result<(), HubError> {
     let namespace = cluster_namespace(cluster);
     match fate {
         WorkFate::Keep => Ok(()),

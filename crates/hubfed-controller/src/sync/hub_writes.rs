@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::{TypeContext, WrittenStatus};
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum HubError {
     #[error("hub API request failed: {0}")]
     Hub(#[from] kube::Error),
     #[error("serializing: {0}")]
@@ -31,10 +31,10 @@ const HUB_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30
 /// A hub request, bounded by [`HUB_WRITE_TIMEOUT`].
 pub(super) async fn bounded<T>(
     request: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<Result<T, kube::Error>, Error> {
+) -> Result<Result<T, kube::Error>, HubError> {
     tokio::time::timeout(HUB_WRITE_TIMEOUT, request)
         .await
-        .map_err(|_| Error::Timeout)
+        .map_err(|_| HubError::Timeout)
 }
 
 /// RFC 3339 with second precision, as Kubernetes writes times.
@@ -97,7 +97,7 @@ async fn patch_for_metadata(
 }
 
 /// Adds the sync finalizer; the resourceVersion makes a concurrent change fail and retry.
-pub async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), Error> {
+pub async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), HubError> {
     let mut finalizers = obj.finalizers().to_vec();
     finalizers.push(SYNC_CONTROLLER_FINALIZER.to_string());
     let patch = json!({"metadata": {
@@ -108,7 +108,7 @@ pub async fn add_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(),
     Ok(())
 }
 
-pub async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), Error> {
+pub async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<(), HubError> {
     let finalizers: Vec<&String> = obj
         .finalizers()
         .iter()
@@ -123,7 +123,7 @@ pub async fn remove_finalizer(ctx: &TypeContext, obj: &DynamicObject) -> Result<
 
 /// A write to the federated object is done when it went through, or when the object is gone
 /// (nothing is left to write to).
-fn done_or_gone<T>(written: Result<T, kube::Error>) -> Result<(), Error> {
+fn done_or_gone<T>(written: Result<T, kube::Error>) -> Result<(), HubError> {
     match written {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -138,7 +138,7 @@ pub async fn write_status(
     ctx: &TypeContext,
     obj: &DynamicObject,
     status: &FederatedStatus,
-) -> Result<(), Error> {
+) -> Result<(), HubError> {
     let mut value = serde_json::to_value(status)?;
     if let Value::Object(map) = &mut value {
         map.entry("clusters").or_insert_with(|| json!([]));
@@ -195,7 +195,7 @@ pub async fn write_invalid_status(
     ctx: &TypeContext,
     obj: &DynamicObject,
     message: &str,
-) -> Result<(), Error> {
+) -> Result<(), HubError> {
     let input = StatusInput {
         generation: 0,
         reason: hubfed_core::status::AggregateReason::ComputePlacementFailed,
@@ -285,7 +285,7 @@ pub async fn write_versions(
     obj: &DynamicObject,
     exists: bool,
     versions: &PropagatedVersionStatus,
-) -> Result<String, Error> {
+) -> Result<String, HubError> {
     let pv_name = propagated_version_name(&ctx.target.kind, &obj.name_any());
     let owner = OwnerReference {
         api_version: ctx.federated.api_version.clone(),
@@ -328,7 +328,7 @@ async fn write_with_status<K>(
     subresource: &std::sync::atomic::AtomicBool,
     object: &K,
     status: &Value,
-) -> Result<String, Error>
+) -> Result<String, HubError>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -378,7 +378,11 @@ fn holds_status<K: serde::Serialize>(object: &K, sent: &Value) -> bool {
 }
 
 /// Creates `object` with `status` in it; `None` when it exists already.
-async fn create_with_status<K>(api: &Api<K>, object: &K, status: &Value) -> Result<Option<K>, Error>
+async fn create_with_status<K>(
+    api: &Api<K>,
+    object: &K,
+    status: &Value,
+) -> Result<Option<K>, HubError>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -394,7 +398,7 @@ where
     }
 }
 
-async fn create_ignoring_conflict<K>(api: &Api<K>, object: &K) -> Result<(), Error>
+async fn create_ignoring_conflict<K>(api: &Api<K>, object: &K) -> Result<(), HubError>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {

@@ -27,14 +27,15 @@ use tracing::{debug, warn};
 
 use super::dispatch::{self, DispatchResult};
 use super::gc;
-use super::hub_writes::{self, Error, StatusDecision, publish};
+use super::hub_writes::{self, StatusDecision, publish};
 use super::observe::{self, Observed};
 use super::status_writes::{self, StatusWarnings, StatusWrite};
-use super::{Failing, TypeContext};
+use super::{Error, Failing, TypeContext};
 use crate::metrics::METRICS;
 
 pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, _ctx: Arc<TypeContext>) -> Action {
-    warn!(name = %obj.name_any(), namespace = ?obj.namespace(), error = %error, "reconcile failed");
+    warn!(name = %obj.name_any(), namespace = ?obj.namespace(), step = error.step(),
+        error = %error.hub(), "reconcile failed");
     Action::requeue(RETRY_DELAY)
 }
 
@@ -137,7 +138,9 @@ async fn reconcile_object(
     let observed = observe::observe(ctx, obj, federated).await;
     let plan = observe::plan_with_hub_namespace(ctx, &observed, observed.plan_input(ctx)).await;
     // Under a rollout strategy, only the clusters the rollout has reached take the change.
-    let staged = super::rollout::staged(ctx, obj, &observed, plan).await?;
+    let staged = super::rollout::staged(ctx, obj, &observed, plan)
+        .await
+        .map_err(Error::Rollout)?;
     let (plan, rollout_recheck) = (staged.plan, staged.recheck);
     publish_warnings(ctx, &observed, &plan);
     debug!(name = %observed.federated.name, namespace = ?observed.federated.namespace,
@@ -149,7 +152,9 @@ async fn reconcile_object(
             if plan.finalizer == FinalizerAction::Ensure
                 && !observed.federated.has_sync_finalizer =>
         {
-            hub_writes::add_finalizer(ctx, obj).await?;
+            hub_writes::add_finalizer(ctx, obj)
+                .await
+                .map_err(Error::AddFinalizer)?;
         }
         Disposition::Sync | Disposition::Delete => {}
     }
@@ -308,7 +313,7 @@ async fn execute(
     let settled = super::deliver::settle(ctx, federated, plan, clusters).await;
     if plan.disposition == Disposition::Delete {
         // A work left standing for an object that is gone would be carried out again.
-        settled?;
+        settled.map_err(Error::Works)?;
     }
     if let Some(rollout) = rollout {
         // Not recorded now: the retried apply fails again and is recorded then.
@@ -384,7 +389,9 @@ async fn refuse_invalid_spec(
 ) -> Result<Action, Error> {
     let reference = obj.object_ref(&ctx.federated);
     publish(ctx, &reference, EventType::Warning, "InvalidSpec", message);
-    hub_writes::write_invalid_status(ctx, obj, message).await?;
+    hub_writes::write_invalid_status(ctx, obj, message)
+        .await
+        .map_err(Error::Status)?;
     Ok(Action::await_change())
 }
 
@@ -445,7 +452,9 @@ async fn conclude_deletion(
         release = record_leftovers(ctx, observed, plan).await;
     }
     if release {
-        hub_writes::remove_finalizer(ctx, obj).await?;
+        hub_writes::remove_finalizer(ctx, obj)
+            .await
+            .map_err(Error::RemoveFinalizer)?;
         ctx.objects.update(object_ref, |state| state.failing = None);
         let reference = &observed.reference;
         let message = "member objects were cleaned up";
@@ -602,7 +611,9 @@ async fn write_status(
     }
     let (status, deferred) = status_books(ctx, obj, observed, plan, result);
     if let Some((status, warnings)) = status {
-        hub_writes::write_status(ctx, obj, &status).await?;
+        hub_writes::write_status(ctx, obj, &status)
+            .await
+            .map_err(Error::Status)?;
         warnings.publish(ctx);
     }
     Ok(deferred)

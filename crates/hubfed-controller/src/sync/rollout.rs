@@ -40,7 +40,7 @@ use tracing::{info, warn};
 
 use super::TypeContext;
 use super::dispatch::DispatchResult;
-use super::hub_writes::Error;
+use super::hub_writes::HubError;
 use super::hub_writes::{bounded, publish};
 use super::observe::Observed;
 use state::{StateRef, Stored, delete_state, load, save, save_fitted};
@@ -91,7 +91,7 @@ pub async fn staged(
     obj: &DynamicObject,
     observed: &Observed,
     planned: Plan,
-) -> Result<Staged, Error> {
+) -> Result<Staged, HubError> {
     if planned.disposition == Disposition::Delete {
         return staged_deletion(ctx, obj, observed, planned).await;
     }
@@ -186,7 +186,7 @@ async fn usable_strategy(
     ctx: &TypeContext,
     strategy_name: &str,
     covered: &[ClusterInfo],
-) -> Result<Result<(CoreStrategy, Vec<Batch>), (&'static str, String)>, Error> {
+) -> Result<Result<(CoreStrategy, Vec<Batch>), (&'static str, String)>, HubError> {
     let strategy = match fetch_strategy(ctx, strategy_name).await? {
         Fetched::Found(strategy) => strategy,
         Fetched::NotFound => {
@@ -275,7 +275,7 @@ impl Fetched {
     }
 }
 
-async fn fetch_strategy(ctx: &TypeContext, name: &str) -> Result<Fetched, Error> {
+async fn fetch_strategy(ctx: &TypeContext, name: &str) -> Result<Fetched, HubError> {
     let shared = &ctx.shared;
     let strategies: Api<RolloutStrategy> =
         Api::namespaced(shared.hub.clone(), &shared.kubefed_namespace);
@@ -310,7 +310,7 @@ async fn staged_deletion(
     obj: &DynamicObject,
     observed: &Observed,
     planned: Plan,
-) -> Result<Staged, Error> {
+) -> Result<Staged, HubError> {
     let Some(strategy_name) = strategy_name(ctx, obj) else {
         return Ok(Staged::unstaged(planned));
     };
@@ -371,7 +371,7 @@ async fn deletion_staging(
     stored: &Stored,
     removing: &[String],
     strategy_name: &str,
-) -> Result<Option<(CoreStrategy, Vec<Batch>)>, Error> {
+) -> Result<Option<(CoreStrategy, Vec<Batch>)>, HubError> {
     let strategy = match stored.state {
         Some(_) if !removing.is_empty() && !is_orphaning(&observed.federated.annotations) => {
             fetch_strategy(ctx, strategy_name).await?.found()
@@ -413,7 +413,7 @@ pub async fn after_dispatch(
     observed: &Observed,
     rollout: Rollout,
     result: &DispatchResult,
-) -> Result<(), Error> {
+) -> Result<(), HubError> {
     let failures = apply_failures(&rollout.applied, &result.outcomes, &result.transient);
     let Some(mut state) = rollout
         .stored
@@ -445,7 +445,7 @@ async fn clear_abort(ctx: &TypeContext, obj: &DynamicObject) {
     let api = super::hub_writes::federated_api(ctx, obj.namespace().as_deref());
     let name = obj.name_any();
     let result = bounded(api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))).await;
-    if let Err(e) = result.and_then(|r| r.map_err(Error::from)) {
+    if let Err(e) = result.and_then(|r| r.map_err(HubError::from)) {
         info!(name = %name, error = %e, "the abort of an earlier revision stays shown");
     }
 }
@@ -480,7 +480,7 @@ async fn hold_everything(
     stored: Stored,
     new: &str,
     (reason, why): (&str, &str),
-) -> Result<Staged, Error> {
+) -> Result<Staged, HubError> {
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let hold = hold(stored.state.as_ref(), new, why, now);
     let saved = Stored {

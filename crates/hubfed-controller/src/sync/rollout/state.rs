@@ -15,7 +15,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use crate::sync::TypeContext;
-use crate::sync::hub_writes::{Error, bounded, publish};
+use crate::sync::hub_writes::{HubError, bounded, publish};
 use crate::sync::observe::Observed;
 
 /// What was stored of a rollout.
@@ -68,7 +68,7 @@ impl StateRef {
 
 /// The stored state of the object; none when there is none, or when it is an earlier same-named
 /// object's ([`state_belongs`]: it is overwritten).
-pub(super) async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, Error> {
+pub(super) async fn load(ctx: &TypeContext, state: &StateRef) -> Result<Stored, HubError> {
     let api: Api<ConfigMap> =
         Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
     let Some(map) = bounded(api.get_opt(&state.name)).await?? else {
@@ -108,10 +108,10 @@ pub(super) async fn delete_state(ctx: &TypeContext, observed: &Observed, state: 
         Api::namespaced(ctx.shared.hub.clone(), &ctx.shared.kubefed_namespace);
     let result = bounded(api.delete(&state.name, &Default::default()))
         .await
-        .and_then(|r| r.map_err(Error::from));
+        .and_then(|r| r.map_err(HubError::from));
     match result {
         Ok(_) => info!(configmap = %state.name, "rollout state deleted with its object"),
-        Err(Error::Hub(kube::Error::Api(e))) if e.code == 404 => {}
+        Err(HubError::Hub(kube::Error::Api(e))) if e.code == 404 => {}
         Err(e) => {
             warn!(configmap = %state.name, error = %e, "rollout state left behind");
             publish(
@@ -144,7 +144,7 @@ pub(super) async fn save_fitted(
     stored: &Stored,
     mut saved: Stored,
     new: &str,
-) -> Result<Option<Stored>, Error> {
+) -> Result<Option<Stored>, HubError> {
     let len = |v: Option<String>| v.map_or(0, |v| v.len());
     let state = len(json_text(saved.state.as_ref())?);
     let current = len(json_text(saved.current.as_ref())?);
@@ -159,7 +159,7 @@ pub(super) async fn save_fitted(
     }
     match save(ctx, state_ref, stored, &mut saved).await {
         Ok(()) => Ok(Some(saved)),
-        Err(Error::Hub(kube::Error::Api(e)))
+        Err(HubError::Hub(kube::Error::Api(e)))
             if e.code == 413
                 || (e.code == 422 && e.message.contains("Too long"))
                 || e.message.to_lowercase().contains("too large") =>
@@ -178,7 +178,7 @@ async fn unstage(
     state_ref: &StateRef,
     stored: &Stored,
     new: &str,
-) -> Result<(), Error> {
+) -> Result<(), HubError> {
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let hold = too_large(stored.state.as_ref(), new, TOO_LARGE, now);
     let mut small = Stored {
@@ -211,7 +211,7 @@ pub(super) async fn save(
     state: &StateRef,
     stored: &Stored,
     saved: &mut Stored,
-) -> Result<(), Error> {
+) -> Result<(), HubError> {
     let name = state.name.as_str();
     saved.resource_version = stored.resource_version.clone();
     let unchanged = stored.exists
@@ -245,7 +245,7 @@ fn state_body(
     state: &StateRef,
     saved: &Stored,
     resource_version: Option<&str>,
-) -> Result<serde_json::Value, Error> {
+) -> Result<serde_json::Value, HubError> {
     let text = |v: Option<String>| v.unwrap_or_default();
     let data = json!({
         "state": text(json_text(saved.state.as_ref())?),

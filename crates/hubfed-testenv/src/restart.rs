@@ -14,6 +14,25 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// it may still hold one for a moment, as a probe or an outgoing connection.
 const BIND_ATTEMPTS: u32 = 5;
 
+/// Starts a server again with `start`, given the number of the environment's restart it is
+/// (its log's name), up to [`BIND_ATTEMPTS`] times while it exits because its port is taken.
+fn start_again(
+    restarts: &mut u32,
+    mut start: impl FnMut(u32) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut attempt = 1;
+    loop {
+        *restarts += 1;
+        match start(*restarts) {
+            Err(e) if attempt < BIND_ATTEMPTS && port_taken(&e) => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Whether a server failed to start again because another socket held its port.
 fn port_taken(error: &Error) -> bool {
     matches!(error, Error::NotReady { component, log, .. }
@@ -25,8 +44,6 @@ impl TestEnv {
     /// end, watches close), starts it again on the same port and storage, and waits until it
     /// is ready. Returns how long the API server was unavailable.
     pub fn restart_apiserver(&mut self, name: &str) -> Result<Duration, Error> {
-        self.restarts += 1;
-        let mut restart = self.restarts;
         let dir = self.dir.clone();
         let cluster = self
             .clusters
@@ -35,8 +52,7 @@ impl TestEnv {
             .ok_or_else(|| Error::NotRunning(format!("{name} (no such cluster)")))?;
         let began = Instant::now();
         cluster.apiserver.stop();
-        let mut attempt = 1;
-        loop {
+        start_again(&mut self.restarts, |restart| {
             cluster.apiserver = spawn_component(
                 &dir,
                 name,
@@ -46,17 +62,8 @@ impl TestEnv {
                 cluster.apiserver_env.clone(),
                 Some(restart),
             )?;
-            match wait_ready(cluster, READY_TIMEOUT) {
-                Err(e) if attempt < BIND_ATTEMPTS && port_taken(&e) => {
-                    // Each start logs on its own: the next incarnation's number.
-                    attempt += 1;
-                    self.restarts += 1;
-                    restart = self.restarts;
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                result => break result?,
-            }
-        }
+            wait_ready(cluster, READY_TIMEOUT)
+        })?;
         Ok(began.elapsed())
     }
 
@@ -71,27 +78,14 @@ impl TestEnv {
     /// again on the same ports and data directory, and waits until every API server is ready
     /// again. Returns how long storage was unavailable (to the last API server's readiness).
     pub fn restart_etcd(&mut self, signal: &str) -> Result<Duration, Error> {
-        self.restarts += 1;
-        let mut restart = self.restarts;
         let began = Instant::now();
         self.etcd.stop_now(signal, Duration::from_secs(10))?;
-        let mut attempt = 1;
-        loop {
-            self.etcd = self.etcd_launch.spawn(
-                &self.dir,
-                self.owns_dir,
-                &format!("etcd.restart-{restart}.log"),
-            )?;
-            match self.etcd_launch.wait_serving(&self.etcd, READY_TIMEOUT) {
-                Err(e) if attempt < BIND_ATTEMPTS && port_taken(&e) => {
-                    attempt += 1;
-                    self.restarts += 1;
-                    restart = self.restarts;
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                result => break result?,
-            }
-        }
+        let (etcd, launch) = (&mut self.etcd, &self.etcd_launch);
+        let (dir, owns_dir) = (&self.dir, self.owns_dir);
+        start_again(&mut self.restarts, |restart| {
+            *etcd = launch.spawn(dir, owns_dir, &format!("etcd.restart-{restart}.log"))?;
+            launch.wait_serving(etcd, READY_TIMEOUT)
+        })?;
         for cluster in &mut self.clusters {
             wait_ready(cluster, READY_TIMEOUT).map_err(|mut e| {
                 // What etcd did meanwhile belongs in the report.

@@ -50,7 +50,7 @@ unit:
 E2E_BESIDE ?= placement_policy hub_identity faults backoff partition health_flap list_slots missing_crds mcs mcs_pull \
 	dns_records cluster_topology
 E2E_SECOND ?= rollout_state rollout scheduling pull pull_agent rollout_restart shutdown hub_member \
-	large_object_room takeover
+	large_object_room takeover status_hold list_turn
 e2e: tools image
 	$(CARGO) build -p hubfed-controller -p hubfedctl --bins
 	$(CARGO) test -p hubfed-e2e --no-run

@@ -25,8 +25,8 @@ use crate::metrics::METRICS;
 use super::create_only::{self, Created};
 use super::exec_env::ExecEnv;
 use super::member_io::{
-    ClusterResult, RETAINED_FIELD_MANAGER, apply_encoded, error_message, is_immutable_refusal,
-    is_not_found, is_refusal, outcome, patch_answer, record,
+    ClusterResult, MemberCall, RETAINED_FIELD_MANAGER, apply_encoded, error_message,
+    is_immutable_refusal, is_not_found, is_refusal, outcome, patch_answer,
 };
 use super::members::Unmanaged;
 
@@ -126,9 +126,9 @@ impl ApplyStep<'_> {
         if !look {
             return Ok(None);
         }
-        let started = std::time::Instant::now();
+        let call = MemberCall::start(cluster, "get");
         let found = self.api.get_opt(&object.name).await;
-        record(cluster, "get", started, found.is_ok());
+        call.end(found.is_ok());
         let live = match found {
             Ok(found) => found,
             Err(e) => {
@@ -189,9 +189,9 @@ impl ApplyStep<'_> {
             match handed {
                 Ok(_) => return Ok(()),
                 Err(kube::Error::Api(e)) if e.code == 409 && attempt < HANDOVER_ATTEMPTS => {
-                    let started = std::time::Instant::now();
+                    let call = MemberCall::start(self.cluster(), "get");
                     let found = self.api.get_opt(&self.object.name).await;
-                    record(self.cluster(), "get", started, found.is_ok());
+                    call.end(found.is_ok());
                     reread = found.map_err(|e| {
                         self.fail(Some(PropagationStatus::RetrievalFailed), error_message(&e))
                     })?;
@@ -221,9 +221,9 @@ impl ApplyStep<'_> {
         // A copy hubfed manages (observed in its cache). An object taken over — adopted, or
         // found by the look before a create — is overwritten as KubeFed did: forced.
         if !self.apply.creates && !self.apply.adopts {
-            let started = std::time::Instant::now();
+            let call = MemberCall::start(self.cluster(), "update");
             let result = self.update_copy().await;
-            record(self.cluster(), "update", started, result.is_ok());
+            call.end(result.is_ok());
             return match result {
                 Err(e) if is_immutable_refusal(&e) && self.recreate_on_immutable() => self
                     .recreate(&e, &params)
@@ -232,12 +232,12 @@ impl ApplyStep<'_> {
                 result => result.map_err(WriteError::Api),
             };
         }
-        let started = std::time::Instant::now();
+        let call = MemberCall::start(self.cluster(), if creating { "create" } else { "update" });
         let result = if creating && self.apply.create_only {
             match create_only::create(api, name, &params, body, whole).await {
                 Ok(Created::Created(created)) => Ok(*created),
                 Ok(Created::Exists) => {
-                    record(self.cluster(), "create", started, false);
+                    call.end(false);
                     return Err(WriteError::Exists);
                 }
                 Err(e) => Err(e),
@@ -249,8 +249,7 @@ impl ApplyStep<'_> {
                 Err(e) => Err(e),
             }
         };
-        let operation = if creating { "create" } else { "update" };
-        record(self.cluster(), operation, started, result.is_ok());
+        call.end(result.is_ok());
         match result {
             Err(e) if is_immutable_refusal(&e) && self.recreate_on_immutable() => {
                 self.recreate(&e, &params).await

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::apply::apply_to_cluster;
 pub use super::exec_env::{EventSink, ExecEnv};
-use super::member_io::{ClusterResult, error_message, is_not_found, outcome, record};
+use super::member_io::{ClusterResult, MemberCall, error_message, is_not_found, outcome};
 
 /// Carries out `cp`'s action through `api` (an action without a request reports its status).
 pub(crate) async fn execute_action(
@@ -87,14 +87,9 @@ async fn delete_in_cluster(
 ) -> ClusterResult {
     let cluster = cp.cluster.as_str();
     let what = env.what(object);
-    let started = std::time::Instant::now();
+    let call = MemberCall::start(cluster, "delete");
     let deleted = api.delete(&object.name, &delete_params(delete)).await;
-    record(
-        cluster,
-        "delete",
-        started,
-        deleted.is_ok() || deleted.as_ref().is_err_and(is_not_found),
-    );
+    call.end(deleted.is_ok() || deleted.as_ref().is_err_and(is_not_found));
     // A later re-placement must not count as drift against the deleted copy's version.
     if let Some(applied) = env.applied {
         applied.remove(object.namespace.as_deref(), &object.name, cluster);
@@ -119,16 +114,11 @@ async fn remove_label_in_cluster(
 ) -> ClusterResult {
     let cluster = cp.cluster.as_str();
     let patch = json!({"metadata": {"labels": {MANAGED_LABEL: null}}});
-    let started = std::time::Instant::now();
+    let call = MemberCall::start(cluster, "remove_label");
     let patched = api
         .patch(&object.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await;
-    record(
-        cluster,
-        "remove_label",
-        started,
-        patched.is_ok() || patched.as_ref().is_err_and(is_not_found),
-    );
+    call.end(patched.is_ok() || patched.as_ref().is_err_and(is_not_found));
     let done = (
         "RemoveManagedLabelFromInCluster",
         "Removing the managed label from",

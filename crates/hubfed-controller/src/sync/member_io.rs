@@ -178,8 +178,46 @@ pub(super) fn is_immutable_refusal(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(e) if e.code == 422 && e.message.contains("immutable"))
 }
 
+/// One member request, timed from [`MemberCall::start`] and recorded in the metrics when it
+/// ends ([`MemberCall::end`]), or as failed when it is dropped unended: a request cut off by
+/// a timeout or a `?` counts, as it did not before.
+#[must_use = "a member call is recorded when it ends"]
+pub(super) struct MemberCall<'a> {
+    cluster: &'a str,
+    operation: &'static str,
+    started: std::time::Instant,
+    ended: bool,
+}
+
+impl<'a> MemberCall<'a> {
+    /// A request `operation` (`get`, `create`, `update`, `delete`, `remove_label`) to
+    /// `cluster` starts now.
+    pub(super) fn start(cluster: &'a str, operation: &'static str) -> Self {
+        Self {
+            cluster,
+            operation,
+            started: std::time::Instant::now(),
+            ended: false,
+        }
+    }
+
+    /// The request ended, well or not.
+    pub(super) fn end(mut self, ok: bool) {
+        self.ended = true;
+        record(self.cluster, self.operation, self.started, ok);
+    }
+}
+
+impl Drop for MemberCall<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            record(self.cluster, self.operation, self.started, false);
+        }
+    }
+}
+
 /// Records one member request in the metrics.
-pub(super) fn record(cluster: &str, operation: &str, started: std::time::Instant, ok: bool) {
+fn record(cluster: &str, operation: &str, started: std::time::Instant, ok: bool) {
     let elapsed = started.elapsed().as_secs_f64();
     METRICS
         .member_operations_total

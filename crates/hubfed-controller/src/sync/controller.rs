@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::members::MemberWatches;
-use super::memory::{AppliedMap, LatencyTracker, store_is_behind};
+use super::objects::store_is_behind;
+use super::{AppliedMap, LatencyTracker};
 use super::{
     LAST_APPLIED_ANNOTATION, Shared, TypeContext, deletions, gc, observe, queue, reconcile,
 };
@@ -228,7 +229,7 @@ fn federated_controller(
                 annotations.remove(LAST_APPLIED_ANNOTATION);
             }
             // Spec and status as JSON text: a third of the controller's memory otherwise.
-            super::memory::pack(object);
+            super::packed_fields::pack(object);
         })
         // Retried here, not by the controller: its backoff would pause every trigger.
         .default_backoff(),
@@ -575,7 +576,7 @@ struct Condition {
 fn propagation_counts(federated: &Store<DynamicObject>) -> (i64, i64) {
     let (mut propagated, mut failing) = (0_i64, 0_i64);
     for obj in federated.state() {
-        let status = super::memory::field::<Conditions>(&obj, "status").and_then(Result::ok);
+        let status = super::packed_fields::field::<Conditions>(&obj, "status").and_then(Result::ok);
         let condition = status
             .iter()
             .flat_map(|s| &s.conditions)

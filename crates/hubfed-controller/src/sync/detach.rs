@@ -121,5 +121,5 @@ pub(super) async fn write_or_leave(
 /// Forgets the writes of objects no longer in the hub, and gives back the room of those taken
 /// (a cold start on slow members leaves nearly every copy's write running at some point).
 pub(super) fn forget(ctx: &TypeContext, exists: impl Fn(&ObjectRef<DynamicObject>) -> bool) {
-    super::memory::prune(&ctx.detached, |object, _| exists(object));
+    super::objects::prune(&ctx.detached, |object, _| exists(object));
 }

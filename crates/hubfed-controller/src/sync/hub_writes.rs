@@ -171,7 +171,7 @@ fn previous_status(ctx: &TypeContext, obj: &DynamicObject) -> Option<FederatedSt
         .objects
         .update(&key, |state| match &state.written_status {
             Some(w)
-                if super::memory::store_is_behind(
+                if super::objects::store_is_behind(
                     obj.resource_version().as_deref(),
                     &w.resource_version,
                 ) =>
@@ -187,7 +187,7 @@ fn previous_status(ctx: &TypeContext, obj: &DynamicObject) -> Option<FederatedSt
     if written.is_some() {
         return written;
     }
-    super::memory::field(obj, "status").and_then(Result::ok)
+    super::packed_fields::field(obj, "status").and_then(Result::ok)
 }
 
 /// The status for a spec that cannot be read, written when it changes.

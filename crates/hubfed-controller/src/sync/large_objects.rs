@@ -122,7 +122,7 @@ impl Budget {
 }
 
 /// The length of `obj`'s spec as JSON: the cache keeps it as text
-/// ([`super::memory::pack`]); an object that is not packed is measured by encoding it.
+/// ([`super::packed_fields::pack`]); an object that is not packed is measured by encoding it.
 fn spec_bytes(obj: &DynamicObject) -> usize {
     match obj.data.get("spec") {
         None => 0,
@@ -155,7 +155,7 @@ mod tests {
             "spec": {"template": {"data": {"k": "x".repeat(data_bytes)}}},
         }))
         .unwrap();
-        super::super::memory::pack(&mut obj);
+        super::super::packed_fields::pack(&mut obj);
         obj
     }
 

@@ -6,6 +6,7 @@
 //! are corrected as soon as they happen. Cluster registry changes re-queue everything.
 //! Every decision is `hubfed_core::plan`; this module observes and carries plans out.
 
+mod applied;
 mod apply;
 mod controller;
 mod create_only;
@@ -20,12 +21,13 @@ mod gc;
 mod hub_writes;
 mod identity;
 mod large_objects;
+mod latency;
 pub(crate) mod list_slots;
 mod member_io;
 mod members;
-mod memory;
 mod objects;
 mod observe;
+mod packed_fields;
 mod reconcile;
 pub mod rollout;
 mod status_writes;
@@ -49,13 +51,14 @@ use tracing::{info, warn};
 
 use crate::clusters::MemberClientPool;
 use crate::settings::ControllerConfig;
+pub use applied::AppliedMap;
 pub use controller::run_type;
 pub use error::Error;
+pub use latency::LatencyTracker;
 pub(crate) use member_io::ClusterResult;
 use members::MemberWatches;
 pub(crate) use members::Unmanaged;
-pub use memory::{AppliedMap, LatencyTracker, WrittenStatus, WrittenVersions};
-pub use objects::Failing;
+pub use objects::{Failing, WrittenStatus, WrittenVersions};
 
 /// kubectl's copy of the last applied object, on objects managed with `kubectl apply`.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";

@@ -14,9 +14,8 @@ use parking_lot::Mutex;
 
 use hubfed_core::plan::FederatedObject;
 
+use super::TypeContext;
 use super::exec_env::DriftMemory;
-use super::memory::shrink_when_sparse;
-use super::{TypeContext, WrittenStatus, WrittenVersions};
 
 /// The key of a federated object in the index.
 pub type ObjectKey = ObjectRef<DynamicObject>;
@@ -175,6 +174,64 @@ impl DriftMemory for TypeContext {
     }
 }
 
+/// A PropagatedVersion status written by this controller, kept until the PropagatedVersion
+/// store shows that write or a later one. Without it, a reconcile queued by the previous
+/// one's own writes reads the store before the watch has delivered them (or has delivered
+/// only the creation of the PropagatedVersion, without its status) and writes the versions
+/// again.
+pub struct WrittenVersions {
+    /// The resourceVersion the status write returned.
+    pub resource_version: String,
+    pub status: hubfed_core::version::PropagatedVersionStatus,
+}
+
+/// A federated object's status written by this controller, kept until the federated objects'
+/// store shows that write or a later one (`hub_writes::write_status`).
+pub struct WrittenStatus {
+    /// The resourceVersion the status write returned.
+    pub resource_version: String,
+    pub status: hubfed_api::federated::FederatedStatus,
+}
+
+/// Gives a map's spare room back once it is mostly empty. A `HashMap` never shrinks by itself,
+/// so one a burst filled kept its table for good: the writes left running during a cold start
+/// ([`super::detach`], one entry per copy at its height) held 3.3 MB of empty table at rest at
+/// 10 × 2,000, heap a warm restart never allocates (docs/benchmarks.md). Asks for room for
+/// twice the entries: the table is rebuilt only when half its buckets would hold that (the
+/// entries fill less than about a fifth of it), else nothing happens — so a map that fills and
+/// empties again costs amortized O(1) per entry. (`capacity()` cannot tell: removed entries
+/// leave tombstones it does not count as room.)
+pub(crate) fn shrink_when_sparse<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    /// Room kept however few the entries.
+    const KEEP: usize = 64;
+    map.shrink_to((map.len() * 2).max(KEEP));
+}
+
+/// Keeps the entries of the map behind `map` that `keep` accepts, gives back the room of
+/// the others ([`shrink_when_sparse`]) and returns how many are left.
+pub(crate) fn prune<K: Eq + std::hash::Hash, V>(
+    map: &parking_lot::Mutex<HashMap<K, V>>,
+    mut keep: impl FnMut(&K, &V) -> bool,
+) -> usize {
+    let mut map = map.lock();
+    map.retain(|key, value| keep(key, value));
+    shrink_when_sparse(&mut map);
+    map.len()
+}
+
+/// Whether a cached copy at `cached` predates the write that returned `written`. Kubernetes
+/// resourceVersions are comparable decimal numbers (KEP-5504); anything else counts as
+/// caught up, which at worst costs one redundant write.
+pub fn store_is_behind(cached: Option<&str>, written: &str) -> bool {
+    let Ok(written) = written.parse::<u64>() else {
+        return false;
+    };
+    match cached {
+        None => true,
+        Some(cached) => cached.parse::<u64>().is_ok_and(|cached| cached < written),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,5 +323,38 @@ mod tests {
             index.select(|s| s.pending_since.is_some()),
             vec![key("waiting")]
         );
+    }
+
+    /// A map a burst filled gives its table back once nearly emptied; one still half full
+    /// keeps it, and an empty one keeps a small table.
+    #[test]
+    fn a_sparse_map_gives_its_room_back() {
+        let mut map: HashMap<u32, [u8; 200]> = (0..10_000).map(|i| (i, [0; 200])).collect();
+        map.retain(|i, _| *i < 5_000);
+        let half = map.capacity();
+        shrink_when_sparse(&mut map);
+        assert_eq!(map.capacity(), half, "half full: the table is kept");
+        map.retain(|i, _| *i < 10);
+        shrink_when_sparse(&mut map);
+        assert!(
+            map.capacity() < 200,
+            "capacity {} for 10 entries",
+            map.capacity()
+        );
+        assert_eq!(map.len(), 10);
+        assert!(map.contains_key(&9));
+        let locked = parking_lot::Mutex::new(map);
+        assert_eq!(
+            prune(&locked, |i, _| i % 2 == 0),
+            5,
+            "prune keeps what it is told to"
+        );
+        let mut map = locked.into_inner();
+        assert!(map.contains_key(&8) && !map.contains_key(&9));
+        map.clear();
+        shrink_when_sparse(&mut map);
+        assert!(map.capacity() >= 64, "a small table is kept");
+        map.extend((0..1_000).map(|i| (i, [0; 200])));
+        assert_eq!(map.len(), 1_000, "grows again");
     }
 }

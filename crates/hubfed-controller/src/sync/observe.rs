@@ -28,7 +28,7 @@ use tracing::warn;
 use super::TypeContext;
 use super::hub_writes::publish;
 use super::members::CacheView;
-use super::memory::store_is_behind;
+use super::objects::store_is_behind;
 use crate::clusters::MemberCluster;
 
 /// What one reconcile observed.
@@ -60,7 +60,7 @@ pub struct Observed {
 
 /// The federated object as planning sees it, or why its spec cannot be read.
 pub fn federated_object(obj: &DynamicObject) -> Result<FederatedObject, String> {
-    let spec: FederatedSpec = match super::memory::field(obj, "spec") {
+    let spec: FederatedSpec = match super::packed_fields::field(obj, "spec") {
         None => FederatedSpec::default(),
         Some(spec) => spec.map_err(|e| format!("spec cannot be read: {e}"))?,
     };
@@ -368,7 +368,7 @@ pub(crate) fn stored_propagated_version(
 
 #[cfg(test)]
 mod tests {
-    use crate::sync::memory::store_is_behind;
+    use crate::sync::objects::store_is_behind;
 
     #[test]
     fn a_store_is_behind_until_it_shows_the_write() {
